@@ -1,0 +1,181 @@
+//! Why turn k+1 diverged from the holdings, decided from the texts, never from the model name.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewriteClass {
+    /// The reply's reasoning is not rendered back in history.
+    ReasoningDropped,
+    /// The generation prompt pre-filled text (an empty think block) that history omits.
+    GenerationPrefillNotReplayed,
+    /// `strftime_now` printed another date in the next prompt.
+    DateChanged,
+    /// History trims whitespace the model generated.
+    ContentTrimmed,
+    /// The system prompt is rendered at another place in the next prompt.
+    SystemMoved,
+    /// Same characters, different tokens.
+    Retokenized,
+    Other,
+}
+
+impl RewriteClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            RewriteClass::ReasoningDropped => "reasoning_dropped",
+            RewriteClass::GenerationPrefillNotReplayed => "generation_prefill_not_replayed",
+            RewriteClass::DateChanged => "date_changed",
+            RewriteClass::ContentTrimmed => "content_trimmed",
+            RewriteClass::SystemMoved => "system_moved",
+            RewriteClass::Retokenized => "retokenized",
+            RewriteClass::Other => "other",
+        }
+    }
+}
+
+pub struct Evidence<'a> {
+    pub held_text: String,
+    pub prompt_text: &'a str,
+    pub generated_text: &'a str,
+    pub next_text: &'a str,
+    pub reasoning: Option<&'a str>,
+    pub system: Option<&'a str>,
+    /// Token LCP against the next prompt rendered at the held prompt's time.
+    pub lcp_same_day: Option<usize>,
+    pub lcp: usize,
+}
+
+fn text_common_prefix(a: &str, b: &str) -> usize {
+    let mut n = 0;
+    for ((i, x), y) in a.char_indices().zip(b.chars()) {
+        if x != y {
+            break;
+        }
+        n = i + x.len_utf8();
+    }
+    n
+}
+
+/// The answer part of a generated text: after the reasoning block when there is one.
+fn answer_part(generated: &str) -> &str {
+    for end in ["</think>", "<|channel|>final<|message|>"] {
+        if let Some(i) = generated.rfind(end) {
+            return &generated[i + end.len()..];
+        }
+    }
+    generated
+}
+
+pub fn classify(e: &Evidence) -> RewriteClass {
+    let held = e.held_text.as_str();
+    let next = e.next_text;
+    if next.starts_with(held) {
+        return RewriteClass::Retokenized;
+    }
+    if e.lcp_same_day.is_some_and(|same_day| same_day > e.lcp) {
+        return RewriteClass::DateChanged;
+    }
+    let at = text_common_prefix(held, next);
+    let prompt_len = e.prompt_text.len();
+
+    if let Some(system) = e.system.map(str::trim).filter(|s| !s.is_empty()) {
+        if let (Some(h), Some(n)) = (held.find(system), next.find(system)) {
+            if h != n && at <= h {
+                return RewriteClass::SystemMoved;
+            }
+        }
+    }
+    if let Some(reasoning) = e.reasoning.map(str::trim).filter(|r| !r.is_empty()) {
+        let in_reply = e
+            .generated_text
+            .find(reasoning)
+            .map(|i| prompt_len + i + reasoning.len());
+        if in_reply.is_some_and(|end| at < end) && !next[at..].contains(reasoning) {
+            return RewriteClass::ReasoningDropped;
+        }
+    }
+    let answer = answer_part(e.generated_text).trim_start();
+    let probe: String = answer.chars().take(24).collect();
+    if at < prompt_len && !probe.is_empty() && next[at..].trim_start().starts_with(&probe) {
+        return RewriteClass::GenerationPrefillNotReplayed;
+    }
+    if at >= prompt_len {
+        let rest = &held[at..];
+        let rest_trim = rest.trim_start();
+        if rest.trim().is_empty()
+            || (rest_trim.len() < rest.len() && next[at..].trim_start().starts_with(rest_trim))
+        {
+            return RewriteClass::ContentTrimmed;
+        }
+    }
+    RewriteClass::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev<'a>(prompt: &'a str, generated: &'a str, next: &'a str) -> Evidence<'a> {
+        Evidence {
+            held_text: format!("{prompt}{generated}"),
+            prompt_text: prompt,
+            generated_text: generated,
+            next_text: next,
+            reasoning: None,
+            system: None,
+            lcp_same_day: None,
+            lcp: 0,
+        }
+    }
+
+    #[test]
+    fn empty_think_prefill() {
+        let e = ev(
+            "<u>Q<a><think>\n\n</think>\n\n",
+            "A.",
+            "<u>Q<a>A.<e><u>F<a>",
+        );
+        assert_eq!(classify(&e), RewriteClass::GenerationPrefillNotReplayed);
+    }
+
+    #[test]
+    fn reasoning_dropped() {
+        let mut e = ev(
+            "<u>Q<a>",
+            "<think>\nR here\n</think>\n\nA.",
+            "<u>Q<a>A.<e><u>F<a>",
+        );
+        e.reasoning = Some("R here");
+        assert_eq!(classify(&e), RewriteClass::ReasoningDropped);
+    }
+
+    #[test]
+    fn trailing_newline_trimmed() {
+        let e = ev("<u>Q<a>", "A.\n", "<u>Q<a>A.<e><u>F<a>");
+        assert_eq!(classify(&e), RewriteClass::ContentTrimmed);
+    }
+
+    #[test]
+    fn retokenized_and_other() {
+        let e = ev("<u>Q<a>", "A.", "<u>Q<a>A.<e>");
+        assert_eq!(classify(&e), RewriteClass::Retokenized);
+        let e = ev("<u>Q<a>", "A.", "<x>");
+        assert_eq!(classify(&e), RewriteClass::Other);
+    }
+
+    #[test]
+    fn system_moved_and_date() {
+        let mut e = ev(
+            "<s>[INST]SYS\n\nQ[/INST]",
+            "A.",
+            "<s>[INST]Q[/INST]A.</s>[INST]SYS\n\nF[/INST]",
+        );
+        e.system = Some("SYS");
+        assert_eq!(classify(&e), RewriteClass::SystemMoved);
+        let mut e = ev("D15<u>Q<a>", "A.", "D16<u>Q<a>A.");
+        e.lcp = 1;
+        e.lcp_same_day = Some(9);
+        assert_eq!(classify(&e), RewriteClass::DateChanged);
+    }
+}

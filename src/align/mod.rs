@@ -1,0 +1,240 @@
+//! Holdings versus next prompt: common prefix, rewrite point and its cause, uncached tokens.
+
+mod classify;
+
+use serde::Serialize;
+
+use crate::render::TurnPlan;
+use crate::tokenize::{TokenizeError, Tokenizer};
+
+pub use classify::RewriteClass;
+
+/// A token with the text it decodes to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TokenView {
+    pub id: u32,
+    pub text: String,
+}
+
+/// Where turn k+1 stops extending what the server holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rewrite {
+    pub position: usize,
+    pub class: RewriteClass,
+    pub held: Vec<TokenView>,
+    pub next: Vec<TokenView>,
+}
+
+/// First position where the sampled ids differ from the tokenizer's encoding of the same text.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Drift {
+    /// Position in the holdings (prompt tokens included).
+    pub position: usize,
+    pub sampled: Vec<TokenView>,
+    pub encoded: Vec<TokenView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Uncached {
+    pub block_size: usize,
+    pub tokens: usize,
+}
+
+/// One step of the token-level diff after the divergence (for the human view).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiffStep {
+    Same(Vec<TokenView>),
+    Held(Vec<TokenView>),
+    Next(Vec<TokenView>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub from_prompt: usize,
+    pub to_prompt: usize,
+    pub held_tokens: usize,
+    pub next_prompt_tokens: usize,
+    pub common_prefix_tokens: usize,
+    pub prompt_tokens: usize,
+    pub rewrite: Option<Rewrite>,
+    pub retokenization_drift: Option<Drift>,
+    pub uncached: Vec<Uncached>,
+    /// Tokens before the divergence, for context in the human view.
+    pub before: Vec<TokenView>,
+    pub diff: Vec<DiffStep>,
+    /// The held and next token ids (for later stages: router simulation).
+    pub held_ids: Vec<u32>,
+    pub next_ids: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AlignOptions {
+    pub block_sizes: Vec<usize>,
+    /// Tokens shown on each side of a divergence.
+    pub context: usize,
+}
+
+impl Default for AlignOptions {
+    fn default() -> Self {
+        AlignOptions {
+            block_sizes: vec![16, 64],
+            context: 4,
+        }
+    }
+}
+
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// `|N| - floor(min(LCP, |H|) / B) * B`: vLLM caches whole blocks only.
+pub fn uncached_tokens(next: usize, lcp: usize, held: usize, block: usize) -> usize {
+    let reusable = lcp.min(held) / block * block;
+    next - reusable.min(next)
+}
+
+/// Align every transition of a planned conversation.
+pub fn align_plan(
+    plan: &TurnPlan,
+    tok: &Tokenizer,
+    options: &AlignOptions,
+) -> Result<Vec<Transition>, TokenizeError> {
+    let mut out = Vec::new();
+    for (k, turn) in plan.turns.iter().enumerate() {
+        let Some(next_text) = &plan.next_prompts[k] else {
+            continue;
+        };
+        let prompt_ids = tok.encode(&turn.prompt)?;
+        let encoded = tok.encode(&turn.generated)?;
+        let (generated, drift) = match &turn.generated_ids {
+            Some(sampled) => {
+                let at = common_prefix(sampled, &encoded);
+                let drift = (at < sampled.len() || at < encoded.len()).then(|| Drift {
+                    position: prompt_ids.len() + at,
+                    sampled: views(tok, &sampled[at..(at + options.context).min(sampled.len())]),
+                    encoded: views(tok, &encoded[at..(at + options.context).min(encoded.len())]),
+                });
+                (sampled.clone(), drift)
+            }
+            None => (encoded, None),
+        };
+        let mut held = prompt_ids.clone();
+        held.extend_from_slice(&generated);
+        let next = tok.encode(next_text)?;
+        let lcp = common_prefix(&held, &next);
+        let rewrite = if lcp < held.len() {
+            let next_same_day = match &plan.next_at_held_time[k] {
+                Some(text) => Some(tok.encode(text)?),
+                None => None,
+            };
+            let evidence = classify::Evidence {
+                held_text: format!("{}{}", turn.prompt, turn.generated),
+                prompt_text: &turn.prompt,
+                generated_text: &turn.generated,
+                next_text,
+                reasoning: turn.reasoning.as_deref(),
+                system: plan.system.as_deref(),
+                lcp_same_day: next_same_day.map(|ids| common_prefix(&held, &ids)),
+                lcp,
+            };
+            Some(Rewrite {
+                position: lcp,
+                class: classify::classify(&evidence),
+                held: views(tok, &held[lcp..(lcp + options.context).min(held.len())]),
+                next: views(tok, &next[lcp..(lcp + options.context).min(next.len())]),
+            })
+        } else {
+            None
+        };
+        let uncached = options
+            .block_sizes
+            .iter()
+            .map(|&b| Uncached {
+                block_size: b,
+                tokens: uncached_tokens(next.len(), lcp, held.len(), b),
+            })
+            .collect();
+        let before_start = lcp.saturating_sub(options.context);
+        out.push(Transition {
+            from_prompt: k + 1,
+            to_prompt: k + 2,
+            held_tokens: held.len(),
+            next_prompt_tokens: next.len(),
+            common_prefix_tokens: lcp,
+            prompt_tokens: prompt_ids.len(),
+            before: views(tok, &held[before_start..lcp]),
+            diff: if rewrite.is_some() {
+                token_diff(tok, &held[lcp..], &next[lcp..])
+            } else {
+                Vec::new()
+            },
+            rewrite,
+            retokenization_drift: drift,
+            uncached,
+            held_ids: held,
+            next_ids: next,
+        });
+    }
+    Ok(out)
+}
+
+fn views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {
+    ids.iter()
+        .map(|&id| TokenView {
+            id,
+            text: tok.decode(&[id]),
+        })
+        .collect()
+}
+
+/// How the two sides continue after the divergence: which held tokens are lost, which are
+/// new, and where they agree again. Bounded, so a long reply cannot make the report slow.
+fn token_diff(tok: &Tokenizer, held: &[u32], next: &[u32]) -> Vec<DiffStep> {
+    const WINDOW: usize = 96;
+    const MAX_STEPS: usize = 6;
+    let held = &held[..held.len().min(WINDOW)];
+    let next = &next[..next.len().min(WINDOW)];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    let ops = similar::capture_diff_slices_deadline(
+        similar::Algorithm::Myers,
+        held,
+        next,
+        Some(deadline),
+    );
+    let mut steps = Vec::new();
+    for op in ops.iter().take(MAX_STEPS) {
+        let (old, new) = (op.old_range(), op.new_range());
+        match op.tag() {
+            similar::DiffTag::Equal => steps.push(DiffStep::Same(views(tok, &held[old]))),
+            similar::DiffTag::Delete => steps.push(DiffStep::Held(views(tok, &held[old]))),
+            similar::DiffTag::Insert => steps.push(DiffStep::Next(views(tok, &next[new]))),
+            similar::DiffTag::Replace => {
+                steps.push(DiffStep::Held(views(tok, &held[old])));
+                steps.push(DiffStep::Next(views(tok, &next[new])));
+            }
+        }
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uncached_counts_whole_blocks_only() {
+        // Llama 3.1, seed write-up: H = 181, N = H + 15 (5-token follow-up + 10 markers).
+        assert_eq!(uncached_tokens(196, 181, 181, 16), 196 - 176);
+        assert_eq!(uncached_tokens(196, 181, 181, 64), 196 - 128);
+        // LCP beyond H cannot be reused (the stop token was never computed).
+        assert_eq!(uncached_tokens(100, 90, 80, 16), 100 - 80);
+        assert_eq!(uncached_tokens(10, 3, 50, 16), 10);
+    }
+
+    #[test]
+    fn lcp() {
+        assert_eq!(common_prefix(&[1, 2, 3], &[1, 2, 4]), 2);
+        assert_eq!(common_prefix(&[1, 2], &[1, 2, 4]), 2);
+        assert_eq!(common_prefix(&[], &[1]), 0);
+    }
+}

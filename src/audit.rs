@@ -1,0 +1,235 @@
+//! The diff-turns pipeline: model files → rendered turns → tokens → alignment.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Value as Json, json};
+
+use crate::align::{AlignOptions, RewriteClass, Transition, align_plan};
+use crate::model::{HubOptions, HubSettings, ModelFiles, fetch_from_hub, is_hub_id};
+use crate::render::{
+    ChatRenderer, Clock, Conversation, ResendMode, plan_turns, reply::PlanOptions,
+};
+use crate::tokenize::{Tokenizer, sha256_hex};
+
+/// Where to find a model and which of its files to override.
+#[derive(Debug, Clone, Default)]
+pub struct ModelSpec {
+    pub model: String,
+    pub revision: Option<String>,
+    pub offline: bool,
+    pub template: Option<PathBuf>,
+    pub tokenizer: Option<PathBuf>,
+    pub progress: bool,
+}
+
+/// A directory wins over a Hub id of the same spelling, as in transformers.
+pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
+    let path = Path::new(&spec.model);
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else if is_hub_id(&spec.model) {
+        let settings = HubSettings::from_env(&HubOptions {
+            offline: spec.offline,
+            progress: spec.progress,
+        });
+        fetch_from_hub(
+            &spec.model,
+            spec.revision.as_deref(),
+            &settings,
+            spec.progress,
+        )?
+    } else {
+        anyhow::bail!(
+            "model {:?} is neither a directory nor a Hub id of the form org/name[@revision]",
+            spec.model
+        );
+    };
+    Ok(ModelFiles::from_dir(
+        &dir,
+        &spec.model,
+        spec.template.as_deref(),
+        spec.tokenizer.as_deref(),
+    )?)
+}
+
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    pub clock: Clock,
+    pub date_rollover: bool,
+    pub plan: PlanOptions,
+    pub align: AlignOptions,
+    pub template_name: Option<String>,
+    pub fuel: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    pub source: String,
+    pub template_origin: String,
+    pub template_sha256: String,
+    pub tokenizer_sha256: String,
+}
+
+/// How a transition changes when each prompt is rendered one day after the previous.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloverShift {
+    pub common_prefix_tokens: usize,
+    pub rewrite_position: Option<usize>,
+    pub class: Option<RewriteClass>,
+    /// The divergence is earlier than on a single day.
+    pub moved: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConversationAudit {
+    pub source: String,
+    pub transitions: Vec<Transition>,
+    /// One entry per transition when --date-rollover was asked for.
+    pub rollover: Option<Vec<RolloverShift>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DiffTurnsReport {
+    pub model: ModelInfo,
+    pub conversations: Vec<ConversationAudit>,
+}
+
+impl DiffTurnsReport {
+    /// A rewrite point anywhere (including across midnight) is a finding.
+    pub fn has_findings(&self) -> bool {
+        self.conversations.iter().any(|c| {
+            c.transitions.iter().any(|t| t.rewrite.is_some())
+                || c.rollover
+                    .iter()
+                    .flatten()
+                    .any(|r| r.rewrite_position.is_some())
+        })
+    }
+}
+
+pub fn diff_turns(
+    files: &ModelFiles,
+    tok: &Tokenizer,
+    conversations: &[Conversation],
+    settings: &AuditSettings,
+) -> Result<DiffTurnsReport> {
+    let default_template = files.select_template(settings.template_name.as_deref(), false)?;
+    let mut audits = Vec::new();
+    for conv in conversations {
+        let has_tools = conv
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+        let template = files.select_template(settings.template_name.as_deref(), has_tools)?;
+        let renderer =
+            ChatRenderer::new(&template.text, files.special_tokens.clone(), settings.fuel)
+                .with_context(|| format!("chat template {}", template.origin))?;
+        let clock = conv.clock.clone().unwrap_or_else(|| settings.clock.clone());
+        let plan = plan_turns(conv, &renderer, &clock, &settings.plan)
+            .with_context(|| format!("conversation {}", conv.source))?;
+        let transitions = align_plan(&plan, tok, &settings.align)?;
+        let rollover = if settings.date_rollover {
+            let day = clock.at(0).date();
+            let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &settings.plan)
+                .with_context(|| format!("conversation {} (date rollover)", conv.source))?;
+            let rolled = align_plan(&plan, tok, &settings.align)?;
+            Some(
+                rolled
+                    .iter()
+                    .zip(&transitions)
+                    .map(|(r, t)| RolloverShift {
+                        common_prefix_tokens: r.common_prefix_tokens,
+                        rewrite_position: r.rewrite.as_ref().map(|w| w.position),
+                        class: r.rewrite.as_ref().map(|w| w.class),
+                        moved: r.common_prefix_tokens < t.common_prefix_tokens,
+                    })
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        audits.push(ConversationAudit {
+            source: conv.source.clone(),
+            transitions,
+            rollover,
+        });
+    }
+    Ok(DiffTurnsReport {
+        model: ModelInfo {
+            source: files.source.clone(),
+            template_origin: default_template.origin.clone(),
+            template_sha256: sha256_hex(default_template.text.as_bytes()),
+            tokenizer_sha256: tok.sha256().to_string(),
+        },
+        conversations: audits,
+    })
+}
+
+/// The seed write-up's probe: one short question and answer, then three follow-ups of
+/// growing length (a five-token thanks, a one-line and a three-line question).
+pub const PROBE_QUESTION: &str = "What is the difference between a process and a thread?";
+pub const PROBE_REASONING: &str = "The user asks about processes versus threads. I should contrast memory isolation, creation cost and how they share data.";
+pub const PROBE_ANSWER: &str = "A process is an independent program with its own memory space, while a thread is a unit of execution inside a process. Threads of the same process share memory, so they are cheaper to create but need synchronization.";
+pub const PROBE_FOLLOW_UPS: [(&str, &str); 3] = [
+    ("probe:thanks", "Thanks, makes sense."),
+    (
+        "probe:one-line",
+        "Could you also explain how this changes when the two threads run on multiple CPU cores?",
+    ),
+    (
+        "probe:three-line",
+        "That helps a lot. I am building a small web crawler that downloads a few thousand pages and parses them. Should I use threads, processes, or asyncio for that, and how would the answer change if parsing each page took a noticeable amount of CPU time each?",
+    ),
+];
+
+/// One question, one reply, one follow-up: the quick form of a conversation.
+pub struct QuickTurn<'a> {
+    pub source: String,
+    pub system: Option<&'a str>,
+    pub user: &'a str,
+    pub reply: &'a str,
+    pub reasoning: Option<&'a str>,
+    pub follow_up: &'a str,
+    pub resend: ResendMode,
+}
+
+pub fn quick_conversation(q: &QuickTurn) -> Conversation {
+    let mut messages: Vec<Json> = Vec::new();
+    if let Some(s) = q.system {
+        messages.push(json!({"role": "system", "content": s}));
+    }
+    messages.push(json!({"role": "user", "content": q.user}));
+    let mut reply = json!({"role": "assistant", "content": q.reply});
+    if let Some(r) = q.reasoning {
+        reply["reasoning_content"] = Json::String(r.to_string());
+    }
+    messages.push(reply);
+    messages.push(json!({"role": "user", "content": q.follow_up}));
+    Conversation {
+        source: q.source.clone(),
+        messages,
+        tools: None,
+        documents: None,
+        template_kwargs: Default::default(),
+        clock: None,
+        resend: q.resend,
+    }
+}
+
+pub fn probe_conversations(system: Option<&str>, resend: ResendMode) -> Vec<Conversation> {
+    PROBE_FOLLOW_UPS
+        .iter()
+        .map(|(name, follow_up)| {
+            quick_conversation(&QuickTurn {
+                source: name.to_string(),
+                system,
+                user: PROBE_QUESTION,
+                reply: PROBE_ANSWER,
+                reasoning: Some(PROBE_REASONING),
+                follow_up,
+                resend,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,11 @@
+//! One thin file per subcommand: parse-level values in, a report and an outcome out.
+
+pub mod diff_turns;
+pub mod fetch;
+
+/// What a command found; main maps it to the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Clean,
+    Findings,
+}

@@ -1,0 +1,60 @@
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use kvaudit::cli::{Cli, ColorChoice, Command};
+use kvaudit::commands::{self, Outcome};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.color {
+        ColorChoice::Always => owo_colors::set_override(true),
+        ColorChoice::Never => owo_colors::set_override(false),
+        ColorChoice::Auto => {}
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let result = match &cli.command {
+        Command::DiffTurns(args) => commands::diff_turns::run(args, &mut out),
+        Command::Fetch(args) => commands::fetch::run(args, &mut out),
+    };
+    let flushed = out.flush();
+    match result {
+        Ok(Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(Outcome::Findings) => ExitCode::from(1),
+        Err(e)
+            if is_broken_pipe(&e)
+                || flushed
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let mut line = format!("error: {e}");
+            for cause in e.chain().skip(1) {
+                let text = cause.to_string();
+                if !line.contains(&text) {
+                    line.push_str(&format!(": {text}"));
+                }
+            }
+            eprintln!("{}", line.replace('\n', " "));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A closed pipe (`kvaudit ... | head`) is not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,351 @@
+//! Where a model's files come from (a local directory or the Hugging Face Hub) and what they say:
+//! tokenizer, chat templates, special tokens and stop tokens.
+
+mod hub;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value as Json};
+
+pub use hub::{HubOptions, HubSettings, fetch as fetch_from_hub, is_hub_id};
+
+/// Files kvaudit reads from a model repository; the first two are required.
+pub const MODEL_FILES: [&str; 6] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "generation_config.json",
+    "special_tokens_map.json",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{0}")]
+    Missing(String),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid JSON: {source}")]
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Hub(String),
+}
+
+/// The chat templates of a model, as transformers would load them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatTemplates {
+    None,
+    Single {
+        text: String,
+        origin: String,
+    },
+    Named {
+        templates: Vec<(String, String)>,
+        origin: String,
+    },
+}
+
+/// The template chosen for one run.
+#[derive(Debug, Clone)]
+pub struct SelectedTemplate {
+    pub text: String,
+    /// Where it came from, e.g. `chat_template.jinja` or `tokenizer_config.json#tool_use`.
+    pub origin: String,
+}
+
+/// Everything kvaudit needs from a model repository.
+#[derive(Debug, Clone)]
+pub struct ModelFiles {
+    /// What the user named: a directory or a Hub id.
+    pub source: String,
+    pub dir: PathBuf,
+    pub tokenizer_path: PathBuf,
+    pub templates: ChatTemplates,
+    /// The special tokens transformers hands the template (`bos_token`, `eos_token`, ...).
+    pub special_tokens: Map<String, Json>,
+    /// Stop token ids from generation_config.json.
+    pub stop_token_ids: Vec<u32>,
+}
+
+/// The attributes transformers exposes as template variables when set.
+const SPECIAL_TOKEN_KEYS: [&str; 8] = [
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+    "additional_special_tokens",
+];
+
+impl ModelFiles {
+    /// Load a model directory. `template` and `tokenizer` override the directory's files.
+    pub fn from_dir(
+        dir: &Path,
+        source: &str,
+        template: Option<&Path>,
+        tokenizer: Option<&Path>,
+    ) -> Result<ModelFiles, ModelError> {
+        if !dir.is_dir() {
+            return Err(ModelError::Missing(format!(
+                "model directory {} does not exist",
+                dir.display()
+            )));
+        }
+        let tokenizer_path = match tokenizer {
+            Some(p) => p.to_path_buf(),
+            None => dir.join("tokenizer.json"),
+        };
+        if !tokenizer_path.is_file() {
+            return Err(ModelError::Missing(format!(
+                "no tokenizer.json in {} (pass --tokenizer FILE to use another)",
+                dir.display()
+            )));
+        }
+        let config_path = dir.join("tokenizer_config.json");
+        let config = if config_path.is_file() {
+            read_json(&config_path)?
+        } else {
+            Json::Object(Map::new())
+        };
+        let special_tokens = special_tokens(&config, &dir.join("special_tokens_map.json"))?;
+        let templates = match template {
+            Some(path) => ChatTemplates::Single {
+                text: read_text(path)?,
+                origin: path.display().to_string(),
+            },
+            None => load_templates(dir, &config)?,
+        };
+        let stop_token_ids = stop_tokens(&dir.join("generation_config.json"))?;
+        Ok(ModelFiles {
+            source: source.to_string(),
+            dir: dir.to_path_buf(),
+            tokenizer_path,
+            templates,
+            special_tokens,
+            stop_token_ids,
+        })
+    }
+
+    /// transformers' choice: a named template when asked for, else `tool_use` when tools are
+    /// passed and it exists, else `default`.
+    pub fn select_template(
+        &self,
+        name: Option<&str>,
+        has_tools: bool,
+    ) -> Result<SelectedTemplate, ModelError> {
+        match &self.templates {
+            ChatTemplates::None => Err(ModelError::Missing(format!(
+                "{} has no chat template (no chat_template.jinja, chat_template.json or \
+                 `chat_template` in tokenizer_config.json); pass --template FILE",
+                self.source
+            ))),
+            ChatTemplates::Single { text, origin } => match name {
+                Some(n) if n != "default" => Err(ModelError::Missing(format!(
+                    "{} has a single chat template, not one named {n:?}",
+                    self.source
+                ))),
+                _ => Ok(SelectedTemplate {
+                    text: text.clone(),
+                    origin: origin.clone(),
+                }),
+            },
+            ChatTemplates::Named { templates, origin } => {
+                let find = |n: &str| templates.iter().find(|(k, _)| k == n);
+                let chosen = match name {
+                    Some(n) => find(n).ok_or_else(|| {
+                        ModelError::Missing(format!(
+                            "{} has no chat template named {n:?} (it has: {})",
+                            self.source,
+                            templates.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+                        ))
+                    })?,
+                    None if has_tools && find("tool_use").is_some() => find("tool_use").unwrap_or(&templates[0]),
+                    None => find("default").ok_or_else(|| {
+                        ModelError::Missing(format!(
+                            "{} has several chat templates and none named \"default\"; pick one with --template-name ({})",
+                            self.source,
+                            templates.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+                        ))
+                    })?,
+                };
+                Ok(SelectedTemplate {
+                    text: chosen.1.clone(),
+                    origin: format!("{origin}#{}", chosen.0),
+                })
+            }
+        }
+    }
+}
+
+fn read_text(path: &Path) -> Result<String, ModelError> {
+    std::fs::read_to_string(path).map_err(|source| ModelError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn read_json(path: &Path) -> Result<Json, ModelError> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text).map_err(|source| ModelError::Json {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// `chat_template.jinja` (plus `additional_chat_templates/*.jinja`) wins over
+/// `chat_template.json`, which wins over `chat_template` in tokenizer_config.json.
+fn load_templates(dir: &Path, config: &Json) -> Result<ChatTemplates, ModelError> {
+    let jinja = dir.join("chat_template.jinja");
+    let extra_dir = dir.join("additional_chat_templates");
+    let mut named: Vec<(String, String)> = Vec::new();
+    if jinja.is_file() {
+        named.push(("default".into(), read_text(&jinja)?));
+    }
+    if extra_dir.is_dir() {
+        let mut extra: Vec<PathBuf> = std::fs::read_dir(&extra_dir)
+            .map_err(|source| ModelError::Read {
+                path: extra_dir.display().to_string(),
+                source,
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "jinja"))
+            .collect();
+        extra.sort();
+        for p in extra {
+            let name = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            named.push((name, read_text(&p)?));
+        }
+    }
+    if !named.is_empty() {
+        return Ok(if named.len() == 1 && named[0].0 == "default" {
+            ChatTemplates::Single {
+                text: named.remove(0).1,
+                origin: "chat_template.jinja".into(),
+            }
+        } else {
+            ChatTemplates::Named {
+                templates: named,
+                origin: "chat_template.jinja".into(),
+            }
+        });
+    }
+    let json_file = dir.join("chat_template.json");
+    if json_file.is_file() {
+        let v = read_json(&json_file)?;
+        if let Some(t) = v.get("chat_template") {
+            return template_value(t, "chat_template.json");
+        }
+    }
+    match config.get("chat_template") {
+        Some(t) => template_value(t, "tokenizer_config.json"),
+        None => Ok(ChatTemplates::None),
+    }
+}
+
+/// A `chat_template` value: a string, or a list of `{name, template}` objects.
+fn template_value(v: &Json, origin: &str) -> Result<ChatTemplates, ModelError> {
+    match v {
+        Json::Null => Ok(ChatTemplates::None),
+        Json::String(s) => Ok(ChatTemplates::Single {
+            text: s.clone(),
+            origin: origin.into(),
+        }),
+        Json::Array(items) => {
+            let mut templates = Vec::new();
+            for item in items {
+                match (
+                    item.get("name").and_then(Json::as_str),
+                    item.get("template").and_then(Json::as_str),
+                ) {
+                    (Some(n), Some(t)) => templates.push((n.to_string(), t.to_string())),
+                    _ => {
+                        return Err(ModelError::Invalid(format!(
+                            "{origin}: chat_template list entries need `name` and `template` strings"
+                        )));
+                    }
+                }
+            }
+            Ok(ChatTemplates::Named {
+                templates,
+                origin: origin.into(),
+            })
+        }
+        _ => Err(ModelError::Invalid(format!(
+            "{origin}: chat_template must be a string or a list of named templates"
+        ))),
+    }
+}
+
+/// Special tokens as plain strings: config values may be strings or AddedToken objects;
+/// special_tokens_map.json fills in what the config does not set.
+fn special_tokens(config: &Json, map_file: &Path) -> Result<Map<String, Json>, ModelError> {
+    let map = if map_file.is_file() {
+        read_json(map_file)?
+    } else {
+        Json::Null
+    };
+    let mut out = Map::new();
+    for key in SPECIAL_TOKEN_KEYS {
+        let value = config
+            .get(key)
+            .filter(|v| !v.is_null())
+            .or_else(|| map.get(key).filter(|v| !v.is_null()));
+        let Some(value) = value else { continue };
+        let text = if key == "additional_special_tokens" {
+            let list: Vec<Json> = value
+                .as_array()
+                .map(|a| a.iter().filter_map(token_text).map(Json::String).collect())
+                .unwrap_or_default();
+            if list.is_empty() {
+                continue;
+            }
+            Json::Array(list)
+        } else {
+            match token_text(value) {
+                Some(t) if !t.is_empty() => Json::String(t),
+                Some(_) => continue,
+                None => {
+                    return Err(ModelError::Invalid(format!(
+                        "tokenizer_config.json: {key} is neither a string nor an AddedToken object"
+                    )));
+                }
+            }
+        };
+        out.insert(key.to_string(), text);
+    }
+    Ok(out)
+}
+
+fn token_text(v: &Json) -> Option<String> {
+    match v {
+        Json::String(s) => Some(s.clone()),
+        Json::Object(o) => o.get("content").and_then(Json::as_str).map(str::to_string),
+        _ => None,
+    }
+}
+
+fn stop_tokens(path: &Path) -> Result<Vec<u32>, ModelError> {
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let v = read_json(path)?;
+    let ids = match v.get("eos_token_id") {
+        Some(Json::Number(n)) => n.as_u64().into_iter().collect(),
+        Some(Json::Array(a)) => a.iter().filter_map(Json::as_u64).collect(),
+        _ => Vec::new(),
+    };
+    Ok(ids.into_iter().map(|i| i as u32).collect())
+}

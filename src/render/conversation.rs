@@ -1,0 +1,212 @@
+//! A conversation to audit: messages as the client sends them, plus tools, kwargs and clocks.
+
+use std::path::Path;
+
+use chrono::{Duration, NaiveDate, NaiveDateTime, NaiveTime};
+use serde::Deserialize;
+use serde_json::{Map, Value as Json};
+
+use super::reply::ResendMode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConversationError {
+    #[error("cannot read conversation {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("conversation {path} is not valid JSON: {source}")]
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("conversation {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// When each prompt is rendered; templates that call `strftime_now` print this date.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Clock {
+    Fixed(NaiveDateTime),
+    /// One time per rendered prompt, in order; the last repeats if there are more prompts.
+    PerPrompt(Vec<NaiveDateTime>),
+    /// Prompt 1 at 23:59 on this day, every later prompt at 00:01 one day after the previous.
+    Rollover(NaiveDate),
+}
+
+impl Clock {
+    /// The time of prompt `index` (0-based).
+    pub fn at(&self, index: usize) -> NaiveDateTime {
+        match self {
+            Clock::Fixed(t) => *t,
+            Clock::PerPrompt(times) => times[index.min(times.len() - 1)],
+            Clock::Rollover(day) => {
+                if index == 0 {
+                    day.and_time(NaiveTime::from_hms_opt(23, 59, 0).unwrap_or_default())
+                } else {
+                    (*day + Duration::days(index as i64))
+                        .and_time(NaiveTime::from_hms_opt(0, 1, 0).unwrap_or_default())
+                }
+            }
+        }
+    }
+
+    /// The same clock moved so that every prompt is rendered on the same day as prompt 0.
+    pub fn frozen(&self) -> Clock {
+        Clock::Fixed(self.at(0))
+    }
+}
+
+/// Accepts `2026-01-15T10:00:00`, `2026-01-15T10:00`, a space instead of `T`, or a bare date.
+pub fn parse_time(text: &str) -> Option<NaiveDateTime> {
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S%.f",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(text, fmt) {
+            return Some(t);
+        }
+    }
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .map(|d| d.and_time(NaiveTime::MIN))
+}
+
+/// A conversation ready for rendering.
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    /// File path or probe name, reported as `source`.
+    pub source: String,
+    pub messages: Vec<Json>,
+    pub tools: Option<Json>,
+    pub documents: Option<Json>,
+    pub template_kwargs: Map<String, Json>,
+    /// `None` means "use the caller's default clock".
+    pub clock: Option<Clock>,
+    /// How assistant replies are sent back in later prompts.
+    pub resend: ResendMode,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConversationFile {
+    messages: Vec<Json>,
+    #[serde(default)]
+    tools: Option<Json>,
+    #[serde(default)]
+    documents: Option<Json>,
+    #[serde(default)]
+    template_kwargs: Option<Map<String, Json>>,
+    #[serde(default)]
+    now: Option<String>,
+    #[serde(default)]
+    now_per_prompt: Option<Vec<String>>,
+}
+
+impl Conversation {
+    pub fn from_file(path: &Path) -> Result<Conversation, ConversationError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConversationError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Conversation::from_json_text(&text, &shown)
+    }
+
+    pub fn from_json_text(text: &str, source: &str) -> Result<Conversation, ConversationError> {
+        let file: ConversationFile =
+            serde_json::from_str(text).map_err(|e| ConversationError::Json {
+                path: source.to_string(),
+                source: e,
+            })?;
+        let invalid = |message: String| ConversationError::Invalid {
+            path: source.to_string(),
+            message,
+        };
+        let time = |t: &str| {
+            parse_time(t).ok_or_else(|| {
+                invalid(format!(
+                    "cannot read time {t:?} (expected e.g. 2026-01-15T10:00:00)"
+                ))
+            })
+        };
+        let clock = match (file.now, file.now_per_prompt) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "give either `now` or `now_per_prompt`, not both".into(),
+                ));
+            }
+            (Some(t), None) => Some(Clock::Fixed(time(&t)?)),
+            (None, Some(list)) if list.is_empty() => {
+                return Err(invalid("`now_per_prompt` is empty".into()));
+            }
+            (None, Some(list)) => Some(Clock::PerPrompt(
+                list.iter().map(|t| time(t)).collect::<Result<_, _>>()?,
+            )),
+            (None, None) => None,
+        };
+        if let Some(tools) = &file.tools {
+            if !tools.is_array() && !tools.is_null() {
+                return Err(invalid("`tools` must be a list of tool schemas".into()));
+            }
+        }
+        for (i, m) in file.messages.iter().enumerate() {
+            let Some(obj) = m.as_object() else {
+                return Err(invalid(format!("message {i} is not an object")));
+            };
+            match obj.get("role").and_then(Json::as_str) {
+                Some(_) => {}
+                None => return Err(invalid(format!("message {i} has no string `role`"))),
+            }
+            if let Some(ids) = obj.get("generated_ids") {
+                let ok = ids.as_array().is_some_and(|a| {
+                    a.iter()
+                        .all(|x| x.as_u64().is_some_and(|v| v <= u32::MAX as u64))
+                });
+                if !ok {
+                    return Err(invalid(format!(
+                        "message {i}: `generated_ids` must be a list of token ids"
+                    )));
+                }
+            }
+            if obj.contains_key("generated") && !obj.get("generated").is_some_and(Json::is_string) {
+                return Err(invalid(format!(
+                    "message {i}: `generated` must be a string"
+                )));
+            }
+        }
+        Ok(Conversation {
+            source: source.to_string(),
+            messages: file.messages,
+            tools: file.tools.filter(|t| !t.is_null()),
+            documents: file.documents.filter(|d| !d.is_null()),
+            template_kwargs: file.template_kwargs.unwrap_or_default(),
+            clock,
+            resend: ResendMode::AsGiven,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rollover_crosses_midnight_each_prompt() {
+        let c = Clock::Rollover(NaiveDate::from_ymd_opt(2026, 1, 15).unwrap());
+        assert_eq!(c.at(0).to_string(), "2026-01-15 23:59:00");
+        assert_eq!(c.at(1).to_string(), "2026-01-16 00:01:00");
+        assert_eq!(c.at(2).to_string(), "2026-01-17 00:01:00");
+    }
+
+    #[test]
+    fn json_errors_carry_line_and_column() {
+        let err = Conversation::from_json_text("{\"messages\": [\n  {\"role\": }]}", "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2 column"), "{err}");
+    }
+}

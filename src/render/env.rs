@@ -1,0 +1,218 @@
+//! The minijinja environment that reproduces transformers' `apply_chat_template` rendering.
+
+use std::sync::{Arc, Mutex};
+
+use chrono::NaiveDateTime;
+use chrono::format::{Item, StrftimeItems};
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::ValueKind;
+use minijinja::{Environment, Error, ErrorKind, Value};
+
+use super::pyjson::{python_float_repr, tojson_filter};
+use super::pymethods::unknown_method;
+
+/// Template instructions a single render may execute: far above what any real chat template
+/// needs (the largest in the corpus uses well under a million), low enough to stop a loop.
+pub const DEFAULT_FUEL: u64 = 50_000_000;
+
+const TEMPLATE_NAME: &str = "chat_template";
+
+/// Why a template could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("the chat template does not compile: {0}")]
+    Syntax(String),
+    #[error("the chat template raised an exception: {0}")]
+    Raised(String),
+    #[error("the chat template ran out of fuel (more than {0} instructions): it may loop forever")]
+    OutOfFuel(u64),
+    #[error("the chat template failed: {0}")]
+    Failed(String),
+}
+
+/// State shared between the environment's functions and the caller of one render.
+#[derive(Default)]
+struct Shared {
+    now: Option<NaiveDateTime>,
+    raised: Option<String>,
+}
+
+/// A compiled chat template in an environment configured like transformers'.
+pub struct TemplateEngine {
+    env: Environment<'static>,
+    shared: Arc<Mutex<Shared>>,
+    fuel: u64,
+}
+
+impl TemplateEngine {
+    pub fn new(source: &str, fuel: u64) -> Result<Self, RenderError> {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let mut env = Environment::new();
+        env.set_syntax(
+            SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .build()
+                .map_err(|e| RenderError::Syntax(e.to_string()))?,
+        );
+        env.set_fuel(Some(fuel));
+        env.set_unknown_method_callback(unknown_method);
+        env.add_filter("tojson", tojson_filter);
+        env.set_formatter(python_formatter);
+
+        let raised = shared.clone();
+        env.add_function(
+            "raise_exception",
+            move |message: Value| -> Result<Value, Error> {
+                let text = message.to_string();
+                if let Ok(mut s) = raised.lock() {
+                    s.raised = Some(text.clone());
+                }
+                Err(Error::new(ErrorKind::InvalidOperation, text))
+            },
+        );
+        let clock = shared.clone();
+        env.add_function(
+            "strftime_now",
+            move |format: &str| -> Result<Value, Error> {
+                let now = clock
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.now)
+                    .unwrap_or_else(|| chrono::Local::now().naive_local());
+                strftime(now, format).map(Value::from)
+            },
+        );
+
+        env.add_template_owned(TEMPLATE_NAME, rewrite_generation_tags(source))
+            .map_err(|e| RenderError::Syntax(describe(&e)))?;
+        Ok(TemplateEngine { env, shared, fuel })
+    }
+
+    /// Render with `ctx` as the template's variables and `now` as the clock of `strftime_now`.
+    pub fn render(&self, ctx: Value, now: NaiveDateTime) -> Result<String, RenderError> {
+        if let Ok(mut s) = self.shared.lock() {
+            s.now = Some(now);
+            s.raised = None;
+        }
+        let template = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| RenderError::Syntax(describe(&e)))?;
+        template.render(ctx).map_err(|e| {
+            if let Some(msg) = self.shared.lock().ok().and_then(|mut s| s.raised.take()) {
+                return RenderError::Raised(msg);
+            }
+            match e.kind() {
+                ErrorKind::OutOfFuel => RenderError::OutOfFuel(self.fuel),
+                ErrorKind::SyntaxError => RenderError::Syntax(describe(&e)),
+                _ => RenderError::Failed(describe(&e)),
+            }
+        })
+    }
+}
+
+fn describe(e: &Error) -> String {
+    let mut text = match e.detail() {
+        Some(detail) => format!("{}: {}", e.kind(), detail),
+        None => e.kind().to_string(),
+    };
+    if let Some(line) = e.line() {
+        text.push_str(&format!(" (template line {line})"));
+    }
+    text
+}
+
+/// Jinja2 prints values with Python's `str()`; minijinja differs for floats.
+fn python_formatter(
+    out: &mut minijinja::Output,
+    state: &mut minijinja::State,
+    value: &Value,
+) -> Result<(), Error> {
+    if value.kind() == ValueKind::Number && !value.is_integer() {
+        if let Ok(f) = f64::try_from(value.clone()) {
+            return out
+                .write_str(&python_float_repr(f))
+                .map_err(|_| Error::new(ErrorKind::WriteFailure, "write failed"));
+        }
+    }
+    minijinja::escape_formatter(out, state, value)
+}
+
+/// transformers registers a `{% generation %}` block tag (it only tracks assistant spans); a
+/// plain `if true` block renders the same text and keeps the tags' whitespace markers.
+fn rewrite_generation_tags(source: &str) -> String {
+    use std::sync::OnceLock;
+    static OPEN: OnceLock<regex::Regex> = OnceLock::new();
+    static CLOSE: OnceLock<regex::Regex> = OnceLock::new();
+    let open = OPEN.get_or_init(|| {
+        regex::Regex::new(r"\{%([-+]?)\s*generation\s*([-+]?)%\}").expect("valid regex")
+    });
+    let close = CLOSE.get_or_init(|| {
+        regex::Regex::new(r"\{%([-+]?)\s*endgeneration\s*([-+]?)%\}").expect("valid regex")
+    });
+    let s = open.replace_all(source, "{%${1} if true ${2}%}");
+    close.replace_all(&s, "{%${1} endif ${2}%}").into_owned()
+}
+
+/// Python's `datetime.strftime`, refusing specifiers chrono does not know (it would panic).
+pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
+    let items: Vec<Item> = StrftimeItems::new(format).collect();
+    if items.iter().any(|i| matches!(i, Item::Error)) {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("strftime_now: unsupported format {format:?}"),
+        ));
+    }
+    Ok(now.format_with_items(items.into_iter()).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minijinja::context;
+
+    fn at() -> NaiveDateTime {
+        NaiveDateTime::parse_from_str("2026-01-15T10:00:00", "%Y-%m-%dT%H:%M:%S").unwrap()
+    }
+
+    fn render(src: &str) -> Result<String, RenderError> {
+        TemplateEngine::new(src, DEFAULT_FUEL)?.render(context! {}, at())
+    }
+
+    #[test]
+    fn raise_exception_keeps_message() {
+        let err = render("{{ raise_exception('no system role') }}").unwrap_err();
+        assert!(
+            matches!(err, RenderError::Raised(ref m) if m == "no system role"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn runaway_template_stops() {
+        let src =
+            "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+        let err = TemplateEngine::new(src, 100_000)
+            .unwrap()
+            .render(context! {}, at())
+            .unwrap_err();
+        assert!(matches!(err, RenderError::OutOfFuel(_)), "{err}");
+    }
+
+    #[test]
+    fn clock_and_generation_tag() {
+        let out = render("{%- generation -%} {{ strftime_now('%d %b %Y') }} {%- endgeneration %}")
+            .unwrap();
+        assert_eq!(out, "15 Jan 2026");
+        assert!(render("{{ strftime_now('%Q') }}").is_err());
+    }
+
+    #[test]
+    fn python_printing() {
+        assert_eq!(
+            render("{{ 1e16 }} {{ 1e-5 }} {{ none }} {{ true }}").unwrap(),
+            "1e+16 1e-05 None True"
+        );
+    }
+}

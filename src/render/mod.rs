@@ -1,0 +1,78 @@
+//! Chat rendering exactly as transformers' `apply_chat_template(..., tokenize=False)`.
+
+mod conversation;
+mod env;
+mod pyjson;
+mod pymethods;
+pub mod reply;
+
+pub use conversation::{Clock, Conversation, ConversationError, parse_time};
+pub use env::{DEFAULT_FUEL, RenderError, TemplateEngine, strftime};
+pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
+pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};
+
+use chrono::NaiveDateTime;
+use minijinja::Value;
+use minijinja::value::Serde;
+use serde_json::{Map, Value as Json};
+
+/// What one render call passes to the template besides the special tokens.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderInput<'a> {
+    pub messages: &'a [Json],
+    pub tools: Option<&'a Json>,
+    pub documents: Option<&'a Json>,
+    pub kwargs: &'a Map<String, Json>,
+    pub add_generation_prompt: bool,
+    pub now: NaiveDateTime,
+}
+
+/// A chat template bound to a model's special tokens.
+pub struct ChatRenderer {
+    engine: TemplateEngine,
+    source: String,
+    special_tokens: Map<String, Json>,
+}
+
+impl ChatRenderer {
+    pub fn new(
+        source: &str,
+        special_tokens: Map<String, Json>,
+        fuel: u64,
+    ) -> Result<Self, RenderError> {
+        Ok(ChatRenderer {
+            engine: TemplateEngine::new(source, fuel)?,
+            source: source.to_string(),
+            special_tokens,
+        })
+    }
+
+    /// The template text (used to find the family's markers).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn special_token(&self, name: &str) -> Option<&str> {
+        self.special_tokens.get(name).and_then(Json::as_str)
+    }
+
+    /// The variables transformers passes: special tokens, then caller kwargs over them, then
+    /// messages, tools, documents and add_generation_prompt.
+    pub fn render(&self, input: &RenderInput) -> Result<String, RenderError> {
+        let mut ctx = self.special_tokens.clone();
+        for (k, v) in input.kwargs {
+            ctx.insert(k.clone(), v.clone());
+        }
+        ctx.insert("messages".into(), Json::Array(input.messages.to_vec()));
+        ctx.insert("tools".into(), input.tools.cloned().unwrap_or(Json::Null));
+        ctx.insert(
+            "documents".into(),
+            input.documents.cloned().unwrap_or(Json::Null),
+        );
+        ctx.insert(
+            "add_generation_prompt".into(),
+            Json::Bool(input.add_generation_prompt),
+        );
+        self.engine.render(Value::from(Serde(&ctx)), input.now)
+    }
+}

@@ -1,0 +1,310 @@
+//! Python-compatible JSON and float text.
+//!
+//! transformers replaces Jinja's `tojson` with `json.dumps(x, ensure_ascii=False, indent=None,
+//! separators=None, sort_keys=False)`; minijinja's own filter escapes HTML characters and writes
+//! floats differently, so templates that serialise tool schemas would render other bytes.
+
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::{Error, ErrorKind, Value};
+
+/// Options of Python's `json.dumps` that chat templates pass.
+#[derive(Debug, Clone)]
+pub struct DumpOptions {
+    pub ensure_ascii: bool,
+    pub indent: Option<String>,
+    pub item_sep: String,
+    pub key_sep: String,
+    pub sort_keys: bool,
+}
+
+impl Default for DumpOptions {
+    fn default() -> Self {
+        DumpOptions {
+            ensure_ascii: false,
+            indent: None,
+            item_sep: ", ".into(),
+            key_sep: ": ".into(),
+            sort_keys: false,
+        }
+    }
+}
+
+impl DumpOptions {
+    fn from_kwargs(kwargs: &Kwargs) -> Result<Self, Error> {
+        let mut opts = DumpOptions::default();
+        if let Some(v) = kwargs.get::<Option<bool>>("ensure_ascii")? {
+            opts.ensure_ascii = v;
+        }
+        if let Some(v) = kwargs.get::<Option<bool>>("sort_keys")? {
+            opts.sort_keys = v;
+        }
+        let indent: Option<Value> = kwargs.get("indent")?;
+        if let Some(indent) = indent.filter(|v| !v.is_none() && !v.is_undefined()) {
+            // Python: an int gives that many spaces (negative means none), a string is used as is.
+            opts.indent = Some(match indent.kind() {
+                ValueKind::String => indent.as_str().unwrap_or_default().to_string(),
+                ValueKind::Number => " ".repeat(indent.as_i64().unwrap_or(0).max(0) as usize),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tojson: indent must be an integer or a string",
+                    ));
+                }
+            });
+            opts.item_sep = ",".into();
+        }
+        let separators: Option<Value> = kwargs.get("separators")?;
+        if let Some(seps) = separators.filter(|v| !v.is_none() && !v.is_undefined()) {
+            let parts: Vec<Value> = seps.try_iter()?.collect();
+            match parts.as_slice() {
+                [a, b] if a.as_str().is_some() && b.as_str().is_some() => {
+                    opts.item_sep = a.as_str().unwrap_or_default().to_string();
+                    opts.key_sep = b.as_str().unwrap_or_default().to_string();
+                }
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tojson: separators must be a pair of strings",
+                    ));
+                }
+            }
+        }
+        kwargs.assert_all_used()?;
+        Ok(opts)
+    }
+}
+
+/// The `tojson` filter as transformers defines it.
+pub fn tojson_filter(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let opts = DumpOptions::from_kwargs(&kwargs)?;
+    let mut out = String::new();
+    dump(value, &opts, 0, &mut out)?;
+    Ok(Value::from_safe_string(out))
+}
+
+/// Serialise `value` exactly as Python's `json.dumps` would.
+pub fn dump(
+    value: &Value,
+    opts: &DumpOptions,
+    depth: usize,
+    out: &mut String,
+) -> Result<(), Error> {
+    match value.kind() {
+        ValueKind::Undefined => {
+            return Err(Error::new(
+                ErrorKind::BadSerialization,
+                "tojson: Object of type Undefined is not JSON serializable",
+            ));
+        }
+        ValueKind::None => out.push_str("null"),
+        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
+        ValueKind::Number => {
+            if value.is_integer() {
+                out.push_str(&value.to_string());
+            } else {
+                let f = f64::try_from(value.clone())?;
+                out.push_str(&python_json_float(f));
+            }
+        }
+        ValueKind::String => {
+            write_string(value.as_str().unwrap_or_default(), opts.ensure_ascii, out)
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items: Vec<Value> = value.try_iter()?.collect();
+            write_container(out, opts, depth, '[', ']', items.len(), |i, out| {
+                dump(&items[i], opts, depth + 1, out)
+            })?;
+        }
+        ValueKind::Map => {
+            let mut entries: Vec<(Value, Value)> = Vec::new();
+            for key in value.try_iter()? {
+                let item = value.get_item(&key)?;
+                entries.push((key, item));
+            }
+            if opts.sort_keys {
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+            }
+            write_container(out, opts, depth, '{', '}', entries.len(), |i, out| {
+                let (key, item) = &entries[i];
+                write_key(key, opts, out)?;
+                out.push_str(&opts.key_sep);
+                dump(item, opts, depth + 1, out)
+            })?;
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorKind::BadSerialization,
+                format!(
+                    "tojson: Object of type {} is not JSON serializable",
+                    value.kind()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn write_container(
+    out: &mut String,
+    opts: &DumpOptions,
+    depth: usize,
+    open: char,
+    close: char,
+    len: usize,
+    mut item: impl FnMut(usize, &mut String) -> Result<(), Error>,
+) -> Result<(), Error> {
+    out.push(open);
+    if len == 0 {
+        out.push(close);
+        return Ok(());
+    }
+    for i in 0..len {
+        if i > 0 {
+            out.push_str(&opts.item_sep);
+        }
+        if let Some(indent) = &opts.indent {
+            out.push('\n');
+            out.push_str(&indent.repeat(depth + 1));
+        }
+        item(i, out)?;
+    }
+    if let Some(indent) = &opts.indent {
+        out.push('\n');
+        out.push_str(&indent.repeat(depth));
+    }
+    out.push(close);
+    Ok(())
+}
+
+/// Python converts non-string keys: numbers and booleans become their JSON text, None "null".
+fn write_key(key: &Value, opts: &DumpOptions, out: &mut String) -> Result<(), Error> {
+    match key.kind() {
+        ValueKind::String => write_string(key.as_str().unwrap_or_default(), opts.ensure_ascii, out),
+        ValueKind::None => out.push_str("\"null\""),
+        ValueKind::Bool => out.push_str(if key.is_true() {
+            "\"true\""
+        } else {
+            "\"false\""
+        }),
+        ValueKind::Number => {
+            let mut tmp = String::new();
+            dump(key, opts, 0, &mut tmp)?;
+            out.push('"');
+            out.push_str(&tmp);
+            out.push('"');
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorKind::BadSerialization,
+                format!(
+                    "tojson: keys must be str, int, float, bool or None, not {}",
+                    key.kind()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn write_string(s: &str, ensure_ascii: bool, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if ensure_ascii && (c as u32) > 0x7f => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{:04x}", unit));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `json.dumps` writes non-finite floats as JavaScript literals and finite ones as `repr`.
+fn python_json_float(f: f64) -> String {
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
+    } else {
+        python_float_repr(f)
+    }
+}
+
+/// Python's `repr(float)`: shortest round-trip digits, scientific notation when the decimal
+/// exponent is below -4 or at least 16, with a signed two-digit exponent.
+pub fn python_float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
+    }
+    let sci = format!("{:e}", f);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..16).contains(&exp) {
+        let fixed = format!("{}", f);
+        if fixed.contains('.') {
+            fixed
+        } else {
+            format!("{fixed}.0")
+        }
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_matches_python() {
+        for (f, want) in [
+            (1.0, "1.0"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (0.0001, "0.0001"),
+            (1.5e-7, "1.5e-07"),
+            (-2.5, "-2.5"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1.23e100, "1.23e+100"),
+        ] {
+            assert_eq!(python_float_repr(f), want, "{f}");
+        }
+    }
+
+    #[test]
+    fn strings_escape_like_python() {
+        let mut out = String::new();
+        write_string("a\"b\\c\n\u{1}é<&>'", false, &mut out);
+        assert_eq!(out, "\"a\\\"b\\\\c\\n\\u0001é<&>'\"");
+        let mut out = String::new();
+        write_string("é😀", true, &mut out);
+        assert_eq!(out, "\"\\u00e9\\ud83d\\ude00\"");
+    }
+}

@@ -1,0 +1,527 @@
+//! From a conversation to its prompts and generations: what the decode server held after each
+//! assistant turn, and what the next prompt is.
+
+use serde_json::{Map, Value as Json};
+
+use super::conversation::{Clock, Conversation};
+use super::{ChatRenderer, RenderError, RenderInput};
+
+/// How a reasoning model's reply is laid out (`reply_formats` in the scenario spec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyFormat {
+    /// `{content}`
+    Plain,
+    /// `<think>\n{reasoning}\n</think>\n\n{content}` (Qwen3, QwQ, DeepSeek-R1, MiniMax)
+    ThinkNl,
+    /// `<think>{reasoning}</think>{content}` (GLM-4.7, DeepSeek-V3.1)
+    ThinkTight,
+    /// gpt-oss: an analysis message, then the final message.
+    Harmony,
+}
+
+impl ReplyFormat {
+    pub fn parse(name: &str) -> Option<ReplyFormat> {
+        Some(match name {
+            "plain" => ReplyFormat::Plain,
+            "think_nl" | "think-nl" => ReplyFormat::ThinkNl,
+            "think_tight" | "think-tight" => ReplyFormat::ThinkTight,
+            "harmony" => ReplyFormat::Harmony,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplyFormat::Plain => "plain",
+            ReplyFormat::ThinkNl => "think_nl",
+            ReplyFormat::ThinkTight => "think_tight",
+            ReplyFormat::Harmony => "harmony",
+        }
+    }
+
+    /// The family's reply layout, read from the template's own markers: the harmony channel
+    /// tag, or a think opener and whether the template follows it with a newline.
+    pub fn detect(template: &str) -> ReplyFormat {
+        use std::sync::OnceLock;
+        static NL: OnceLock<regex::Regex> = OnceLock::new();
+        if template.contains("<|channel|>") {
+            return ReplyFormat::Harmony;
+        }
+        if !template.contains("<think>") {
+            return ReplyFormat::Plain;
+        }
+        let nl = NL.get_or_init(|| {
+            regex::Regex::new(r#"<think>(?:['"]\s*[~+]\s*['"])?(?:\\n|\n)"#).expect("valid regex")
+        });
+        if nl.is_match(template) {
+            ReplyFormat::ThinkNl
+        } else {
+            ReplyFormat::ThinkTight
+        }
+    }
+
+    fn fill(self, reasoning: &str, content: &str) -> String {
+        match self {
+            ReplyFormat::Plain => content.to_string(),
+            ReplyFormat::ThinkNl => format!("<think>\n{reasoning}\n</think>\n\n{content}"),
+            ReplyFormat::ThinkTight => format!("<think>{reasoning}</think>{content}"),
+            ReplyFormat::Harmony => format!(
+                "<|channel|>analysis<|message|>{reasoning}<|end|><|start|>assistant<|channel|>final<|message|>{content}"
+            ),
+        }
+    }
+}
+
+/// How the client sends an assistant reply back in the next request (`history_modes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResendMode {
+    /// The messages exactly as the conversation file gives them.
+    AsGiven,
+    /// Content only (a server with a reasoning parser strips the reasoning).
+    Content,
+    /// The generated text verbatim as content, reasoning block included.
+    Raw,
+    /// Content plus `reasoning_content` and `thinking` when the turn emitted reasoning.
+    ReasoningField,
+}
+
+/// One generation: the prompt it answered and what the model produced after it.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// The rendered prompt P_k (with the generation prompt).
+    pub prompt: String,
+    /// The text generated after P_k, without the stop token.
+    pub generated: String,
+    /// Sampled ids when the conversation gives them.
+    pub generated_ids: Option<Vec<u32>>,
+    /// The reasoning text the reply carries, if any.
+    pub reasoning: Option<String>,
+    pub format: ReplyFormat,
+}
+
+/// Every prompt of a conversation and the generations between them.
+#[derive(Debug, Clone)]
+pub struct TurnPlan {
+    pub turns: Vec<Turn>,
+    /// `prompts[k]` is P_{k+1}: the prompt after generation k (0-based), when there is one.
+    pub next_prompts: Vec<Option<String>>,
+    /// The next prompt rendered at the held prompt's time, when the two times differ (so the
+    /// aligner can tell a date change from a real rewrite).
+    pub next_at_held_time: Vec<Option<String>>,
+    /// The system message text, if the conversation has one.
+    pub system: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    Shape(String),
+    #[error("rendering prompt {prompt}: {source}")]
+    Render {
+        prompt: usize,
+        #[source]
+        source: RenderError,
+    },
+}
+
+/// Kwargs and reply handling shared by every conversation of one run.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    pub reply_format: Option<ReplyFormat>,
+    /// Extra template kwargs (`--template-kwarg`), over the conversation's own.
+    pub kwargs: Map<String, Json>,
+}
+
+pub fn plan_turns(
+    conv: &Conversation,
+    renderer: &ChatRenderer,
+    clock: &Clock,
+    options: &PlanOptions,
+) -> Result<TurnPlan, PlanError> {
+    let msgs = &conv.messages;
+    let assistant_at: Vec<usize> = msgs
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| role(m) == "assistant")
+        .map(|(i, _)| i)
+        .collect();
+    if assistant_at.is_empty() {
+        return Err(PlanError::Shape(
+            "the conversation has no assistant message, so nothing was generated to compare".into(),
+        ));
+    }
+    if assistant_at[0] == 0 {
+        return Err(PlanError::Shape(
+            "the conversation starts with an assistant message: there is no prompt it answers"
+                .into(),
+        ));
+    }
+    let last = *assistant_at.last().unwrap_or(&0);
+    let has_final = msgs[last + 1..]
+        .iter()
+        .any(|m| matches!(role(m), "user" | "tool" | "ipython" | "function"));
+    if assistant_at.len() == 1 && !has_final {
+        return Err(PlanError::Shape(
+            "nothing follows the only assistant message: add the next user or tool message".into(),
+        ));
+    }
+
+    let mut kwargs = conv.template_kwargs.clone();
+    for (k, v) in &options.kwargs {
+        kwargs.insert(k.clone(), v.clone());
+    }
+    let format = options
+        .reply_format
+        .unwrap_or_else(|| ReplyFormat::detect(renderer.source()));
+    let stops = stop_strings(renderer);
+    let render = |history: &[Json], agp: bool, at: usize, clock: &Clock| {
+        renderer
+            .render(&RenderInput {
+                messages: history,
+                tools: conv.tools.as_ref(),
+                documents: conv.documents.as_ref(),
+                kwargs: &kwargs,
+                add_generation_prompt: agp,
+                now: clock.at(at),
+            })
+            .map_err(|source| PlanError::Render {
+                prompt: at + 1,
+                source,
+            })
+    };
+
+    let mut history: Vec<Json> = Vec::with_capacity(msgs.len());
+    let mut turns: Vec<Turn> = Vec::new();
+    let mut prompts: Vec<String> = Vec::new();
+    // How much of `history` each prompt was rendered from.
+    let mut prompt_history: Vec<usize> = Vec::new();
+    for msg in msgs {
+        if role(msg) != "assistant" {
+            history.push(clean(msg));
+            continue;
+        }
+        let k = turns.len();
+        let prompt = render(&history, true, k, clock)?;
+        let obj = msg.as_object().cloned().unwrap_or_default();
+        let content = obj
+            .get("content")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_string();
+        let given_reasoning = ["reasoning_content", "thinking", "reasoning"]
+            .iter()
+            .find_map(|k| obj.get(*k).and_then(Json::as_str))
+            .map(str::to_string);
+        let has_tool_calls = obj
+            .get("tool_calls")
+            .and_then(Json::as_array)
+            .is_some_and(|a| !a.is_empty());
+
+        let (generated, reasoning) = if let Some(text) = obj.get("generated").and_then(Json::as_str)
+        {
+            (text.to_string(), extract_reasoning(format, &prompt, text))
+        } else if has_tool_calls {
+            // The model's tool call is what the template renders for it as the last message.
+            let mut with_call = history.clone();
+            with_call.push(history_message(&obj, conv.resend, None, None));
+            let rendered = render(&with_call, false, k, clock)?;
+            tool_call_generation(
+                format,
+                &prompt,
+                &rendered,
+                &stops,
+                given_reasoning.as_deref(),
+            )
+        } else if given_reasoning.is_none() && content.contains("</think>") {
+            // Content carries the raw reply, think block included.
+            let text = strip_prefilled_opener(&prompt, &content);
+            let reasoning = extract_reasoning(format, &prompt, &text);
+            (text, reasoning)
+        } else {
+            derive_generated(format, &prompt, &content, given_reasoning.as_deref())
+        };
+        let generated_ids = obj.get("generated_ids").and_then(Json::as_array).map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_u64().map(|v| v as u32))
+                .collect::<Vec<u32>>()
+        });
+        history.push(history_message(
+            &obj,
+            conv.resend,
+            Some(&generated),
+            reasoning.as_deref(),
+        ));
+        turns.push(Turn {
+            prompt: prompt.clone(),
+            generated,
+            generated_ids,
+            reasoning,
+            format,
+        });
+        prompts.push(prompt);
+        prompt_history.push(history.len() - 1);
+    }
+    if has_final {
+        prompts.push(render(&history, true, turns.len(), clock)?);
+        prompt_history.push(history.len());
+    }
+
+    let mut next_prompts = Vec::with_capacity(turns.len());
+    let mut next_at_held_time = Vec::with_capacity(turns.len());
+    for k in 0..turns.len() {
+        let next = prompts.get(k + 1).cloned();
+        let rerender = match &next {
+            Some(_) if clock.at(k) != clock.at(k + 1) => {
+                let frozen = Clock::Fixed(clock.at(k));
+                Some(render(
+                    &history[..prompt_history[k + 1]],
+                    true,
+                    k + 1,
+                    &frozen,
+                )?)
+            }
+            _ => None,
+        };
+        next_prompts.push(next);
+        next_at_held_time.push(rerender);
+    }
+    let system = msgs
+        .iter()
+        .find(|m| role(m) == "system")
+        .and_then(|m| m.get("content"))
+        .and_then(Json::as_str)
+        .map(str::to_string);
+    Ok(TurnPlan {
+        turns,
+        next_prompts,
+        next_at_held_time,
+        system,
+    })
+}
+
+fn role(m: &Json) -> &str {
+    m.get("role").and_then(Json::as_str).unwrap_or("")
+}
+
+/// kvaudit's own annotations are not part of what the client sends.
+fn clean(m: &Json) -> Json {
+    match m {
+        Json::Object(obj) => {
+            let mut obj = obj.clone();
+            obj.shift_remove("generated");
+            obj.shift_remove("generated_ids");
+            Json::Object(obj)
+        }
+        other => other.clone(),
+    }
+}
+
+const REASONING_KEYS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+
+/// The assistant message as the client sends it back.
+fn history_message(
+    obj: &Map<String, Json>,
+    mode: ResendMode,
+    generated: Option<&str>,
+    reasoning: Option<&str>,
+) -> Json {
+    let mut m = obj.clone();
+    m.shift_remove("generated");
+    m.shift_remove("generated_ids");
+    match mode {
+        ResendMode::AsGiven => {}
+        ResendMode::Content => {
+            for k in REASONING_KEYS {
+                m.shift_remove(k);
+            }
+        }
+        ResendMode::Raw => {
+            for k in REASONING_KEYS {
+                m.shift_remove(k);
+            }
+            if let Some(text) = generated {
+                m.insert("content".into(), Json::String(text.to_string()));
+            }
+        }
+        ResendMode::ReasoningField => {
+            for k in REASONING_KEYS {
+                m.shift_remove(k);
+            }
+            if let Some(r) = reasoning {
+                m.insert("reasoning_content".into(), Json::String(r.to_string()));
+                m.insert("thinking".into(), Json::String(r.to_string()));
+            }
+        }
+    }
+    Json::Object(m)
+}
+
+/// Apply the family rules: fill the layout, then drop what the generation prompt pre-filled.
+pub fn derive_generated(
+    format: ReplyFormat,
+    prompt: &str,
+    content: &str,
+    reasoning: Option<&str>,
+) -> (String, Option<String>) {
+    if format == ReplyFormat::Plain {
+        return (content.to_string(), None);
+    }
+    if matches!(format, ReplyFormat::ThinkNl | ReplyFormat::ThinkTight)
+        && prompt.trim_end().ends_with("</think>")
+    {
+        // Thinking is off: the template closed the think block itself.
+        return (content.to_string(), None);
+    }
+    let reasoning = reasoning.unwrap_or("");
+    let full = format.fill(reasoning, content);
+    (
+        strip_prefilled_opener(prompt, &full),
+        Some(reasoning.to_string()),
+    )
+}
+
+fn strip_prefilled_opener(prompt: &str, full: &str) -> String {
+    for opener in ["<think>\n", "<think>"] {
+        if prompt.ends_with(opener) {
+            if let Some(rest) = full.strip_prefix(opener) {
+                return rest.to_string();
+            }
+            break;
+        }
+    }
+    full.to_string()
+}
+
+/// The reasoning a generated text carries, by the family's markers.
+fn extract_reasoning(format: ReplyFormat, prompt: &str, generated: &str) -> Option<String> {
+    match format {
+        ReplyFormat::Plain => None,
+        ReplyFormat::Harmony => {
+            let start = generated.find("<|channel|>analysis<|message|>")?;
+            let body = &generated[start + "<|channel|>analysis<|message|>".len()..];
+            Some(body.split("<|end|>").next().unwrap_or(body).to_string())
+        }
+        ReplyFormat::ThinkNl | ReplyFormat::ThinkTight => {
+            let end = generated.find("</think>")?;
+            let before = &generated[..end];
+            let body = match before.find("<think>") {
+                Some(s) => &before[s + "<think>".len()..],
+                None if prompt.trim_end().ends_with("<think>") => before,
+                None => return None,
+            };
+            Some(body.trim_matches('\n').to_string())
+        }
+    }
+}
+
+/// The template's own rendering of the tool-call message, after the generation prompt and
+/// cut before the first stop string; if the template renders that turn without the think
+/// opener the generation prompt ends with, the reasoning part goes back in front.
+fn tool_call_generation(
+    format: ReplyFormat,
+    prompt: &str,
+    rendered: &str,
+    stops: &[String],
+    reasoning: Option<&str>,
+) -> (String, Option<String>) {
+    let common = common_prefix_len(prompt, rendered);
+    let mut tail = &rendered[common..];
+    if let Some(cut) = stops.iter().filter_map(|s| tail.find(s.as_str())).min() {
+        tail = &tail[..cut];
+    }
+    let opener = ["<think>\n", "<think>"]
+        .into_iter()
+        .find(|o| prompt.ends_with(o));
+    match opener {
+        Some(o) if !tail.starts_with(o) && format != ReplyFormat::Plain => {
+            let reasoning = reasoning.unwrap_or("");
+            let part = format.fill(reasoning, "");
+            let part = part.strip_prefix(o).unwrap_or(&part);
+            (format!("{part}{tail}"), Some(reasoning.to_string()))
+        }
+        Some(o) => {
+            let text = tail.strip_prefix(o).unwrap_or(tail).to_string();
+            let r = extract_reasoning(format, prompt, &text);
+            (text, r)
+        }
+        None => {
+            let r = extract_reasoning(format, prompt, tail);
+            (tail.to_string(), r)
+        }
+    }
+}
+
+fn common_prefix_len(a: &str, b: &str) -> usize {
+    let mut n = 0;
+    for (x, y) in a.char_indices().zip(b.chars()) {
+        if x.1 != y {
+            break;
+        }
+        n = x.0 + x.1.len_utf8();
+    }
+    n
+}
+
+/// Strings that end a generated turn: the eos token and the turn-end markers the template writes.
+pub fn stop_strings(renderer: &ChatRenderer) -> Vec<String> {
+    let mut stops: Vec<String> = Vec::new();
+    if let Some(eos) = renderer.special_token("eos_token") {
+        stops.push(eos.to_string());
+    }
+    const MARKERS: [&str; 10] = [
+        "<|im_end|>",
+        "<|eot_id|>",
+        "<|eom_id|>",
+        "<|return|>",
+        "<|call|>",
+        "<|user|>",
+        "<|observation|>",
+        "<｜end▁of▁sentence｜>",
+        "[e~[",
+        "</s>",
+    ];
+    for m in MARKERS {
+        if renderer.source().contains(m) && !stops.iter().any(|s| s == m) {
+            stops.push(m.to_string());
+        }
+    }
+    stops.retain(|s| !s.is_empty());
+    stops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefilled_opener_is_not_generated_again() {
+        let (g, r) = derive_generated(
+            ReplyFormat::ThinkNl,
+            "<｜Assistant｜><think>\n",
+            "A.",
+            Some("R"),
+        );
+        assert_eq!(g, "R\n</think>\n\nA.");
+        assert_eq!(r.as_deref(), Some("R"));
+        let (g, r) = derive_generated(
+            ReplyFormat::ThinkNl,
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+            "A.",
+            Some("R"),
+        );
+        assert_eq!((g.as_str(), r), ("A.", None));
+    }
+
+    #[test]
+    fn reasoning_is_read_back_from_generated_text() {
+        assert_eq!(
+            extract_reasoning(ReplyFormat::ThinkNl, "x", "<think>\nabc\n</think>\n\nA").as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            extract_reasoning(ReplyFormat::ThinkNl, "x<think>\n", "abc\n</think>\n\nA").as_deref(),
+            Some("abc")
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Output formats. Reports are built as strings; only the command layer prints them.
+
+pub mod diff_turns;
