@@ -28,6 +28,8 @@ pub enum RenderError {
     OutOfFuel(u64),
     #[error("the chat template failed: {0}")]
     Failed(String),
+    #[error("kvaudit cannot render this template exactly as transformers does: {0}")]
+    Unsupported(String),
 }
 
 /// State shared between the environment's functions and the caller of one render.
@@ -84,7 +86,12 @@ impl TemplateEngine {
             },
         );
 
-        env.add_template_owned(TEMPLATE_NAME, rewrite_generation_tags(source))
+        env.add_filter(super::source::ITER_FILTER, python_iter);
+        env.add_filter("indent", jinja_indent);
+        env.add_test("iterable", |v: &Value| {
+            v.kind() != ValueKind::None && v.try_iter().is_ok()
+        });
+        env.add_template_owned(TEMPLATE_NAME, super::source::prepare(source)?)
             .map_err(|e| RenderError::Syntax(describe(&e)))?;
         Ok(TemplateEngine { env, shared, fuel })
     }
@@ -139,20 +146,116 @@ fn python_formatter(
     minijinja::escape_formatter(out, state, value)
 }
 
-/// transformers registers a `{% generation %}` block tag (it only tracks assistant spans); a
-/// plain `if true` block renders the same text and keeps the tags' whitespace markers.
-fn rewrite_generation_tags(source: &str) -> String {
-    use std::sync::OnceLock;
-    static OPEN: OnceLock<regex::Regex> = OnceLock::new();
-    static CLOSE: OnceLock<regex::Regex> = OnceLock::new();
-    let open = OPEN.get_or_init(|| {
-        regex::Regex::new(r"\{%([-+]?)\s*generation\s*([-+]?)%\}").expect("valid regex")
-    });
-    let close = CLOSE.get_or_init(|| {
-        regex::Regex::new(r"\{%([-+]?)\s*endgeneration\s*([-+]?)%\}").expect("valid regex")
-    });
-    let s = open.replace_all(source, "{%${1} if true ${2}%}");
-    close.replace_all(&s, "{%${1} endif ${2}%}").into_owned()
+/// Jinja2's `indent`: it appends a newline before splitting into lines, so a trailing newline
+/// survives (minijinja drops it), and it splits on every line boundary Python knows.
+fn jinja_indent(
+    value: &str,
+    width: Option<Value>,
+    first: Option<bool>,
+    blank: Option<bool>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<String, Error> {
+    let width = kwargs.get::<Option<Value>>("width")?.or(width);
+    let first = kwargs
+        .get::<Option<bool>>("first")?
+        .or(first)
+        .unwrap_or(false);
+    let blank = kwargs
+        .get::<Option<bool>>("blank")?
+        .or(blank)
+        .unwrap_or(false);
+    kwargs.assert_all_used()?;
+    let indention = match width {
+        None => "    ".to_string(),
+        Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_string(),
+        Some(w) => " ".repeat(w.as_i64().unwrap_or(4).max(0) as usize),
+    };
+    let text = format!("{value}\n");
+    let lines = python_splitlines(&text);
+    let mut rv = if blank {
+        lines.join(&format!("\n{indention}"))
+    } else {
+        let mut it = lines.into_iter();
+        let mut rv = it.next().unwrap_or_default().to_string();
+        let rest: Vec<String> = it
+            .map(|l| {
+                if l.is_empty() {
+                    String::new()
+                } else {
+                    format!("{indention}{l}")
+                }
+            })
+            .collect();
+        if !rest.is_empty() {
+            rv.push('\n');
+            rv.push_str(&rest.join("\n"));
+        }
+        rv
+    };
+    if first {
+        rv = format!("{indention}{rv}");
+    }
+    Ok(rv)
+}
+
+/// Python's `str.splitlines()` (without keepends).
+pub fn python_splitlines(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let is_break = matches!(
+            c,
+            '\n' | '\r'
+                | '\u{0b}'
+                | '\u{0c}'
+                | '\u{1c}'
+                | '\u{1d}'
+                | '\u{1e}'
+                | '\u{85}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if is_break {
+            out.push(&s[start..i]);
+            let mut next = i + c.len_utf8();
+            if c == '\r' {
+                if let Some(&(j, '\n')) = chars.peek() {
+                    chars.next();
+                    next = j + 1;
+                }
+            }
+            start = next;
+        }
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// Python's `iter()` as a `for` loop applies it: None and numbers raise, a string yields its
+/// characters (minijinja would iterate None as empty and a string with an unknown length).
+fn python_iter(value: Value) -> Result<Value, Error> {
+    match value.kind() {
+        ValueKind::None => Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "'NoneType' object is not iterable",
+        )),
+        ValueKind::Number | ValueKind::Bool => Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("'{}' object is not iterable", value.kind()),
+        )),
+        ValueKind::String => Ok(Value::from(
+            value
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .map(|c| Value::from(c.to_string()))
+                .collect::<Vec<_>>(),
+        )),
+        _ => Ok(value),
+    }
 }
 
 /// Python's `datetime.strftime`, refusing specifiers chrono does not know (it would panic).
@@ -206,6 +309,19 @@ mod tests {
             .unwrap();
         assert_eq!(out, "15 Jan 2026");
         assert!(render("{{ strftime_now('%Q') }}").is_err());
+    }
+
+    #[test]
+    fn indent_like_jinja2() {
+        assert_eq!(
+            render("{{ '{\\n'|indent(4, first=true) }}").unwrap(),
+            "    {\n"
+        );
+        assert_eq!(render("{{ 'a\\n\\nb'|indent(2) }}").unwrap(), "a\n\n  b");
+        assert_eq!(
+            render("{{ 'a\\nb'|indent(2, blank=true) }}").unwrap(),
+            "a\n  b"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod env;
 mod pyjson;
 mod pymethods;
 pub mod reply;
+mod source;
 
 pub use conversation::{Clock, Conversation, ConversationError, parse_time};
 pub use env::{DEFAULT_FUEL, RenderError, TemplateEngine, strftime};

@@ -49,7 +49,13 @@ impl ReplyFormat {
             return ReplyFormat::Harmony;
         }
         if !template.contains("<think>") {
-            return ReplyFormat::Plain;
+            // A template that only splits history at `</think>` (DeepSeek-R1-0528) still
+            // belongs to the think family; the common layout puts newlines around the block.
+            return if template.contains("</think>") {
+                ReplyFormat::ThinkNl
+            } else {
+                ReplyFormat::Plain
+            };
         }
         let nl = NL.get_or_init(|| {
             regex::Regex::new(r#"<think>(?:['"]\s*[~+]\s*['"])?(?:\\n|\n)"#).expect("valid regex")
@@ -223,8 +229,12 @@ pub fn plan_turns(
             (text.to_string(), extract_reasoning(format, &prompt, text))
         } else if has_tool_calls {
             // The model's tool call is what the template renders for it as the last message.
+            let thinking_off = prompt.trim_end().ends_with("</think>");
+            let sent_reasoning = given_reasoning
+                .as_deref()
+                .filter(|_| format != ReplyFormat::Plain && !thinking_off);
             let mut with_call = history.clone();
-            with_call.push(history_message(&obj, conv.resend, None, None));
+            with_call.push(history_message(&obj, conv.resend, None, sent_reasoning));
             let rendered = render(&with_call, false, k, clock)?;
             tool_call_generation(
                 format,
@@ -348,7 +358,7 @@ fn history_message(
             for k in REASONING_KEYS {
                 m.shift_remove(k);
             }
-            if let Some(r) = reasoning {
+            if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
                 m.insert("reasoning_content".into(), Json::String(r.to_string()));
                 m.insert("thinking".into(), Json::String(r.to_string()));
             }

@@ -1,0 +1,245 @@
+//! Source-level preparation of a chat template so minijinja evaluates it as Jinja2 would.
+//!
+//! Two Jinja2 behaviours have no hook in minijinja's engine and are handled by rewriting tags:
+//! `{% generation %}` (a transformers extension) and iteration in `for` loops (Jinja2 iterates
+//! with Python's `iter()`: `None` raises, a string yields its characters with a known length).
+//! One construct cannot be reproduced at all and is refused: concatenating `|safe` strings
+//! with `+`, which MarkupSafe turns into HTML escaping of the other operand.
+
+use super::RenderError;
+
+/// The filter every `for` loop's iterable goes through (see `env.rs`).
+pub const ITER_FILTER: &str = "__kvaudit_py_iter";
+
+pub fn prepare(source: &str) -> Result<String, RenderError> {
+    refuse_markup_concatenation(source)?;
+    let mut out = String::with_capacity(source.len() + 64);
+    let mut rest = source;
+    while let Some(start) = find_tag_start(rest) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        if rest.starts_with("{#") {
+            let end = rest.find("#}").map_or(rest.len(), |e| e + 2);
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        let Some(end) = tag_end(rest) else {
+            // Unterminated tag: leave it to the parser to report.
+            out.push_str(rest);
+            return Ok(out);
+        };
+        let tag = &rest[..end];
+        let (open, body, close) = split_tag(tag);
+        let word = body.split_whitespace().next().unwrap_or("");
+        match word {
+            "raw" => {
+                let stop = find_endraw(rest).unwrap_or(rest.len());
+                out.push_str(&rest[..stop]);
+                rest = &rest[stop..];
+                continue;
+            }
+            "for" => {
+                out.push_str(open);
+                out.push_str(&rewrite_for(body));
+                out.push_str(close);
+            }
+            "generation" if body.trim() == "generation" => {
+                out.push_str(open);
+                out.push_str(" if true ");
+                out.push_str(close);
+            }
+            "endgeneration" if body.trim() == "endgeneration" => {
+                out.push_str(open);
+                out.push_str(" endif ");
+                out.push_str(close);
+            }
+            _ => out.push_str(tag),
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn find_tag_start(s: &str) -> Option<usize> {
+    let a = s.find("{%");
+    let b = s.find("{#");
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// End of a `{% ... %}` tag (exclusive), skipping `%}` inside string literals.
+fn tag_end(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut i = 2;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(_) if b == b'\\' => i += 1,
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == b'%' && bytes.get(i + 1) == Some(&b'}') => return Some(i + 2),
+            None => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `{%- body -%}` → (`{%-`, ` body `, `-%}`).
+fn split_tag(tag: &str) -> (&str, &str, &str) {
+    let open_len = if tag[2..].starts_with(['-', '+']) {
+        3
+    } else {
+        2
+    };
+    let inner_end = tag.len() - 2;
+    let close_start = if inner_end > open_len && tag[..inner_end].ends_with(['-', '+']) {
+        inner_end - 1
+    } else {
+        inner_end
+    };
+    (
+        &tag[..open_len],
+        &tag[open_len..close_start],
+        &tag[close_start..],
+    )
+}
+
+fn find_endraw(s: &str) -> Option<usize> {
+    let mut from = 2;
+    while let Some(rel) = s[from..].find("{%") {
+        let at = from + rel;
+        let end = tag_end(&s[at..])?;
+        let (_, body, _) = split_tag(&s[at..at + end]);
+        if body.trim() == "endraw" {
+            return Some(at + end);
+        }
+        from = at + end;
+    }
+    None
+}
+
+/// `for TARGETS in EXPR [if COND] [recursive]` → `for TARGETS in (EXPR)|filter ...`.
+fn rewrite_for(body: &str) -> String {
+    let words = top_level_words(body);
+    let Some(&(in_start, in_end)) = words.iter().find(|(s, e)| &body[*s..*e] == "in") else {
+        return body.to_string();
+    };
+    let expr_end = words
+        .iter()
+        .filter(|(s, _)| *s > in_end)
+        .find(|(s, e)| matches!(&body[*s..*e], "if" | "recursive"))
+        .map_or(body.len(), |(s, _)| *s);
+    let expr = body[in_end..expr_end].trim();
+    if expr.is_empty() {
+        return body.to_string();
+    }
+    format!(
+        "{} in ({expr})|{ITER_FILTER} {}",
+        &body[..in_start].trim_end(),
+        &body[expr_end..]
+    )
+}
+
+/// Identifier-like words outside strings and brackets, as byte ranges.
+fn top_level_words(body: &str) -> Vec<(usize, usize)> {
+    let bytes = body.as_bytes();
+    let mut words = Vec::new();
+    let mut depth = 0i32;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if let Some(q) = quote {
+            if b == b'\\' {
+                i += 1;
+            } else if b == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'\'' | b'"' => quote = Some(b),
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            _ if b.is_ascii_alphabetic() || b == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let preceded_by_dot = start > 0 && bytes[start - 1] == b'.';
+                if depth == 0 && !preceded_by_dot {
+                    words.push((start, i));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    words
+}
+
+fn refuse_markup_concatenation(source: &str) -> Result<(), RenderError> {
+    use std::sync::OnceLock;
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(r"\|\s*safe\s*\+|\+\s*(?:'[^']*'|\x22[^\x22]*\x22)\s*\|\s*safe\b")
+            .expect("valid regex")
+    });
+    if re.is_match(source) {
+        return Err(RenderError::Unsupported(
+            "the template concatenates `|safe` strings with `+`; Jinja2 (MarkupSafe) then \
+             HTML-escapes the other operand, which kvaudit does not reproduce"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_loops_iterate_like_python() {
+        let out = prepare("{%- for m in messages if m.role == 'user' -%}x{% endfor %}").unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "{{%- for m in (messages)|{ITER_FILTER} if m.role == 'user' -%}}x{{% endfor %}}"
+            )
+        );
+        let out = prepare("{% for k, v in d.items() %}{% endfor %}").unwrap();
+        assert_eq!(
+            out,
+            format!("{{% for k, v in (d.items())|{ITER_FILTER} %}}{{% endfor %}}")
+        );
+        let out = prepare("{% raw %}{% for x in y %}{% endraw %}{# {% for a in b %} #}").unwrap();
+        assert_eq!(
+            out,
+            "{% raw %}{% for x in y %}{% endraw %}{# {% for a in b %} #}"
+        );
+    }
+
+    #[test]
+    fn generation_tags_keep_whitespace_markers() {
+        assert_eq!(
+            prepare("{%- generation +%}a{% endgeneration -%}").unwrap(),
+            "{%- if true +%}a{% endif -%}"
+        );
+    }
+
+    #[test]
+    fn markup_concatenation_is_refused() {
+        assert!(prepare("{{ \"a\"|safe + x }}").is_err());
+        assert!(prepare("{{ x + \"a\" }}").is_ok());
+    }
+}
