@@ -108,12 +108,34 @@ impl DiffTurnsReport {
     }
 }
 
+/// transformers adds a special token the tokenizer lacks as a new id, so renders with it could
+/// not be tokenized like the reference: refuse instead of counting wrong tokens.
+pub fn check_special_tokens(files: &ModelFiles, tok: &Tokenizer) -> Result<()> {
+    for (name, value) in &files.special_tokens {
+        let texts: Vec<&str> = match value {
+            Json::String(s) => vec![s.as_str()],
+            Json::Array(a) => a.iter().filter_map(Json::as_str).collect(),
+            _ => Vec::new(),
+        };
+        for text in texts {
+            if tok.token_id(text).is_none() {
+                anyhow::bail!(
+                    "tokenizer_config.json sets {name} to {text:?}, which is not a token of {}",
+                    files.tokenizer_path.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn diff_turns(
     files: &ModelFiles,
     tok: &Tokenizer,
     conversations: &[Conversation],
     settings: &AuditSettings,
 ) -> Result<DiffTurnsReport> {
+    check_special_tokens(files, tok)?;
     let default_template = files.select_template(settings.template_name.as_deref(), false)?;
     let mut audits = Vec::new();
     for conv in conversations {

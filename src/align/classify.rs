@@ -57,6 +57,15 @@ fn text_common_prefix(a: &str, b: &str) -> usize {
     n
 }
 
+/// Where the reasoning block of a generated text ends (byte offset), if it has one.
+fn reasoning_block_end(generated: &str) -> Option<usize> {
+    if let Some(i) = generated.find("</think>") {
+        return Some(i + "</think>".len());
+    }
+    let analysis = generated.find("<|channel|>analysis<|message|>")?;
+    generated[analysis..].find("<|end|>").map(|i| analysis + i + "<|end|>".len())
+}
+
 /// The answer part of a generated text: after the reasoning block when there is one.
 fn answer_part(generated: &str) -> &str {
     for end in ["</think>", "<|channel|>final<|message|>"] {
@@ -86,12 +95,16 @@ pub fn classify(e: &Evidence) -> RewriteClass {
             }
         }
     }
-    if let Some(reasoning) = e.reasoning.map(str::trim).filter(|r| !r.is_empty()) {
-        let in_reply = e
-            .generated_text
-            .find(reasoning)
-            .map(|i| prompt_len + i + reasoning.len());
-        if in_reply.is_some_and(|end| at < end) && !next[at..].contains(reasoning) {
+    if let Some(end) = reasoning_block_end(e.generated_text) {
+        // The reply opened with a reasoning block (possibly empty) that history does not repeat.
+        let block_end = prompt_len + end;
+        let reasoning = e.reasoning.map(str::trim).unwrap_or("");
+        let kept = if reasoning.is_empty() {
+            next[at..].starts_with(&held[at..block_end.min(held.len())])
+        } else {
+            next[at..].contains(reasoning)
+        };
+        if at < block_end && !kept {
             return RewriteClass::ReasoningDropped;
         }
     }
@@ -147,6 +160,12 @@ mod tests {
             "<u>Q<a>A.<e><u>F<a>",
         );
         e.reasoning = Some("R here");
+        assert_eq!(classify(&e), RewriteClass::ReasoningDropped);
+    }
+
+    #[test]
+    fn empty_reasoning_block_dropped() {
+        let e = ev("<u>Q<a>", "<think>\n\n</think>\n\nA.", "<u>Q<a>A.<e><u>F<a>");
         assert_eq!(classify(&e), RewriteClass::ReasoningDropped);
     }
 

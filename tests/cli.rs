@@ -1,0 +1,216 @@
+//! End-to-end tests of the kvaudit binary on the project's own small fixtures.
+
+mod common;
+
+use assert_cmd::Command;
+use kvaudit::tokenize::Tokenizer;
+use predicates::prelude::*;
+use serde_json::{Value as Json, json};
+
+const NOW: &str = "2026-01-15T10:00:00";
+
+fn kvaudit() -> Command {
+    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
+    cmd.env("NO_COLOR", "1").env_remove("HF_HUB_OFFLINE").current_dir(common::repo_root());
+    cmd
+}
+
+fn model(name: &str) -> String {
+    format!("fixtures/models/{name}")
+}
+
+fn tiny_tokenizer() -> Tokenizer {
+    Tokenizer::from_file(&common::fixtures().join("models/tiny-plain/tokenizer.json")).unwrap()
+}
+
+fn json_run(args: &[&str], code: i32) -> Json {
+    let out = kvaudit().args(args).args(["--format", "json", "--now", NOW]).assert().code(code);
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+fn write_conversation(dir: &tempfile::TempDir, name: &str, v: &Json) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn extending_template_counts_uncached_whole_blocks() {
+    // tiny-plain writes `<|im_start|>{role}\n{content}<|im_end|>\n` and `<|im_start|>assistant\n`,
+    // so the prompts can be written out here and counted with the tokenizer directly.
+    let tok = tiny_tokenizer();
+    let (q, a, f) = ("What is a thread?", "A thread is a unit of execution.", "Thanks, makes sense.");
+    let v = json_run(
+        &["diff-turns", "--model", &model("tiny-plain"), "--user", q, "--reply", a, "--follow-up", f, "--block-sizes", "1,4,16"],
+        0,
+    );
+    let p1 = format!("<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n");
+    let held = tok.encode(&p1).unwrap().len() + tok.encode(a).unwrap().len();
+    let next = tok
+        .encode(&format!("{p1}{a}<|im_end|>\n<|im_start|>user\n{f}<|im_end|>\n<|im_start|>assistant\n"))
+        .unwrap()
+        .len();
+    let t = &v["conversations"][0]["transitions"][0];
+    assert_eq!(t["held_tokens"], held);
+    assert_eq!(t["next_prompt_tokens"], next);
+    assert_eq!(t["common_prefix_tokens"], held);
+    assert_eq!(t["rewrite"], Json::Null);
+    let uncached: Vec<(u64, u64)> = t["uncached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| (u["block_size"].as_u64().unwrap(), u["tokens"].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(u64, u64)> = [1usize, 4, 16]
+        .iter()
+        .map(|&b| (b as u64, (next - held / b * b) as u64))
+        .collect();
+    assert_eq!(uncached, want);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["conversations"][0]["source"], "quick:follow-up-1");
+}
+
+#[test]
+fn dropped_reasoning_and_unreplayed_prefill_are_told_apart() {
+    let tok = tiny_tokenizer();
+    let header = tok
+        .encode("<|im_start|>user\nWhat is the difference between a process and a thread?<|im_end|>\n<|im_start|>assistant\n")
+        .unwrap()
+        .len();
+    // Thinking on: the model's own <think> is the first lost token.
+    let v = json_run(&["diff-turns", "--model", &model("tiny-think")], 1);
+    for conv in v["conversations"].as_array().unwrap() {
+        let r = &conv["transitions"][0]["rewrite"];
+        assert_eq!(r["class"], "reasoning_dropped", "{conv}");
+        assert_eq!(r["position"], header);
+        assert_eq!(r["held"][0]["text"], "<think>");
+    }
+    assert_eq!(v["conversations"].as_array().unwrap().len(), 3);
+    // Thinking off: the template pre-fills an empty think block that history never repeats.
+    let v = json_run(&["diff-turns", "--model", &model("tiny-think"), "--template-kwarg", "enable_thinking=false"], 1);
+    let r = &v["conversations"][0]["transitions"][0]["rewrite"];
+    assert_eq!(r["class"], "generation_prefill_not_replayed");
+    assert_eq!(r["position"], header);
+    assert_eq!(r["next"][0]["text"], "A");
+}
+
+#[test]
+fn human_report_snapshot() {
+    let out = kvaudit()
+        .args(["diff-turns", "--model", &model("tiny-think"), "--now", NOW, "--follow-up", "Thanks, makes sense."])
+        .args(["--user", "What is a thread?", "--reply", "A thread is a unit of execution.", "--reasoning", "Define it."])
+        .assert()
+        .code(1);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(!text.contains('\u{1b}'), "no colour when stdout is not a terminal");
+    insta::assert_snapshot!("diff_turns_tiny_think", text);
+}
+
+#[test]
+fn colour_on_request_only() {
+    let args = ["diff-turns", "--model", "fixtures/models/tiny-think", "--now", NOW];
+    let coloured = kvaudit().args(args).args(["--color", "always"]).assert().code(1);
+    assert!(String::from_utf8_lossy(&coloured.get_output().stdout).contains("\u{1b}["));
+    let plain = kvaudit().args(args).args(["--color", "never"]).assert().code(1);
+    assert!(!String::from_utf8_lossy(&plain.get_output().stdout).contains('\u{1b}'));
+}
+
+#[test]
+fn sampled_ids_report_retokenization_drift() {
+    let tok = tiny_tokenizer();
+    let reply = "A thread is a unit of execution.";
+    let encoded = tok.encode(reply).unwrap();
+    // The model sampled " thread" as two tokens where the tokenizer uses one.
+    let th = tok.encode(" th").unwrap();
+    let read = tok.encode("read").unwrap();
+    assert_eq!((th.len(), read.len()), (1, 1), "fixture tokenizer pieces");
+    let mut sampled = vec![encoded[0], th[0], read[0]];
+    sampled.extend_from_slice(&encoded[2..]);
+    assert_eq!(tok.decode(&sampled), reply);
+    let dir = tempfile::tempdir().unwrap();
+    let conv = write_conversation(
+        &dir,
+        "drift.json",
+        &json!({"messages": [
+            {"role": "user", "content": "What is a thread?"},
+            {"role": "assistant", "content": reply, "generated": reply, "generated_ids": sampled},
+            {"role": "user", "content": "Thanks, makes sense."}]}),
+    );
+    let v = json_run(&["diff-turns", "--model", &model("tiny-plain"), "-c", &conv], 1);
+    let t = &v["conversations"][0]["transitions"][0];
+    let prompt = tok.encode("<|im_start|>user\nWhat is a thread?<|im_end|>\n<|im_start|>assistant\n").unwrap().len();
+    assert_eq!(t["retokenization_drift"]["position"], prompt + 1);
+    assert_eq!(t["retokenization_drift"]["sampled"][0]["id"], th[0]);
+    assert_eq!(t["retokenization_drift"]["encoded"][0]["id"], encoded[1]);
+    // The next prompt is tokenized from text, so it diverges exactly where the sampled ids do.
+    assert_eq!(t["rewrite"]["position"], prompt + 1);
+    assert_eq!(t["rewrite"]["class"], "retokenized");
+    assert_eq!(t["held_tokens"], prompt + sampled.len());
+}
+
+#[test]
+fn date_rollover_moves_the_divergence_to_the_date() {
+    let tok = tiny_tokenizer();
+    let v = json_run(
+        &["diff-turns", "--model", &model("tiny-plain"), "--template", "fixtures/templates/dated.jinja", "--date-rollover"],
+        1,
+    );
+    let t = &v["conversations"][0]["transitions"][0];
+    assert_eq!(t["rewrite"], Json::Null, "same day: extends");
+    let same_until = tok.encode("<|im_start|>system\nToday: 1").unwrap().len();
+    assert_eq!(t["date_rollover"]["moved"], true);
+    assert_eq!(t["date_rollover"]["class"], "date_changed");
+    assert!(t["date_rollover"]["rewrite_position"].as_u64().unwrap() as usize <= same_until);
+}
+
+#[test]
+fn conversation_files_are_audited_one_by_one() {
+    let v = json_run(
+        &["diff-turns", "--model", &model("tiny-think"), "-c", "fixtures/conversations/tool-loop.json", "-c", "fixtures/conversations/tool-loop.json"],
+        1,
+    );
+    let convs = v["conversations"].as_array().unwrap();
+    assert_eq!(convs.len(), 2);
+    assert_eq!(convs[0], convs[1]);
+    let t = convs[0]["transitions"].as_array().unwrap();
+    assert_eq!((t[0]["from_prompt"].clone(), t[1]["to_prompt"].clone()), (json!(1), json!(3)));
+    assert_eq!(t[0]["rewrite"]["class"], "reasoning_dropped");
+    assert_eq!(t[1]["rewrite"]["class"], "reasoning_dropped");
+}
+
+fn fails_with(args: &[&str], message: &str) {
+    let out = kvaudit().args(args).assert().code(2).stdout("");
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(message), "expected {message:?} in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let tiny = model("tiny-plain");
+    fails_with(&["diff-turns", "--model", "fixtures/models/nope"], "neither a directory nor a Hub id");
+    fails_with(&["diff-turns", "--model", "fixtures/none/such/x"], "neither a directory nor a Hub id");
+    fails_with(&["diff-turns", "--model", &tiny, "-c", "fixtures/conversations/malformed.json"], "line 4 column 26");
+    fails_with(&["diff-turns", "--model", &tiny, "-c", "fixtures/conversations/missing.json"], "cannot read conversation");
+    fails_with(&["diff-turns", "--model", &tiny, "-c", "fixtures/conversations/no-assistant.json"], "no assistant message");
+    fails_with(
+        &["diff-turns", "--model", &tiny, "--template", "fixtures/templates/raises.jinja", "--system", "s", "--user", "u", "--reply", "r"],
+        "raised an exception: System role not supported",
+    );
+    fails_with(&["diff-turns", "--model", &model("bad-special")], "sets eos_token to \"<|eot|>\", which is not a token");
+    fails_with(&["diff-turns", "--model", &tiny, "--template", "fixtures/templates/loops.jinja"], "ran out of fuel");
+    fails_with(&["diff-turns", "--model", &tiny, "--now", "yesterday"], "--now");
+    fails_with(&["diff-turns", "--model", &tiny, "--template-kwarg", "novalue"], "KEY=VALUE");
+    fails_with(&["diff-turns", "--model", &tiny, "--block-sizes", "0"], "--block-sizes");
+    fails_with(&["diff-turns", "--model", &tiny, "--template", "fixtures/templates/none.jinja"], "cannot read");
+    fails_with(&["fetch", "not a hub id"], "not a Hub id");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    kvaudit().args(["diff-turns"]).assert().code(2).stderr(predicate::str::contains("--model"));
+    kvaudit().args(["diff-turns", "--model", "x", "--format", "xml"]).assert().code(2);
+    kvaudit().arg("--help").assert().code(0);
+}
