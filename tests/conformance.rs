@@ -237,6 +237,7 @@ fn scenario_alignment_matches_transformers() {
     let mut loaded: BTreeMap<String, (ModelFiles, Tokenizer)> = BTreeMap::new();
     let (mut pass, mut total) = (0, 0);
     let mut failures = Vec::new();
+    let mut seed = Vec::new();
     for case in reference["scenarios"].as_array().unwrap() {
         let model = case["model"].as_str().unwrap().to_string();
         let scenario = case["scenario"].as_str().unwrap();
@@ -348,12 +349,27 @@ fn scenario_alignment_matches_transformers() {
         if ok {
             pass += 1;
         }
+        if scenario.starts_with("writeup_")
+            && matches!(model.as_str(), "llama-3.1-8b-instruct" | "qwen2.5-7b-instruct" | "qwen3-8b")
+        {
+            if let Some(g) = got.first() {
+                seed.push(format!(
+                    "  {model:24} {scenario:12} held {:3}  lcp {:3}  next {:3}  uncached@16 {:3}",
+                    g.held_tokens, g.common_prefix_tokens, g.next_prompt_tokens, g.uncached[1].tokens
+                ));
+            }
+        }
     }
     let mut text = format!(
         "scenario alignment (H, N, LCP, rewrite, uncached at 1/16/32/64/128 vs transformers): {pass}/{total}\n"
     );
     for f in &failures {
         text.push_str(&format!("  {f}\n"));
+    }
+    text.push_str("seed write-up check (18-token question, 128-token reply; values equal transformers above):\n");
+    for line in &seed {
+        text.push_str(line);
+        text.push('\n');
     }
     report("scenarios.txt", &text);
     assert!(failures.is_empty(), "{text}");

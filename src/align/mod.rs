@@ -192,6 +192,7 @@ fn views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {
 fn token_diff(tok: &Tokenizer, held: &[u32], next: &[u32]) -> Vec<DiffStep> {
     const WINDOW: usize = 96;
     const MAX_STEPS: usize = 6;
+    let truncated = held.len() > WINDOW || next.len() > WINDOW;
     let held = &held[..held.len().min(WINDOW)];
     let next = &next[..next.len().min(WINDOW)];
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
@@ -213,6 +214,10 @@ fn token_diff(tok: &Tokenizer, held: &[u32], next: &[u32]) -> Vec<DiffStep> {
                 steps.push(DiffStep::Next(views(tok, &next[new])));
             }
         }
+    }
+    // A change at the edge of a cut window is an artefact of the cut, not of the texts.
+    while truncated && steps.len() > 1 && !matches!(steps.last(), Some(DiffStep::Same(_))) {
+        steps.pop();
     }
     steps
 }
