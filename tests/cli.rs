@@ -11,7 +11,9 @@ const NOW: &str = "2026-01-15T10:00:00";
 
 fn kvaudit() -> Command {
     let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1").env_remove("HF_HUB_OFFLINE").current_dir(common::repo_root());
+    cmd.env("NO_COLOR", "1")
+        .env_remove("HF_HUB_OFFLINE")
+        .current_dir(common::repo_root());
     cmd
 }
 
@@ -24,7 +26,11 @@ fn tiny_tokenizer() -> Tokenizer {
 }
 
 fn json_run(args: &[&str], code: i32) -> Json {
-    let out = kvaudit().args(args).args(["--format", "json", "--now", NOW]).assert().code(code);
+    let out = kvaudit()
+        .args(args)
+        .args(["--format", "json", "--now", NOW])
+        .assert()
+        .code(code);
     serde_json::from_slice(&out.get_output().stdout).unwrap()
 }
 
@@ -39,15 +45,33 @@ fn extending_template_counts_uncached_whole_blocks() {
     // tiny-plain writes `<|im_start|>{role}\n{content}<|im_end|>\n` and `<|im_start|>assistant\n`,
     // so the prompts can be written out here and counted with the tokenizer directly.
     let tok = tiny_tokenizer();
-    let (q, a, f) = ("What is a thread?", "A thread is a unit of execution.", "Thanks, makes sense.");
+    let (q, a, f) = (
+        "What is a thread?",
+        "A thread is a unit of execution.",
+        "Thanks, makes sense.",
+    );
     let v = json_run(
-        &["diff-turns", "--model", &model("tiny-plain"), "--user", q, "--reply", a, "--follow-up", f, "--block-sizes", "1,4,16"],
+        &[
+            "diff-turns",
+            "--model",
+            &model("tiny-plain"),
+            "--user",
+            q,
+            "--reply",
+            a,
+            "--follow-up",
+            f,
+            "--block-sizes",
+            "1,4,16",
+        ],
         0,
     );
     let p1 = format!("<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n");
     let held = tok.encode(&p1).unwrap().len() + tok.encode(a).unwrap().len();
     let next = tok
-        .encode(&format!("{p1}{a}<|im_end|>\n<|im_start|>user\n{f}<|im_end|>\n<|im_start|>assistant\n"))
+        .encode(&format!(
+            "{p1}{a}<|im_end|>\n<|im_start|>user\n{f}<|im_end|>\n<|im_start|>assistant\n"
+        ))
         .unwrap()
         .len();
     let t = &v["conversations"][0]["transitions"][0];
@@ -59,7 +83,12 @@ fn extending_template_counts_uncached_whole_blocks() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|u| (u["block_size"].as_u64().unwrap(), u["tokens"].as_u64().unwrap()))
+        .map(|u| {
+            (
+                u["block_size"].as_u64().unwrap(),
+                u["tokens"].as_u64().unwrap(),
+            )
+        })
         .collect();
     let want: Vec<(u64, u64)> = [1usize, 4, 16]
         .iter()
@@ -87,7 +116,16 @@ fn dropped_reasoning_and_unreplayed_prefill_are_told_apart() {
     }
     assert_eq!(v["conversations"].as_array().unwrap().len(), 3);
     // Thinking off: the template pre-fills an empty think block that history never repeats.
-    let v = json_run(&["diff-turns", "--model", &model("tiny-think"), "--template-kwarg", "enable_thinking=false"], 1);
+    let v = json_run(
+        &[
+            "diff-turns",
+            "--model",
+            &model("tiny-think"),
+            "--template-kwarg",
+            "enable_thinking=false",
+        ],
+        1,
+    );
     let r = &v["conversations"][0]["transitions"][0]["rewrite"];
     assert_eq!(r["class"], "generation_prefill_not_replayed");
     assert_eq!(r["position"], header);
@@ -97,21 +135,53 @@ fn dropped_reasoning_and_unreplayed_prefill_are_told_apart() {
 #[test]
 fn human_report_snapshot() {
     let out = kvaudit()
-        .args(["diff-turns", "--model", &model("tiny-think"), "--now", NOW, "--follow-up", "Thanks, makes sense."])
-        .args(["--user", "What is a thread?", "--reply", "A thread is a unit of execution.", "--reasoning", "Define it."])
+        .args([
+            "diff-turns",
+            "--model",
+            &model("tiny-think"),
+            "--now",
+            NOW,
+            "--follow-up",
+            "Thanks, makes sense.",
+        ])
+        .args([
+            "--user",
+            "What is a thread?",
+            "--reply",
+            "A thread is a unit of execution.",
+            "--reasoning",
+            "Define it.",
+        ])
         .assert()
         .code(1);
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    assert!(!text.contains('\u{1b}'), "no colour when stdout is not a terminal");
+    assert!(
+        !text.contains('\u{1b}'),
+        "no colour when stdout is not a terminal"
+    );
     insta::assert_snapshot!("diff_turns_tiny_think", text);
 }
 
 #[test]
 fn colour_on_request_only() {
-    let args = ["diff-turns", "--model", "fixtures/models/tiny-think", "--now", NOW];
-    let coloured = kvaudit().args(args).args(["--color", "always"]).assert().code(1);
+    let args = [
+        "diff-turns",
+        "--model",
+        "fixtures/models/tiny-think",
+        "--now",
+        NOW,
+    ];
+    let coloured = kvaudit()
+        .args(args)
+        .args(["--color", "always"])
+        .assert()
+        .code(1);
     assert!(String::from_utf8_lossy(&coloured.get_output().stdout).contains("\u{1b}["));
-    let plain = kvaudit().args(args).args(["--color", "never"]).assert().code(1);
+    let plain = kvaudit()
+        .args(args)
+        .args(["--color", "never"])
+        .assert()
+        .code(1);
     assert!(!String::from_utf8_lossy(&plain.get_output().stdout).contains('\u{1b}'));
 }
 
@@ -136,9 +206,15 @@ fn sampled_ids_report_retokenization_drift() {
             {"role": "assistant", "content": reply, "generated": reply, "generated_ids": sampled},
             {"role": "user", "content": "Thanks, makes sense."}]}),
     );
-    let v = json_run(&["diff-turns", "--model", &model("tiny-plain"), "-c", &conv], 1);
+    let v = json_run(
+        &["diff-turns", "--model", &model("tiny-plain"), "-c", &conv],
+        1,
+    );
     let t = &v["conversations"][0]["transitions"][0];
-    let prompt = tok.encode("<|im_start|>user\nWhat is a thread?<|im_end|>\n<|im_start|>assistant\n").unwrap().len();
+    let prompt = tok
+        .encode("<|im_start|>user\nWhat is a thread?<|im_end|>\n<|im_start|>assistant\n")
+        .unwrap()
+        .len();
     assert_eq!(t["retokenization_drift"]["position"], prompt + 1);
     assert_eq!(t["retokenization_drift"]["sampled"][0]["id"], th[0]);
     assert_eq!(t["retokenization_drift"]["encoded"][0]["id"], encoded[1]);
@@ -152,7 +228,14 @@ fn sampled_ids_report_retokenization_drift() {
 fn date_rollover_moves_the_divergence_to_the_date() {
     let tok = tiny_tokenizer();
     let v = json_run(
-        &["diff-turns", "--model", &model("tiny-plain"), "--template", "fixtures/templates/dated.jinja", "--date-rollover"],
+        &[
+            "diff-turns",
+            "--model",
+            &model("tiny-plain"),
+            "--template",
+            "fixtures/templates/dated.jinja",
+            "--date-rollover",
+        ],
         1,
     );
     let t = &v["conversations"][0]["transitions"][0];
@@ -166,14 +249,25 @@ fn date_rollover_moves_the_divergence_to_the_date() {
 #[test]
 fn conversation_files_are_audited_one_by_one() {
     let v = json_run(
-        &["diff-turns", "--model", &model("tiny-think"), "-c", "fixtures/conversations/tool-loop.json", "-c", "fixtures/conversations/tool-loop.json"],
+        &[
+            "diff-turns",
+            "--model",
+            &model("tiny-think"),
+            "-c",
+            "fixtures/conversations/tool-loop.json",
+            "-c",
+            "fixtures/conversations/tool-loop.json",
+        ],
         1,
     );
     let convs = v["conversations"].as_array().unwrap();
     assert_eq!(convs.len(), 2);
     assert_eq!(convs[0], convs[1]);
     let t = convs[0]["transitions"].as_array().unwrap();
-    assert_eq!((t[0]["from_prompt"].clone(), t[1]["to_prompt"].clone()), (json!(1), json!(3)));
+    assert_eq!(
+        (t[0]["from_prompt"].clone(), t[1]["to_prompt"].clone()),
+        (json!(1), json!(3))
+    );
     assert_eq!(t[0]["rewrite"]["class"], "reasoning_dropped");
     assert_eq!(t[1]["rewrite"]["class"], "reasoning_dropped");
 }
@@ -184,33 +278,124 @@ fn fails_with(args: &[&str], message: &str) {
     assert!(err.starts_with("error: "), "{err}");
     assert!(err.contains(message), "expected {message:?} in {err:?}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let tiny = model("tiny-plain");
-    fails_with(&["diff-turns", "--model", "fixtures/models/nope"], "neither a directory nor a Hub id");
-    fails_with(&["diff-turns", "--model", "fixtures/none/such/x"], "neither a directory nor a Hub id");
-    fails_with(&["diff-turns", "--model", &tiny, "-c", "fixtures/conversations/malformed.json"], "line 4 column 26");
-    fails_with(&["diff-turns", "--model", &tiny, "-c", "fixtures/conversations/missing.json"], "cannot read conversation");
-    fails_with(&["diff-turns", "--model", &tiny, "-c", "fixtures/conversations/no-assistant.json"], "no assistant message");
     fails_with(
-        &["diff-turns", "--model", &tiny, "--template", "fixtures/templates/raises.jinja", "--system", "s", "--user", "u", "--reply", "r"],
+        &["diff-turns", "--model", "fixtures/models/nope"],
+        "neither a directory nor a Hub id",
+    );
+    fails_with(
+        &["diff-turns", "--model", "fixtures/none/such/x"],
+        "neither a directory nor a Hub id",
+    );
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "-c",
+            "fixtures/conversations/malformed.json",
+        ],
+        "line 4 column 26",
+    );
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "-c",
+            "fixtures/conversations/missing.json",
+        ],
+        "cannot read conversation",
+    );
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "-c",
+            "fixtures/conversations/no-assistant.json",
+        ],
+        "no assistant message",
+    );
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "--template",
+            "fixtures/templates/raises.jinja",
+            "--system",
+            "s",
+            "--user",
+            "u",
+            "--reply",
+            "r",
+        ],
         "raised an exception: System role not supported",
     );
-    fails_with(&["diff-turns", "--model", &model("bad-special")], "sets eos_token to \"<|eot|>\", which is not a token");
-    fails_with(&["diff-turns", "--model", &tiny, "--template", "fixtures/templates/loops.jinja"], "ran out of fuel");
-    fails_with(&["diff-turns", "--model", &tiny, "--now", "yesterday"], "--now");
-    fails_with(&["diff-turns", "--model", &tiny, "--template-kwarg", "novalue"], "KEY=VALUE");
-    fails_with(&["diff-turns", "--model", &tiny, "--block-sizes", "0"], "--block-sizes");
-    fails_with(&["diff-turns", "--model", &tiny, "--template", "fixtures/templates/none.jinja"], "cannot read");
+    fails_with(
+        &["diff-turns", "--model", &model("bad-special")],
+        "sets eos_token to \"<|eot|>\", which is not a token",
+    );
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "--template",
+            "fixtures/templates/loops.jinja",
+        ],
+        "ran out of fuel",
+    );
+    fails_with(
+        &["diff-turns", "--model", &tiny, "--now", "yesterday"],
+        "--now",
+    );
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "--template-kwarg",
+            "novalue",
+        ],
+        "KEY=VALUE",
+    );
+    fails_with(
+        &["diff-turns", "--model", &tiny, "--block-sizes", "0"],
+        "--block-sizes",
+    );
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "--template",
+            "fixtures/templates/none.jinja",
+        ],
+        "cannot read",
+    );
     fails_with(&["fetch", "not a hub id"], "not a Hub id");
 }
 
 #[test]
 fn usage_errors_exit_2() {
-    kvaudit().args(["diff-turns"]).assert().code(2).stderr(predicate::str::contains("--model"));
-    kvaudit().args(["diff-turns", "--model", "x", "--format", "xml"]).assert().code(2);
+    kvaudit()
+        .args(["diff-turns"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--model"));
+    kvaudit()
+        .args(["diff-turns", "--model", "x", "--format", "xml"])
+        .assert()
+        .code(2);
     kvaudit().arg("--help").assert().code(0);
 }

@@ -350,12 +350,18 @@ fn scenario_alignment_matches_transformers() {
             pass += 1;
         }
         if scenario.starts_with("writeup_")
-            && matches!(model.as_str(), "llama-3.1-8b-instruct" | "qwen2.5-7b-instruct" | "qwen3-8b")
+            && matches!(
+                model.as_str(),
+                "llama-3.1-8b-instruct" | "qwen2.5-7b-instruct" | "qwen3-8b"
+            )
         {
             if let Some(g) = got.first() {
                 seed.push(format!(
                     "  {model:24} {scenario:12} held {:3}  lcp {:3}  next {:3}  uncached@16 {:3}",
-                    g.held_tokens, g.common_prefix_tokens, g.next_prompt_tokens, g.uncached[1].tokens
+                    g.held_tokens,
+                    g.common_prefix_tokens,
+                    g.next_prompt_tokens,
+                    g.uncached[1].tokens
                 ));
             }
         }

@@ -63,7 +63,9 @@ fn reasoning_block_end(generated: &str) -> Option<usize> {
         return Some(i + "</think>".len());
     }
     let analysis = generated.find("<|channel|>analysis<|message|>")?;
-    generated[analysis..].find("<|end|>").map(|i| analysis + i + "<|end|>".len())
+    generated[analysis..]
+        .find("<|end|>")
+        .map(|i| analysis + i + "<|end|>".len())
 }
 
 /// The answer part of a generated text: after the reasoning block when there is one.
@@ -165,7 +167,11 @@ mod tests {
 
     #[test]
     fn empty_reasoning_block_dropped() {
-        let e = ev("<u>Q<a>", "<think>\n\n</think>\n\nA.", "<u>Q<a>A.<e><u>F<a>");
+        let e = ev(
+            "<u>Q<a>",
+            "<think>\n\n</think>\n\nA.",
+            "<u>Q<a>A.<e><u>F<a>",
+        );
         assert_eq!(classify(&e), RewriteClass::ReasoningDropped);
     }
 

@@ -131,14 +131,34 @@ pub fn fetch(
         .build()
         .map_err(|e| ModelError::Hub(format!("cannot set up the Hub client: {e}")))?;
     let api_repo = api.repo(repo);
+    let repo_dir = settings
+        .cache_dir
+        .join(format!("models--{}", id.replace('/', "--")));
     let mut snapshot: Option<PathBuf> = None;
     for file in MODEL_FILES {
+        let optional = !required.contains(&file);
+        // huggingface_hub records files a commit does not have under `.no_exist`, so a cached
+        // model is resolved without asking the server again; kvaudit reads and writes the same.
+        let commit = std::fs::read_to_string(repo_dir.join("refs").join(&revision))
+            .ok()
+            .map(|c| c.trim().to_string());
+        let no_exist = commit
+            .as_ref()
+            .map(|c| repo_dir.join(".no_exist").join(c).join(file));
+        if optional && no_exist.as_ref().is_some_and(|p| p.exists()) {
+            continue;
+        }
         match api_repo.get(file) {
             Ok(path) => snapshot = snapshot.or_else(|| path.parent().map(Path::to_path_buf)),
             Err(e) => {
                 let status = http_status(&e);
-                let optional = !required.contains(&file);
                 if optional && status == Some(404) {
+                    if let Some(marker) = no_exist {
+                        if let Some(parent) = marker.parent() {
+                            let _ = std::fs::create_dir_all(parent);
+                        }
+                        let _ = std::fs::write(marker, b"");
+                    }
                     continue;
                 }
                 return Err(ModelError::Hub(explain(
