@@ -31,7 +31,7 @@ pub enum ColorChoice {
 pub enum Command {
     /// Render each turn with the model's template and tokenizer and show where turn k+1 stops
     /// extending what the decode server holds after turn k.
-    DiffTurns(DiffTurnsArgs),
+    DiffTurns(Box<DiffTurnsArgs>),
     /// Download a model's tokenizer and chat template files into the Hugging Face cache and
     /// print the snapshot directory.
     Fetch(FetchArgs),

@@ -354,16 +354,12 @@ fn scenario_alignment_matches_transformers() {
                 model.as_str(),
                 "llama-3.1-8b-instruct" | "qwen2.5-7b-instruct" | "qwen3-8b"
             )
+            && let Some(g) = got.first()
         {
-            if let Some(g) = got.first() {
-                seed.push(format!(
-                    "  {model:24} {scenario:12} held {:3}  lcp {:3}  next {:3}  uncached@16 {:3}",
-                    g.held_tokens,
-                    g.common_prefix_tokens,
-                    g.next_prompt_tokens,
-                    g.uncached[1].tokens
-                ));
-            }
+            seed.push(format!(
+                "  {model:24} {scenario:12} held {:3}  lcp {:3}  next {:3}  uncached@16 {:3}",
+                g.held_tokens, g.common_prefix_tokens, g.next_prompt_tokens, g.uncached[1].tokens
+            ));
         }
     }
     let mut text = format!(

@@ -90,12 +90,12 @@ pub fn classify(e: &Evidence) -> RewriteClass {
     let at = text_common_prefix(held, next);
     let prompt_len = e.prompt_text.len();
 
-    if let Some(system) = e.system.map(str::trim).filter(|s| !s.is_empty()) {
-        if let (Some(h), Some(n)) = (held.find(system), next.find(system)) {
-            if h != n && at <= h {
-                return RewriteClass::SystemMoved;
-            }
-        }
+    if let Some(system) = e.system.map(str::trim).filter(|s| !s.is_empty())
+        && let (Some(h), Some(n)) = (held.find(system), next.find(system))
+        && h != n
+        && at <= h
+    {
+        return RewriteClass::SystemMoved;
     }
     if let Some(end) = reasoning_block_end(e.generated_text) {
         // The reply opened with a reasoning block (possibly empty) that history does not repeat.

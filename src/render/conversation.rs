@@ -148,10 +148,11 @@ impl Conversation {
             )),
             (None, None) => None,
         };
-        if let Some(tools) = &file.tools {
-            if !tools.is_array() && !tools.is_null() {
-                return Err(invalid("`tools` must be a list of tool schemas".into()));
-            }
+        if let Some(tools) = &file.tools
+            && !tools.is_array()
+            && !tools.is_null()
+        {
+            return Err(invalid("`tools` must be a list of tool schemas".into()));
         }
         for (i, m) in file.messages.iter().enumerate() {
             let Some(obj) = m.as_object() else {

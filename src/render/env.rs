@@ -136,12 +136,13 @@ fn python_formatter(
     state: &mut minijinja::State,
     value: &Value,
 ) -> Result<(), Error> {
-    if value.kind() == ValueKind::Number && !value.is_integer() {
-        if let Ok(f) = f64::try_from(value.clone()) {
-            return out
-                .write_str(&python_float_repr(f))
-                .map_err(|_| Error::new(ErrorKind::WriteFailure, "write failed"));
-        }
+    if value.kind() == ValueKind::Number
+        && !value.is_integer()
+        && let Ok(f) = f64::try_from(value.clone())
+    {
+        return out
+            .write_str(&python_float_repr(f))
+            .map_err(|_| Error::new(ErrorKind::WriteFailure, "write failed"));
     }
     minijinja::escape_formatter(out, state, value)
 }
@@ -219,11 +220,11 @@ pub fn python_splitlines(s: &str) -> Vec<&str> {
         if is_break {
             out.push(&s[start..i]);
             let mut next = i + c.len_utf8();
-            if c == '\r' {
-                if let Some(&(j, '\n')) = chars.peek() {
-                    chars.next();
-                    next = j + 1;
-                }
+            if c == '\r'
+                && let Some(&(j, '\n')) = chars.peek()
+            {
+                chars.next();
+                next = j + 1;
             }
             start = next;
         }

@@ -13,10 +13,10 @@ pub fn unknown_method(
     method: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
-    if let (ValueKind::String, Some(s)) = (value.kind(), value.as_str()) {
-        if let Some(result) = string_method(s, method, args)? {
-            return Ok(result);
-        }
+    if let (ValueKind::String, Some(s)) = (value.kind(), value.as_str())
+        && let Some(result) = string_method(s, method, args)?
+    {
+        return Ok(result);
     }
     pycompat::unknown_method_callback(state, value, method, args)
 }
