@@ -57,6 +57,22 @@ fn reference(test: &str) -> Option<&'static Json> {
     .as_ref()
 }
 
+/// The tokenizer loaded from tokenizer.json and from its prepared form (both must match).
+fn tokenizers_both_ways(path: &Path) -> [Tokenizer; 2] {
+    let cache = common::repo_root().join("target/conformance/tokenizer-cache");
+    let first = Tokenizer::load(path, Some(&cache)).unwrap();
+    let second = Tokenizer::load(path, Some(&cache)).unwrap();
+    let plain = Tokenizer::load(path, None).unwrap();
+    assert!(!plain.is_prepared());
+    assert!(
+        second.is_prepared() || first.is_prepared(),
+        "{} was not prepared",
+        path.display()
+    );
+    assert_eq!(plain.sha256(), second.sha256());
+    [plain, second]
+}
+
 fn report(name: &str, text: &str) {
     let dir = common::repo_root().join("target/conformance");
     std::fs::create_dir_all(&dir).unwrap();
@@ -106,15 +122,15 @@ fn model_directories_render_like_transformers() {
     };
     let shared = common::shared_dir("model").unwrap();
     let mut per_model: BTreeMap<String, Tally> = BTreeMap::new();
-    let mut loaded: BTreeMap<String, (ModelFiles, Tokenizer)> = BTreeMap::new();
+    let mut loaded: BTreeMap<String, (ModelFiles, [Tokenizer; 2])> = BTreeMap::new();
     for case in reference["models"].as_array().unwrap() {
         let model = case["model"].as_str().unwrap().to_string();
         let shape = case["shape"].as_str().unwrap();
         let (files, tok) = loaded.entry(model.clone()).or_insert_with(|| {
             let dir = shared.join("models").join(&model);
             let files = ModelFiles::from_dir(&dir, &model, None, None).unwrap();
-            let tok = Tokenizer::from_file(&files.tokenizer_path).unwrap();
-            (files, tok)
+            let both = tokenizers_both_ways(&files.tokenizer_path);
+            (files, both)
         });
         let tally = per_model.entry(model.clone()).or_default();
         tally.total += 1;
@@ -125,14 +141,18 @@ fn model_directories_render_like_transformers() {
         let ours = render_case(&renderer, case);
         match (case.get("text").and_then(Json::as_str), ours) {
             (Some(want), Ok(got)) if want == got => {
-                let ids = tok.encode(&got).unwrap();
                 let want_ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
-                if ids == want_ids {
-                    tally.pass += 1;
-                } else {
+                let [json_tok, prepared_tok] = &*tok;
+                if json_tok.encode(&got).unwrap() != want_ids {
                     tally
                         .wrong
                         .push(format!("{shape}: same text, different token ids"));
+                } else if prepared_tok.encode(&got).unwrap() != want_ids {
+                    tally
+                        .wrong
+                        .push(format!("{shape}: prepared tokenizer gives other ids"));
+                } else {
+                    tally.pass += 1;
                 }
             }
             (Some(_), Ok(_)) => tally.wrong.push(format!("{shape}: different text")),

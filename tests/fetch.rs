@@ -83,6 +83,7 @@ impl Hub {
             .env("HF_ENDPOINT", &self.url)
             .env("HF_HOME", home)
             .env("NO_COLOR", "1")
+            .env("KVAUDIT_TOKENIZER_CACHE", "off")
             .env_remove("HF_TOKEN")
             .env_remove("HF_HUB_CACHE")
             .env_remove("HUGGINGFACE_HUB_CACHE")

@@ -1,0 +1,564 @@
+//! A prepared form of byte-level BPE tokenizers that loads in milliseconds.
+//!
+//! Building the `tokenizers` crate's BPE from tokenizer.json (JSON parse, ~150k vocabulary
+//! strings, ~150k merges into hash maps) takes 0.3–1 s, which dominates a kvaudit run. The
+//! prepared file holds the vocabulary as one string blob and both lookup tables as ready-made
+//! open-addressing arrays; everything else (normalizer, pre-tokenizer, added tokens, decoder)
+//! is still built by the `tokenizers` crate from the original JSON, so only the merge loop is
+//! ours. A prepared file is written only after it encodes a probe corpus to exactly the ids of
+//! the crate's own tokenizer, and it is keyed by the xxh3-128 of its source.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+use tokenizers::decoders::DecoderWrapper;
+use tokenizers::models::bpe::BpeTrainer;
+use tokenizers::normalizers::NormalizerWrapper;
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::processors::PostProcessorWrapper;
+use tokenizers::{AddedToken, Model, Token, TokenizerImpl};
+
+const MAGIC: &[u8; 8] = b"KVTOKv01";
+const EMPTY32: u32 = u32::MAX;
+const EMPTY64: u64 = u64::MAX;
+
+pub type FastTokenizer = TokenizerImpl<
+    FastBpe,
+    NormalizerWrapper,
+    PreTokenizerWrapper,
+    PostProcessorWrapper,
+    DecoderWrapper,
+>;
+
+/// The BPE model of a prepared tokenizer.
+pub struct FastBpe {
+    blob: Vec<u8>,
+    /// Start of token `id` in `blob`; `tok_len[id] == EMPTY32` when the id is unused.
+    tok_start: Vec<u32>,
+    tok_len: Vec<u32>,
+    vocab_size: usize,
+    /// Open addressing: slot -> id, EMPTY32 when free; keyed by xxh3 of the token text.
+    vocab_table: Vec<u32>,
+    /// Open addressing: slot -> (left id << 32 | right id), EMPTY64 when free.
+    merge_keys: Vec<u64>,
+    /// rank << 32 | merged id, beside `merge_keys`.
+    merge_vals: Vec<u64>,
+    unk_token: Option<String>,
+    fuse_unk: bool,
+    byte_fallback: bool,
+    ignore_merges: bool,
+}
+
+fn merge_slot(key: u64, mask: usize) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & mask
+}
+
+impl FastBpe {
+    fn token(&self, id: u32) -> Option<&str> {
+        let i = id as usize;
+        let len = *self.tok_len.get(i)?;
+        if len == EMPTY32 {
+            return None;
+        }
+        let start = self.tok_start[i] as usize;
+        std::str::from_utf8(&self.blob[start..start + len as usize]).ok()
+    }
+
+    fn lookup(&self, text: &str) -> Option<u32> {
+        let mask = self.vocab_table.len() - 1;
+        let mut slot = xxhash_rust::xxh3::xxh3_64(text.as_bytes()) as usize & mask;
+        loop {
+            let id = self.vocab_table[slot];
+            if id == EMPTY32 {
+                return None;
+            }
+            if self.token(id) == Some(text) {
+                return Some(id);
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    fn merge(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        let key = (left as u64) << 32 | right as u64;
+        let mask = self.merge_keys.len() - 1;
+        let mut slot = merge_slot(key, mask);
+        loop {
+            let k = self.merge_keys[slot];
+            if k == EMPTY64 {
+                return None;
+            }
+            if k == key {
+                let v = self.merge_vals[slot];
+                return Some(((v >> 32) as u32, v as u32));
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// The same symbol construction and merge order as the crate's `BPE::merge_word` and
+    /// `Word::merge_all`: lowest rank first, then leftmost; stale queue entries are skipped.
+    fn merge_word(&self, w: &str) -> tokenizers::Result<Vec<(u32, usize, usize)>> {
+        // (id, byte start, byte end, prev, next) per symbol.
+        let mut syms: Vec<(u32, usize, usize)> = Vec::with_capacity(w.len());
+        let mut unk: Option<(u32, usize, usize)> = None;
+        let mut chars = w.char_indices().peekable();
+        let mut buf = [0u8; 4];
+        while let Some((i, c)) = chars.next() {
+            let end = chars.peek().map_or(w.len(), |(e, _)| *e);
+            let s: &str = c.encode_utf8(&mut buf);
+            if let Some(id) = self.lookup(s) {
+                if let Some(u) = unk.take() {
+                    syms.push(u);
+                }
+                syms.push((id, i, end));
+                continue;
+            }
+            if self.byte_fallback {
+                let ids: Option<Vec<u32>> = s
+                    .bytes()
+                    .map(|b| self.lookup(&format!("<{b:#04X}>")))
+                    .collect();
+                if let Some(ids) = ids {
+                    for (k, id) in ids.into_iter().enumerate() {
+                        syms.push((id, i + k, i + k + 1));
+                    }
+                    continue;
+                }
+            }
+            if let Some(unk_token) = &self.unk_token {
+                let unk_id = || {
+                    self.lookup(unk_token).ok_or_else(|| -> tokenizers::Error {
+                        format!("unk token {unk_token:?} is not in the vocabulary").into()
+                    })
+                };
+                unk = match unk {
+                    Some((uid, s0, _)) if self.fuse_unk => Some((uid, s0, end)),
+                    Some(prev) => {
+                        syms.push(prev);
+                        Some((unk_id()?, i, end))
+                    }
+                    None => Some((unk_id()?, i, end)),
+                };
+            }
+        }
+        if let Some(u) = unk {
+            syms.push(u);
+        }
+        let n = syms.len();
+        let mut prev: Vec<isize> = (0..n as isize).map(|i| i - 1).collect();
+        let mut next: Vec<isize> = (0..n as isize)
+            .map(|i| if i + 1 < n as isize { i + 1 } else { -1 })
+            .collect();
+        let mut alive = vec![true; n];
+        let mut queue: BinaryHeap<Reverse<(u32, usize, u32)>> = BinaryHeap::with_capacity(n);
+        for i in 0..n.saturating_sub(1) {
+            if let Some((rank, new_id)) = self.merge(syms[i].0, syms[i + 1].0) {
+                queue.push(Reverse((rank, i, new_id)));
+            }
+        }
+        while let Some(Reverse((_, pos, new_id))) = queue.pop() {
+            if !alive[pos] || next[pos] == -1 {
+                continue;
+            }
+            let right = next[pos] as usize;
+            match self.merge(syms[pos].0, syms[right].0) {
+                Some((_, id)) if id == new_id => {}
+                _ => continue,
+            }
+            syms[pos] = (new_id, syms[pos].1, syms[right].2);
+            alive[right] = false;
+            next[pos] = next[right];
+            if next[right] >= 0 {
+                prev[next[right] as usize] = pos as isize;
+            }
+            if prev[pos] >= 0 {
+                let p = prev[pos] as usize;
+                if let Some((rank, id)) = self.merge(syms[p].0, syms[pos].0) {
+                    queue.push(Reverse((rank, p, id)));
+                }
+            }
+            if next[pos] >= 0 {
+                let nx = next[pos] as usize;
+                if let Some((rank, id)) = self.merge(syms[pos].0, syms[nx].0) {
+                    queue.push(Reverse((rank, pos, id)));
+                }
+            }
+        }
+        Ok(syms
+            .into_iter()
+            .zip(alive)
+            .filter(|(_, a)| *a)
+            .map(|(s, _)| s)
+            .collect())
+    }
+}
+
+impl Model for FastBpe {
+    type Trainer = BpeTrainer;
+
+    fn tokenize(&self, sequence: &str) -> tokenizers::Result<Vec<Token>> {
+        if sequence.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.ignore_merges
+            && let Some(id) = self.lookup(sequence)
+        {
+            return Ok(vec![Token::new(
+                id,
+                sequence.to_string(),
+                (0, sequence.len()),
+            )]);
+        }
+        Ok(self
+            .merge_word(sequence)?
+            .into_iter()
+            .map(|(id, s, e)| {
+                Token::new(id, self.token(id).unwrap_or_default().to_string(), (s, e))
+            })
+            .collect())
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.lookup(token)
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<String> {
+        self.token(id).map(str::to_string)
+    }
+
+    fn get_vocab(&self) -> HashMap<String, u32> {
+        (0..self.tok_len.len() as u32)
+            .filter_map(|id| self.token(id).map(|t| (t.to_string(), id)))
+            .collect()
+    }
+
+    fn get_vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    fn save(&self, _folder: &Path, _prefix: Option<&str>) -> tokenizers::Result<Vec<PathBuf>> {
+        Err("a prepared tokenizer cannot be saved".into())
+    }
+
+    fn get_trainer(&self) -> BpeTrainer {
+        BpeTrainer::default()
+    }
+}
+
+/// Why a tokenizer.json cannot take the fast path (it is then loaded the ordinary way).
+fn unsupported(model: &Json) -> Option<String> {
+    if model.get("type").and_then(Json::as_str) != Some("BPE") {
+        return Some("not a BPE model".into());
+    }
+    if model
+        .get("dropout")
+        .and_then(Json::as_f64)
+        .is_some_and(|d| d != 0.0)
+    {
+        return Some("BPE dropout".into());
+    }
+    for k in ["continuing_subword_prefix", "end_of_word_suffix"] {
+        // An empty prefix or suffix changes nothing (the crate formats it in as "").
+        if model
+            .get(k)
+            .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
+        {
+            return Some(format!("BPE {k}"));
+        }
+    }
+    None
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
+    }
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.data.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u64()? as usize;
+        self.take(n)
+    }
+    fn u32s(&mut self, n: usize) -> Option<Vec<u32>> {
+        let raw = self.take(n.checked_mul(4)?)?;
+        Some(
+            raw.chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        )
+    }
+    fn u64s(&mut self, n: usize) -> Option<Vec<u64>> {
+        let raw = self.take(n.checked_mul(8)?)?;
+        Some(
+            raw.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        )
+    }
+}
+
+/// Serialise tokenizer.json (already parsed) into the prepared format.
+pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String> {
+    let model = source.get("model").ok_or("no model")?;
+    if let Some(why) = unsupported(model) {
+        return Err(why);
+    }
+    let vocab = model
+        .get("vocab")
+        .and_then(Json::as_object)
+        .ok_or("BPE without vocab")?;
+    let max_id = vocab.values().filter_map(Json::as_u64).max().unwrap_or(0) as usize;
+    let mut tok_start = vec![0u32; max_id + 1];
+    let mut tok_len = vec![EMPTY32; max_id + 1];
+    let mut blob = Vec::new();
+    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab.len());
+    for (token, id) in vocab {
+        let id = id.as_u64().ok_or("vocab id is not a number")? as u32;
+        tok_start[id as usize] = blob.len() as u32;
+        tok_len[id as usize] = token.len() as u32;
+        blob.extend_from_slice(token.as_bytes());
+        ids.insert(token.as_str(), id);
+    }
+    let table_len = (vocab.len() * 2).next_power_of_two().max(16);
+    let mut vocab_table = vec![EMPTY32; table_len];
+    for (token, &id) in &ids {
+        let mut slot = xxhash_rust::xxh3::xxh3_64(token.as_bytes()) as usize & (table_len - 1);
+        while vocab_table[slot] != EMPTY32 {
+            slot = (slot + 1) & (table_len - 1);
+        }
+        vocab_table[slot] = id;
+    }
+    let merges = model
+        .get("merges")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    // The crate collects merges into a map, so a repeated pair keeps its last rank.
+    let mut merge_map: HashMap<u64, u64> = HashMap::with_capacity(merges.len());
+    for (rank, m) in merges.iter().enumerate() {
+        let (a, b) = match m {
+            Json::String(s) => {
+                let parts: Vec<&str> = s.split(' ').collect();
+                if parts.len() != 2 {
+                    return Err(format!("merge {s:?} is not two tokens"));
+                }
+                (parts[0].to_string(), parts[1].to_string())
+            }
+            Json::Array(p) if p.len() == 2 => (
+                p[0].as_str().ok_or("merge part")?.to_string(),
+                p[1].as_str().ok_or("merge part")?.to_string(),
+            ),
+            _ => return Err("unreadable merge".into()),
+        };
+        let a_id = *ids
+            .get(a.as_str())
+            .ok_or_else(|| format!("merge token {a:?} not in vocab"))?;
+        let b_id = *ids
+            .get(b.as_str())
+            .ok_or_else(|| format!("merge token {b:?} not in vocab"))?;
+        let merged = format!("{a}{b}");
+        let new_id = *ids
+            .get(merged.as_str())
+            .ok_or_else(|| format!("merged token {merged:?} not in vocab"))?;
+        merge_map.insert(
+            (a_id as u64) << 32 | b_id as u64,
+            (rank as u64) << 32 | new_id as u64,
+        );
+    }
+    let mtable_len = (merge_map.len() * 2).next_power_of_two().max(16);
+    let mut merge_keys = vec![EMPTY64; mtable_len];
+    let mut merge_vals = vec![0u64; mtable_len];
+    for (&k, &v) in &merge_map {
+        let mut slot = merge_slot(k, mtable_len - 1);
+        while merge_keys[slot] != EMPTY64 {
+            slot = (slot + 1) & (mtable_len - 1);
+        }
+        merge_keys[slot] = k;
+        merge_vals[slot] = v;
+    }
+    // Everything but the vocabulary and merges, for the crate to build the rest.
+    let mut rest = source.clone();
+    if let Some(m) = rest.get_mut("model").and_then(Json::as_object_mut) {
+        m.remove("vocab");
+        m.remove("merges");
+    }
+    let mut w = Writer(Vec::with_capacity(
+        blob.len() + mtable_len * 16 + table_len * 4 + 4096,
+    ));
+    w.0.extend_from_slice(MAGIC);
+    w.0.extend_from_slice(&key.to_le_bytes());
+    w.bytes(sha256.as_bytes());
+    w.bytes(
+        serde_json::to_string(&rest)
+            .map_err(|e| e.to_string())?
+            .as_bytes(),
+    );
+    w.u64(vocab.len() as u64);
+    w.u64(tok_start.len() as u64);
+    w.bytes(&blob);
+    for v in &tok_start {
+        w.u32(*v);
+    }
+    for v in &tok_len {
+        w.u32(*v);
+    }
+    w.u64(table_len as u64);
+    for v in &vocab_table {
+        w.u32(*v);
+    }
+    w.u64(mtable_len as u64);
+    for v in &merge_keys {
+        w.u64(*v);
+    }
+    for v in &merge_vals {
+        w.u64(*v);
+    }
+    Ok(w.0)
+}
+
+/// A tokenizer read back from its prepared form, with the SHA-256 of its source.
+pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
+    let bad = || "corrupt prepared tokenizer".to_string();
+    let mut r = Reader { data, at: 0 };
+    if r.take(8) != Some(MAGIC.as_slice()) {
+        return Err("not a prepared tokenizer of this version".into());
+    }
+    let stored = u128::from_le_bytes(r.take(16).ok_or_else(bad)?.try_into().map_err(|_| bad())?);
+    if stored != key {
+        return Err("prepared for another tokenizer.json".into());
+    }
+    let sha256 = String::from_utf8(r.bytes().ok_or_else(bad)?.to_vec()).map_err(|_| bad())?;
+    let rest: Json =
+        serde_json::from_slice(r.bytes().ok_or_else(bad)?).map_err(|e| e.to_string())?;
+    let vocab_size = r.u64().ok_or_else(bad)? as usize;
+    let n_ids = r.u64().ok_or_else(bad)? as usize;
+    let blob = r.bytes().ok_or_else(bad)?.to_vec();
+    let tok_start = r.u32s(n_ids).ok_or_else(bad)?;
+    let tok_len = r.u32s(n_ids).ok_or_else(bad)?;
+    let table_len = r.u64().ok_or_else(bad)? as usize;
+    let vocab_table = r.u32s(table_len).ok_or_else(bad)?;
+    let mtable_len = r.u64().ok_or_else(bad)? as usize;
+    let merge_keys = r.u64s(mtable_len).ok_or_else(bad)?;
+    let merge_vals = r.u64s(mtable_len).ok_or_else(bad)?;
+    if !table_len.is_power_of_two() || !mtable_len.is_power_of_two() {
+        return Err(bad());
+    }
+    let model = &rest["model"];
+    let bpe = FastBpe {
+        blob,
+        tok_start,
+        tok_len,
+        vocab_size,
+        vocab_table,
+        merge_keys,
+        merge_vals,
+        unk_token: model
+            .get("unk_token")
+            .and_then(Json::as_str)
+            .map(str::to_string),
+        fuse_unk: model
+            .get("fuse_unk")
+            .and_then(Json::as_bool)
+            .unwrap_or(false),
+        byte_fallback: model
+            .get("byte_fallback")
+            .and_then(Json::as_bool)
+            .unwrap_or(false),
+        ignore_merges: model
+            .get("ignore_merges")
+            .and_then(Json::as_bool)
+            .unwrap_or(false),
+    };
+    Ok((assemble(bpe, &rest)?, sha256))
+}
+
+/// The pipeline around the model, built the way the crate's deserializer builds it.
+fn assemble(bpe: FastBpe, rest: &Json) -> Result<FastTokenizer, String> {
+    fn part<T: serde::de::DeserializeOwned>(rest: &Json, key: &str) -> Result<Option<T>, String> {
+        match rest.get(key) {
+            None | Some(Json::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v.clone())
+                .map(Some)
+                .map_err(|e| format!("{key}: {e}")),
+        }
+    }
+    let mut tok = TokenizerImpl::new(bpe);
+    tok.with_normalizer(part::<NormalizerWrapper>(rest, "normalizer")?)
+        .map_err(|e| e.to_string())?;
+    tok.with_pre_tokenizer(part::<PreTokenizerWrapper>(rest, "pre_tokenizer")?);
+    tok.with_post_processor(part::<PostProcessorWrapper>(rest, "post_processor")?);
+    tok.with_decoder(part::<DecoderWrapper>(rest, "decoder")?);
+    tok.with_truncation(part(rest, "truncation")?)
+        .map_err(|e| e.to_string())?;
+    tok.with_padding(part(rest, "padding")?);
+    let added: Vec<AddedToken> = part(rest, "added_tokens")?.unwrap_or_default();
+    tok.add_tokens(added).map_err(|e| e.to_string())?;
+    Ok(tok)
+}
+
+/// Texts every prepared tokenizer must encode exactly like the crate before it is kept:
+/// prose, code, numbers, whitespace runs, several scripts, emoji, and every added token.
+pub fn probe_texts(source: &Json) -> Vec<String> {
+    let mut texts = vec![
+        "What is the difference between a process and a thread? A process is an independent program.".to_string(),
+        "fn main() {\n    let x = vec![1, 2, 3];\n\tprintln!(\"{x:?}\");\n}\n\n\n   trailing   spaces  ".to_string(),
+        "1234567890 3.14159 1e-05 -42 0x1F 2026-01-15T10:00:00 $1,000,000 50%".to_string(),
+        "Größe naïve café — 東京の天気は晴れです。 Привет, мир! مرحبا بالعالم 안녕하세요 😀🚀👍🏽 \u{200b}".to_string(),
+        "I'm you're he'll we'd they've it's ISN'T  \r\n\r\n  \u{a0}nbsp".to_string(),
+        "{\"city\": \"Paris\", \"temperature_c\": 18, \"condition\": \"cloudy\"}".to_string(),
+    ];
+    if let Some(added) = source.get("added_tokens").and_then(Json::as_array) {
+        let specials: Vec<&str> = added
+            .iter()
+            .filter_map(|t| t.get("content").and_then(Json::as_str))
+            .collect();
+        texts.push(specials.join(" x"));
+        texts.push(specials.concat());
+    }
+    if let Some(vocab) = source.pointer("/model/vocab").and_then(Json::as_object) {
+        // Every 97th vocabulary entry, as text: exercises merges across the whole rank range.
+        let sample: Vec<&str> = vocab.keys().step_by(97).map(String::as_str).collect();
+        texts.push(sample.concat());
+    }
+    texts
+}
+
+/// Where prepared tokenizers live: KVAUDIT_TOKENIZER_CACHE (a directory, or `off`), else
+/// `$XDG_CACHE_HOME/kvaudit/tokenizers`, else `~/.cache/kvaudit/tokenizers`.
+pub fn cache_dir() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match var("KVAUDIT_TOKENIZER_CACHE").as_deref() {
+        Some("off") | Some("0") => None,
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => var("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|d| d.join("kvaudit").join("tokenizers")),
+    }
+}
