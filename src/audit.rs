@@ -136,6 +136,10 @@ pub fn diff_turns(
     settings: &AuditSettings,
 ) -> Result<DiffTurnsReport> {
     check_special_tokens(files, tok)?;
+    let mut plan_options = settings.plan.clone();
+    plan_options
+        .extra_stops
+        .extend(files.stop_token_ids.iter().map(|&id| tok.decode(&[id])));
     let default_template = files.select_template(settings.template_name.as_deref(), false)?;
     let mut audits = Vec::new();
     for conv in conversations {
@@ -148,12 +152,12 @@ pub fn diff_turns(
             ChatRenderer::new(&template.text, files.special_tokens.clone(), settings.fuel)
                 .with_context(|| format!("chat template {}", template.origin))?;
         let clock = conv.clock.clone().unwrap_or_else(|| settings.clock.clone());
-        let plan = plan_turns(conv, &renderer, &clock, &settings.plan)
+        let plan = plan_turns(conv, &renderer, &clock, &plan_options)
             .with_context(|| format!("conversation {}", conv.source))?;
         let transitions = align_plan(&plan, tok, &settings.align)?;
         let rollover = if settings.date_rollover {
             let day = clock.at(0).date();
-            let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &settings.plan)
+            let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &plan_options)
                 .with_context(|| format!("conversation {} (date rollover)", conv.source))?;
             let rolled = align_plan(&plan, tok, &settings.align)?;
             Some(

@@ -72,6 +72,7 @@ fn settings(args: &DiffTurnsArgs) -> Result<AuditSettings> {
                 ReplyFormatArg::Harmony => ReplyFormat::Harmony,
             }),
             kwargs,
+            extra_stops: Vec::new(),
         },
         align: AlignOptions {
             block_sizes: args.block_sizes.clone(),

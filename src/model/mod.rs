@@ -349,3 +349,92 @@ fn stop_tokens(path: &Path) -> Result<Vec<u32>, ModelError> {
     };
     Ok(ids.into_iter().map(|i| i as u32).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let p = d.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn template_precedence_follows_transformers() {
+        let d = dir_with(&[
+            ("tokenizer.json", "{}"),
+            (
+                "tokenizer_config.json",
+                r#"{"chat_template": "config", "bos_token": {"__type": "AddedToken", "content": "<s>"}, "eos_token": "</s>", "unk_token": null}"#,
+            ),
+            ("chat_template.json", r#"{"chat_template": "json"}"#),
+        ]);
+        let m = ModelFiles::from_dir(d.path(), "x", None, None).unwrap();
+        assert_eq!(m.select_template(None, false).unwrap().text, "json");
+        assert_eq!(
+            m.special_tokens.get("bos_token").and_then(Json::as_str),
+            Some("<s>")
+        );
+        assert!(!m.special_tokens.contains_key("unk_token"));
+        std::fs::write(d.path().join("chat_template.jinja"), "jinja").unwrap();
+        let m = ModelFiles::from_dir(d.path(), "x", None, None).unwrap();
+        let t = m.select_template(None, false).unwrap();
+        assert_eq!(
+            (t.text.as_str(), t.origin.as_str()),
+            ("jinja", "chat_template.jinja")
+        );
+    }
+
+    #[test]
+    fn named_templates_pick_tool_use_when_tools_are_passed() {
+        let d = dir_with(&[
+            ("tokenizer.json", "{}"),
+            (
+                "tokenizer_config.json",
+                r#"{"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]}"#,
+            ),
+            ("generation_config.json", r#"{"eos_token_id": [1, 7]}"#),
+        ]);
+        let m = ModelFiles::from_dir(d.path(), "x", None, None).unwrap();
+        assert_eq!(m.select_template(None, false).unwrap().text, "D");
+        assert_eq!(m.select_template(None, true).unwrap().text, "T");
+        assert_eq!(
+            m.select_template(Some("tool_use"), false).unwrap().origin,
+            "tokenizer_config.json#tool_use"
+        );
+        assert!(
+            m.select_template(Some("rag"), false)
+                .unwrap_err()
+                .to_string()
+                .contains("default, tool_use")
+        );
+        assert_eq!(m.stop_token_ids, vec![1, 7]);
+    }
+
+    #[test]
+    fn missing_pieces_are_named() {
+        let d = dir_with(&[("tokenizer_config.json", "{}")]);
+        let e = ModelFiles::from_dir(d.path(), "x", None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no tokenizer.json"), "{e}");
+        std::fs::write(d.path().join("tokenizer.json"), "{}").unwrap();
+        let m = ModelFiles::from_dir(d.path(), "x", None, None).unwrap();
+        assert!(
+            m.select_template(None, false)
+                .unwrap_err()
+                .to_string()
+                .contains("has no chat template")
+        );
+        std::fs::write(d.path().join("tokenizer_config.json"), "{ bad").unwrap();
+        let e = ModelFiles::from_dir(d.path(), "x", None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not valid JSON"), "{e}");
+    }
+}

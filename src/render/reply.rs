@@ -137,6 +137,8 @@ pub struct PlanOptions {
     pub reply_format: Option<ReplyFormat>,
     /// Extra template kwargs (`--template-kwarg`), over the conversation's own.
     pub kwargs: Map<String, Json>,
+    /// Stop strings beyond the template's own markers (generation_config.json's eos ids).
+    pub extra_stops: Vec<String>,
 }
 
 pub fn plan_turns(
@@ -180,7 +182,12 @@ pub fn plan_turns(
     let format = options
         .reply_format
         .unwrap_or_else(|| ReplyFormat::detect(renderer.source()));
-    let stops = stop_strings(renderer);
+    let mut stops = stop_strings(renderer);
+    for s in &options.extra_stops {
+        if !s.is_empty() && !stops.contains(s) {
+            stops.push(s.clone());
+        }
+    }
     let render = |history: &[Json], agp: bool, at: usize, clock: &Clock| {
         renderer
             .render(&RenderInput {
