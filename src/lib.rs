@@ -3,8 +3,11 @@
 pub mod align;
 pub mod audit;
 pub mod cli;
+pub mod events;
+pub mod index;
 pub mod commands;
 pub mod model;
 pub mod render;
+pub mod replay;
 pub mod report;
 pub mod tokenize;

@@ -1,0 +1,287 @@
+//! Capture files: raw concatenated msgpack payloads (`.msgpack`) and framed captures
+//! (`.frames`: repeated `u32 BE topic_len, topic, u64 BE seq, u32 BE payload_len, payload`).
+//! Read as a stream: memory is bounded by the largest message, not the file.
+
+use std::io::{self, Read};
+
+use super::msgpack::value_len;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureFormat {
+    Frames,
+    Msgpack,
+}
+
+impl CaptureFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureFormat::Frames => "frames",
+            CaptureFormat::Msgpack => "msgpack",
+        }
+    }
+
+    /// A framed capture starts with a big-endian topic length (first byte 0 for any topic
+    /// shorter than 16 MiB); a msgpack event batch never starts with 0x00.
+    pub fn detect(first: &[u8]) -> CaptureFormat {
+        match first.first() {
+            Some(0x00) => CaptureFormat::Frames,
+            _ => CaptureFormat::Msgpack,
+        }
+    }
+}
+
+/// A capture that cannot be read on; `offset` is where the problem starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason} (at byte {offset})")]
+pub struct CaptureError {
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// One message of a capture.
+#[derive(Debug, Clone, Default)]
+pub struct Message {
+    /// `None` for raw msgpack captures (no topic on record).
+    pub topic: Option<String>,
+    pub seq: Option<u64>,
+    pub payload: Vec<u8>,
+    /// Offset of the message (frame header or payload) in the file.
+    pub offset: u64,
+    /// Offset of the payload in the file.
+    pub payload_offset: u64,
+}
+
+const MAX_TOPIC: usize = 1 << 16;
+const MAX_PAYLOAD: usize = 1 << 30;
+const CHUNK: usize = 1 << 16;
+
+pub struct CaptureReader<R: Read> {
+    inner: R,
+    format: CaptureFormat,
+    /// Bytes read from `inner` but not consumed yet.
+    buf: Vec<u8>,
+    start: usize,
+    /// File offset of `buf[start]`.
+    offset: u64,
+    eof: bool,
+    failed: bool,
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Detect the format from the first bytes.
+    pub fn new(mut inner: R) -> io::Result<Self> {
+        let mut buf = vec![0u8; CHUNK];
+        let n = read_some(&mut inner, &mut buf)?;
+        buf.truncate(n);
+        let format = CaptureFormat::detect(&buf);
+        Ok(CaptureReader { inner, format, buf, start: 0, offset: 0, eof: n == 0, failed: false })
+    }
+
+    pub fn format(&self) -> CaptureFormat {
+        self.format
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn available(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// Make at least `n` unconsumed bytes available; false at end of input.
+    fn fill(&mut self, n: usize) -> io::Result<bool> {
+        while self.available() < n && !self.eof {
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            let have = self.buf.len();
+            let want = (n - have).max(CHUNK);
+            self.buf.resize(have + want, 0);
+            let got = read_some(&mut self.inner, &mut self.buf[have..])?;
+            self.buf.truncate(have + got);
+            if got == 0 {
+                self.eof = true;
+            }
+        }
+        Ok(self.available() >= n)
+    }
+
+    fn consume(&mut self, n: usize) -> &[u8] {
+        let s = &self.buf[self.start..self.start + n];
+        self.start += n;
+        self.offset += n as u64;
+        s
+    }
+
+    fn fail(&mut self, offset: u64, reason: String) -> Option<Result<Message, CaptureError>> {
+        self.failed = true;
+        Some(Err(CaptureError { offset, reason }))
+    }
+
+    /// The next message; `None` at the clean end of the capture. After an error the reader
+    /// is done (the stream cannot be re-synchronised).
+    pub fn next_message(&mut self) -> Option<Result<Message, CaptureError>> {
+        if self.failed {
+            return None;
+        }
+        match self.format {
+            CaptureFormat::Frames => self.next_frame(),
+            CaptureFormat::Msgpack => self.next_payload(),
+        }
+    }
+
+    fn next_frame(&mut self) -> Option<Result<Message, CaptureError>> {
+        let at = self.offset;
+        match self.fill(1) {
+            Ok(false) => return None,
+            Ok(true) => {}
+            Err(e) => return self.fail(at, format!("read error: {e}")),
+        }
+        macro_rules! need {
+            ($n:expr, $what:expr) => {
+                match self.fill($n) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let have = self.available();
+                        return self.fail(self.offset, format!("truncated frame: {} needs {} bytes, {} left", $what, $n, have));
+                    }
+                    Err(e) => return self.fail(self.offset, format!("read error: {e}")),
+                }
+            };
+        }
+        need!(4, "topic length");
+        let topic_len = u32::from_be_bytes(self.consume(4).try_into().unwrap_or_default()) as usize;
+        if topic_len > MAX_TOPIC {
+            return self.fail(at, format!("implausible topic length {topic_len} (not a frames capture, or corrupt)"));
+        }
+        need!(topic_len, "topic");
+        let topic_at = self.offset;
+        let topic = match std::str::from_utf8(self.consume(topic_len)) {
+            Ok(t) => t.to_string(),
+            Err(_) => return self.fail(topic_at, "topic is not valid UTF-8".into()),
+        };
+        need!(8, "sequence number");
+        let seq = u64::from_be_bytes(self.consume(8).try_into().unwrap_or_default());
+        need!(4, "payload length");
+        let len_at = self.offset;
+        let payload_len = u32::from_be_bytes(self.consume(4).try_into().unwrap_or_default()) as usize;
+        if payload_len > MAX_PAYLOAD {
+            return self.fail(len_at, format!("implausible payload length {payload_len}"));
+        }
+        need!(payload_len, "payload");
+        let payload_offset = self.offset;
+        let payload = self.consume(payload_len).to_vec();
+        Some(Ok(Message { topic: Some(topic), seq: Some(seq), payload, offset: at, payload_offset }))
+    }
+
+    fn next_payload(&mut self) -> Option<Result<Message, CaptureError>> {
+        let at = self.offset;
+        match self.fill(1) {
+            Ok(false) => return None,
+            Ok(true) => {}
+            Err(e) => return self.fail(at, format!("read error: {e}")),
+        }
+        loop {
+            match value_len(&self.buf[self.start..]) {
+                Ok(Some(n)) => {
+                    let payload = self.consume(n).to_vec();
+                    return Some(Ok(Message { topic: None, seq: None, payload, offset: at, payload_offset: at }));
+                }
+                Ok(None) => {
+                    if self.available() > MAX_PAYLOAD {
+                        return self.fail(at, "message larger than 1 GiB".into());
+                    }
+                    let want = self.available() + CHUNK;
+                    match self.fill(want) {
+                        Ok(_) if self.eof && self.available() < want => {
+                            // One more try with everything there is.
+                            if let Ok(Some(_)) = value_len(&self.buf[self.start..]) {
+                                continue;
+                            }
+                            let have = self.available();
+                            return self.fail(at, format!("truncated msgpack message: {have} bytes left at the end"));
+                        }
+                        Ok(_) => {}
+                        Err(e) => return self.fail(at, format!("read error: {e}")),
+                    }
+                }
+                Err(e) => return self.fail(at + e.offset as u64, format!("not msgpack: {}", e.reason)),
+            }
+        }
+    }
+}
+
+fn read_some(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Append one frame in the `.frames` layout.
+pub fn write_frame(out: &mut Vec<u8>, topic: &[u8], seq: u64, payload: &[u8]) {
+    out.extend_from_slice(&(topic.len() as u32).to_be_bytes());
+    out.extend_from_slice(topic);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    out.extend_from_slice(payload);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(msgs: &[(&str, u64, &[u8])]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (t, s, p) in msgs {
+            write_frame(&mut out, t.as_bytes(), *s, p);
+        }
+        out
+    }
+
+    #[test]
+    fn frames_stream_and_truncation() {
+        let data = frames(&[("kv@a@m", 0, &[0x93, 0x00, 0x90, 0x00]), ("kv@a@m", 1, &[0x93, 0x01, 0x90, 0x00])]);
+        let mut r = CaptureReader::new(&data[..]).unwrap();
+        assert_eq!(r.format(), CaptureFormat::Frames);
+        let m = r.next_message().unwrap().unwrap();
+        assert_eq!((m.topic.as_deref(), m.seq, m.payload.len()), (Some("kv@a@m"), Some(0), 4));
+        assert_eq!(r.next_message().unwrap().unwrap().seq, Some(1));
+        assert!(r.next_message().is_none());
+
+        let cut = &data[..data.len() - 2];
+        let mut r = CaptureReader::new(cut).unwrap();
+        r.next_message().unwrap().unwrap();
+        let e = r.next_message().unwrap().unwrap_err();
+        assert!(e.reason.contains("truncated frame: payload"), "{e}");
+        assert_eq!(e.offset, (data.len() / 2 + 4 + 6 + 8 + 4) as u64);
+        assert!(r.next_message().is_none());
+    }
+
+    #[test]
+    fn raw_msgpack_is_split_by_value() {
+        let data = [0x93, 0x00, 0x90, 0x00, 0x92, 0x01, 0x90];
+        let mut r = CaptureReader::new(&data[..]).unwrap();
+        assert_eq!(r.format(), CaptureFormat::Msgpack);
+        assert_eq!(r.next_message().unwrap().unwrap().payload, vec![0x93, 0x00, 0x90, 0x00]);
+        assert_eq!(r.next_message().unwrap().unwrap().payload_offset, 4);
+        assert!(r.next_message().is_none());
+        let mut r = CaptureReader::new(&data[..6]).unwrap();
+        r.next_message().unwrap().unwrap();
+        assert!(r.next_message().unwrap().unwrap_err().reason.contains("truncated"));
+    }
+
+    #[test]
+    fn bad_topic_is_reported_where_it_starts() {
+        let data = frames(&[("ok", 0, &[0x93, 0x00, 0x90, 0x00])]);
+        let mut bad = data.clone();
+        bad[4] = 0xff;
+        let e = CaptureReader::new(&bad[..]).unwrap().next_message().unwrap().unwrap_err();
+        assert_eq!((e.offset, e.reason.as_str()), (4, "topic is not valid UTF-8"));
+    }
+}

@@ -1,0 +1,544 @@
+//! KV-cache events as vLLM (0.9 → 0.33) and SGLang publish them: the event model, payload
+//! decoding, and the capture file formats.
+
+pub mod capture;
+pub mod msgpack;
+
+use msgpack::{DecodeError, Head, IntWidth, Reader, Val};
+
+/// Which engine's schema to decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Engine {
+    #[default]
+    Vllm,
+    Sglang,
+}
+
+/// A block hash as it was on the wire (llm-d treats widths and kinds differently).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireHash {
+    Uint(u64, IntWidth),
+    Int(i64, IntWidth),
+    Bytes(Vec<u8>),
+}
+
+impl WireHash {
+    /// The 64-bit value llm-d derives (`getHashAsUint64`): ints as two's complement, bytes as
+    /// the big-endian value of their last 8 bytes.
+    pub fn as_u64(&self) -> u64 {
+        match self {
+            WireHash::Uint(v, _) => *v,
+            WireHash::Int(v, _) => *v as u64,
+            WireHash::Bytes(b) => {
+                let tail = &b[b.len().saturating_sub(8)..];
+                tail.iter().fold(0u64, |acc, &x| acc << 8 | x as u64)
+            }
+        }
+    }
+}
+
+/// Any msgpack value, owned (for `extra_keys` entries, whose shape varies by version).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Owned {
+    Nil,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Bytes(Vec<u8>),
+    List(Vec<Owned>),
+    Map(Vec<(Owned, Owned)>),
+}
+
+impl From<&Val<'_>> for Owned {
+    fn from(v: &Val<'_>) -> Owned {
+        match v {
+            Val::Nil => Owned::Nil,
+            Val::Bool(b) => Owned::Bool(*b),
+            Val::Uint(u, _) => Owned::Int(*u as i128),
+            Val::Int(i, _) => Owned::Int(*i as i128),
+            Val::Float(f) => Owned::Float(*f),
+            Val::Str(s) => Owned::Str(s.to_string()),
+            Val::Bin(b) | Val::Ext(_, b) => Owned::Bytes(b.to_vec()),
+            Val::Array(a) => Owned::List(a.iter().map(Owned::from).collect()),
+            Val::Map(m) => Owned::Map(m.iter().map(|(k, v)| (Owned::from(k), Owned::from(v))).collect()),
+        }
+    }
+}
+
+/// How an event was laid out on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventWire {
+    /// A tagged positional array of this many elements (tag included).
+    Array(usize),
+    /// A map with a `"type"` key.
+    Map,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BlockStored {
+    pub block_hashes: Vec<WireHash>,
+    pub parent_block_hash: Option<WireHash>,
+    pub token_ids: Vec<u32>,
+    pub block_size: i64,
+    pub lora_id: Option<i64>,
+    pub medium: Option<String>,
+    pub lora_name: Option<String>,
+    pub extra_keys: Option<Vec<Owned>>,
+    pub group_idx: Option<i64>,
+    pub kv_cache_spec_kind: Option<String>,
+    pub kv_cache_spec_sliding_window: Option<i64>,
+    pub locality: Option<String>,
+    pub ownership: Option<String>,
+    pub session_id: Option<String>,
+    pub lookahead_token_ids: Option<Vec<Vec<i64>>>,
+    /// SGLang only.
+    pub cache_salt: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BlockRemoved {
+    pub block_hashes: Vec<WireHash>,
+    pub medium: Option<String>,
+    pub group_idx: Option<i64>,
+    pub locality: Option<String>,
+    pub ownership: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    Stored(BlockStored),
+    Removed(BlockRemoved),
+    AllCleared,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub kind: EventKind,
+    pub wire: EventWire,
+}
+
+/// How the batch itself was laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchWire {
+    Array(usize),
+    Map,
+}
+
+/// One published message's payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub ts: f64,
+    pub events: Vec<Event>,
+    pub data_parallel_rank: Option<i64>,
+    pub wire: BatchWire,
+}
+
+/// Decode one payload (a whole msgpack value; trailing bytes are an error).
+/// `base` is the payload's offset in its file, for error positions.
+pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch, DecodeError> {
+    let mut r = Reader::new(payload, base);
+    let at = r.position();
+    let batch = match r.head()? {
+        Head::Array(n) => {
+            if n < 2 {
+                return Err(r.error(at, format!("event batch has {n} elements, expected [ts, events, rank]")));
+            }
+            let ts = read_ts(&mut r)?;
+            let events = read_events(&mut r, engine)?;
+            let rank = if n >= 3 { r.opt_int("data_parallel_rank")? } else { None };
+            for _ in 3..n {
+                r.skip()?;
+            }
+            Batch { ts, events, data_parallel_rank: rank, wire: BatchWire::Array(n) }
+        }
+        Head::Map(n) => {
+            let (mut ts, mut events, mut rank) = (None, None, None);
+            for _ in 0..n {
+                let key = r.str("batch key")?;
+                match key {
+                    "ts" => ts = Some(read_ts(&mut r)?),
+                    "events" => events = Some(read_events(&mut r, engine)?),
+                    "data_parallel_rank" | "attn_dp_rank" => rank = r.opt_int(key)?,
+                    _ => r.skip()?,
+                }
+            }
+            Batch {
+                ts: ts.ok_or_else(|| r.error(at, "event batch map has no `ts`"))?,
+                events: events.ok_or_else(|| r.error(at, "event batch map has no `events`"))?,
+                data_parallel_rank: rank,
+                wire: BatchWire::Map,
+            }
+        }
+        other => {
+            return Err(r.error(at, format!("event batch must be an array or a map, found {}", msgpack::head_kind(other))));
+        }
+    };
+    if !r.at_end() {
+        let at = r.position();
+        return Err(r.error(at, "trailing bytes after the event batch"));
+    }
+    Ok(batch)
+}
+
+fn read_ts(r: &mut Reader) -> Result<f64, DecodeError> {
+    let at = r.position();
+    match r.value()? {
+        Val::Float(f) => Ok(f),
+        Val::Uint(v, _) => Ok(v as f64),
+        Val::Int(v, _) => Ok(v as f64),
+        other => Err(r.error(at, format!("ts: expected a number, found {}", other.kind()))),
+    }
+}
+
+fn read_events(r: &mut Reader, engine: Engine) -> Result<Vec<Event>, DecodeError> {
+    let n = r.array("events")?;
+    let mut out = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        out.push(read_event(r, engine)?);
+    }
+    Ok(out)
+}
+
+const STORED_POSITIONS_VLLM: [&str; 15] = [
+    "block_hashes",
+    "parent_block_hash",
+    "token_ids",
+    "block_size",
+    "lora_id",
+    "medium",
+    "lora_name",
+    "extra_keys",
+    "group_idx",
+    "kv_cache_spec_kind",
+    "kv_cache_spec_sliding_window",
+    "locality",
+    "ownership",
+    "session_id",
+    "lookahead_token_ids",
+];
+const STORED_POSITIONS_SGLANG: [&str; 8] = [
+    "block_hashes",
+    "parent_block_hash",
+    "token_ids",
+    "block_size",
+    "lora_id",
+    "medium",
+    "lora_name",
+    "extra_keys",
+];
+const REMOVED_POSITIONS: [&str; 5] = ["block_hashes", "medium", "group_idx", "locality", "ownership"];
+
+fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
+    let at = r.position();
+    match r.head()? {
+        Head::Array(n) => {
+            if n == 0 {
+                return Err(r.error(at, "event is an empty array (no tag)"));
+            }
+            let tag_at = r.position();
+            let tag = r.str("event tag")?;
+            let positions: &[&str] = match (tag, engine) {
+                ("BlockStored", Engine::Vllm) => &STORED_POSITIONS_VLLM,
+                ("BlockStored", Engine::Sglang) => &STORED_POSITIONS_SGLANG,
+                ("BlockRemoved", _) => &REMOVED_POSITIONS,
+                ("AllBlocksCleared", _) => &[],
+                _ => return Err(r.error(tag_at, format!("unknown event tag {tag:?}"))),
+            };
+            let mut fields = Fields::new(tag);
+            for i in 1..n {
+                match positions.get(i - 1) {
+                    Some(name) => fields.read(r, name)?,
+                    None => r.skip()?,
+                }
+            }
+            fields.finish(r, at, EventWire::Array(n))
+        }
+        Head::Map(n) => {
+            let check = |r: &Reader, tag: &str| {
+                if matches!(tag, "BlockStored" | "BlockRemoved" | "AllBlocksCleared") {
+                    Ok(())
+                } else {
+                    Err(r.error(at, format!("unknown event tag {tag:?}")))
+                }
+            };
+            let start = r.position();
+            // vLLM writes the tag first: one pass. Otherwise find it, then read the fields.
+            if n > 0 && r.str("event key")? == "type" {
+                let tag = r.str("event type")?;
+                check(r, tag)?;
+                let mut fields = Fields::new(tag);
+                for _ in 1..n {
+                    let key = r.str("event key")?;
+                    fields.read(r, key)?;
+                }
+                return fields.finish(r, at, EventWire::Map);
+            }
+            r.seek(start);
+            let mut tag: Option<&str> = None;
+            let mut pending: Vec<(&str, usize)> = Vec::new();
+            for _ in 0..n {
+                let key = r.str("event key")?;
+                if key == "type" {
+                    tag = Some(r.str("event type")?);
+                } else {
+                    pending.push((key, r.position()));
+                    r.skip()?;
+                }
+            }
+            let end = r.position();
+            let tag = tag.ok_or_else(|| r.error(at, "event map has no \"type\""))?;
+            check(r, tag)?;
+            let mut fields = Fields::new(tag);
+            for (key, pos) in pending {
+                let mut sub = r.sub_reader(pos);
+                fields.read(&mut sub, key)?;
+            }
+            r.seek(end);
+            fields.finish(r, at, EventWire::Map)
+        }
+        other => Err(r.error(at, format!("event must be an array or a map, found {}", msgpack::head_kind(other)))),
+    }
+}
+
+/// Fields of one event as they are read, in any order.
+struct Fields<'a> {
+    tag: &'a str,
+    stored: BlockStored,
+    removed: BlockRemoved,
+    has_hashes: bool,
+    has_tokens: bool,
+    has_block_size: bool,
+}
+
+impl<'a> Fields<'a> {
+    fn new(tag: &'a str) -> Self {
+        Fields {
+            tag,
+            stored: BlockStored::default(),
+            removed: BlockRemoved::default(),
+            has_hashes: false,
+            has_tokens: false,
+            has_block_size: false,
+        }
+    }
+
+    fn read(&mut self, r: &mut Reader<'a>, name: &str) -> Result<(), DecodeError> {
+        let stored = self.tag == "BlockStored";
+        let removed = self.tag == "BlockRemoved";
+        match name {
+            "block_hashes" if stored || removed => {
+                let hashes = read_hashes(r)?;
+                self.has_hashes = true;
+                if stored {
+                    self.stored.block_hashes = hashes;
+                } else {
+                    self.removed.block_hashes = hashes;
+                }
+            }
+            "parent_block_hash" if stored => {
+                let at = r.position();
+                self.stored.parent_block_hash = match r.value()? {
+                    Val::Nil => None,
+                    v => Some(hash_of(r, at, v)?),
+                };
+            }
+            "token_ids" if stored => {
+                self.stored.token_ids = r.u32_list("token_ids")?;
+                self.has_tokens = true;
+            }
+            "block_size" if stored => {
+                let at = r.position();
+                self.stored.block_size = r
+                    .opt_int("block_size")?
+                    .ok_or_else(|| r.error(at, "block_size is nil"))?;
+                self.has_block_size = true;
+            }
+            "lora_id" if stored => self.stored.lora_id = r.opt_int(name)?,
+            "medium" => {
+                let m = r.opt_str(name)?.map(str::to_string);
+                if stored {
+                    self.stored.medium = m;
+                } else {
+                    self.removed.medium = m;
+                }
+            }
+            "lora_name" if stored => self.stored.lora_name = r.opt_str(name)?.map(str::to_string),
+            "cache_salt" if stored => self.stored.cache_salt = r.opt_str(name)?.map(str::to_string),
+            "extra_keys" if stored => {
+                let at = r.position();
+                self.stored.extra_keys = match r.value()? {
+                    Val::Nil => None,
+                    Val::Array(items) => {
+                        for item in &items {
+                            if !matches!(item, Val::Nil | Val::Array(_)) {
+                                return Err(r.error(at, format!("extra_keys: entry is {}, expected an array or nil", item.kind())));
+                            }
+                        }
+                        Some(items.iter().map(Owned::from).collect())
+                    }
+                    other => return Err(r.error(at, format!("extra_keys: expected an array or nil, found {}", other.kind()))),
+                };
+            }
+            "group_idx" => {
+                let g = r.opt_int(name)?;
+                if stored {
+                    self.stored.group_idx = g;
+                } else {
+                    self.removed.group_idx = g;
+                }
+            }
+            "kv_cache_spec_kind" if stored => self.stored.kv_cache_spec_kind = r.opt_str(name)?.map(str::to_string),
+            "kv_cache_spec_sliding_window" if stored => self.stored.kv_cache_spec_sliding_window = r.opt_int(name)?,
+            "locality" | "ownership" => {
+                let v = r.opt_str(name)?.map(str::to_string);
+                match (name, stored) {
+                    ("locality", true) => self.stored.locality = v,
+                    ("locality", false) => self.removed.locality = v,
+                    (_, true) => self.stored.ownership = v,
+                    (_, false) => self.removed.ownership = v,
+                }
+            }
+            "session_id" if stored => self.stored.session_id = r.opt_str(name)?.map(str::to_string),
+            "lookahead_token_ids" if stored => {
+                let at = r.position();
+                self.stored.lookahead_token_ids = match r.value()? {
+                    Val::Nil => None,
+                    Val::Array(lists) => {
+                        let mut out = Vec::with_capacity(lists.len());
+                        for l in lists {
+                            let Val::Array(ids) = l else {
+                                return Err(r.error(at, "lookahead_token_ids: expected lists of token ids"));
+                            };
+                            out.push(
+                                ids.iter()
+                                    .map(|v| v.as_i64().ok_or_else(|| r.error(at, "lookahead_token_ids: expected integers")))
+                                    .collect::<Result<Vec<_>, _>>()?,
+                            );
+                        }
+                        Some(out)
+                    }
+                    other => return Err(r.error(at, format!("lookahead_token_ids: expected an array, found {}", other.kind()))),
+                };
+            }
+            // Fields of later releases: ignored, as vLLM's own decoder would.
+            _ => r.skip()?,
+        }
+        Ok(())
+    }
+
+    fn finish(self, r: &Reader, at: usize, wire: EventWire) -> Result<Event, DecodeError> {
+        let kind = match self.tag {
+            "BlockStored" => {
+                if !self.has_hashes || !self.has_tokens || !self.has_block_size {
+                    return Err(r.error(at, "BlockStored lacks block_hashes, token_ids or block_size"));
+                }
+                EventKind::Stored(self.stored)
+            }
+            "BlockRemoved" => {
+                if !self.has_hashes {
+                    return Err(r.error(at, "BlockRemoved lacks block_hashes"));
+                }
+                EventKind::Removed(self.removed)
+            }
+            _ => EventKind::AllCleared,
+        };
+        Ok(Event { kind, wire })
+    }
+}
+
+fn hash_of(r: &Reader, at: usize, v: Val) -> Result<WireHash, DecodeError> {
+    match v {
+        Val::Uint(u, w) => Ok(WireHash::Uint(u, w)),
+        Val::Int(i, w) => Ok(WireHash::Int(i, w)),
+        Val::Bin(b) if !b.is_empty() => Ok(WireHash::Bytes(b.to_vec())),
+        Val::Bin(_) => Err(r.error(at, "block hash is empty bytes")),
+        other => Err(r.error(at, format!("block hash must be an integer or bytes, found {}", other.kind()))),
+    }
+}
+
+fn read_hashes(r: &mut Reader) -> Result<Vec<WireHash>, DecodeError> {
+    let n = r.array("block_hashes")?;
+    let mut out = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        let at = r.position();
+        let v = r.value()?;
+        out.push(hash_of(r, at, v)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::msgpack::Writer;
+    use super::*;
+
+    fn stored_map(w: &mut Writer, hashes: &[u64], parent: Option<u64>, tokens: &[u32]) {
+        w.map(11).str("type").str("BlockStored");
+        w.str("block_hashes").array(hashes.len());
+        for h in hashes {
+            w.u64_wide(*h);
+        }
+        w.str("parent_block_hash");
+        match parent {
+            Some(p) => w.u64_wide(p),
+            None => w.nil(),
+        };
+        w.str("token_ids").array(tokens.len());
+        for t in tokens {
+            w.uint(*t as u64);
+        }
+        w.str("block_size").uint(16).str("lora_id").nil().str("medium").str("GPU").str("lora_name").nil();
+        w.str("extra_keys").array(hashes.len());
+        for _ in hashes {
+            w.nil();
+        }
+        w.str("group_idx").uint(0).str("kv_cache_spec_kind").str("full_attention");
+    }
+
+    #[test]
+    fn map_and_array_events_decode_alike() {
+        let tokens: Vec<u32> = (1..=16).collect();
+        let mut w = Writer::default();
+        w.array(3).f64(1.5).array(1);
+        stored_map(&mut w, &[1 << 40], Some(1 << 41), &tokens);
+        w.uint(0);
+        let a = decode_batch(&w.buf, 0, Engine::Vllm).unwrap();
+        let mut w = Writer::default();
+        w.array(3).f64(1.5).array(1).array(12).str("BlockStored").array(1).u64_wide(1 << 40).u64_wide(1 << 41);
+        w.array(16);
+        for t in &tokens {
+            w.uint(*t as u64);
+        }
+        w.uint(16).nil().str("GPU").nil().array(1).nil().uint(0).str("full_attention").nil();
+        w.uint(0);
+        let b = decode_batch(&w.buf, 0, Engine::Vllm).unwrap();
+        let (EventKind::Stored(x), EventKind::Stored(y)) = (&a.events[0].kind, &b.events[0].kind) else { panic!() };
+        assert_eq!(x, y);
+        assert_eq!(x.block_hashes[0].as_u64(), 1 << 40);
+        assert_eq!((a.events[0].wire, b.events[0].wire), (EventWire::Map, EventWire::Array(12)));
+    }
+
+    #[test]
+    fn schema_errors_name_the_field_and_offset() {
+        let mut w = Writer::default();
+        w.array(3).f64(0.0).array(1).array(2).str("BlockMoved").array(0).uint(0);
+        let e = decode_batch(&w.buf, 1000, Engine::Vllm).unwrap_err();
+        assert!(e.reason.contains("unknown event tag \"BlockMoved\""), "{e}");
+        assert_eq!(e.offset, 1000 + 12);
+        let mut w = Writer::default();
+        w.array(3).f64(0.0).array(1).map(3).str("type").str("BlockRemoved").str("block_hashes").array(1).f64(1.0).str("medium").nil().uint(0);
+        let e = decode_batch(&w.buf, 0, Engine::Vllm).unwrap_err();
+        assert!(e.reason.contains("block hash must be an integer or bytes, found float"), "{e}");
+        assert!(decode_batch(&[0x93, 0xcb, 0, 0], 0, Engine::Vllm).unwrap_err().reason.contains("truncated"));
+    }
+
+    #[test]
+    fn bytes_hashes_use_their_last_eight_bytes() {
+        let mut b = vec![0xaa; 24];
+        b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(WireHash::Bytes(b).as_u64(), 0x0102);
+        assert_eq!(WireHash::Bytes(vec![1, 2]).as_u64(), 0x0102);
+        assert_eq!(WireHash::Int(-2, IntWidth::I64).as_u64(), u64::MAX - 1);
+    }
+}

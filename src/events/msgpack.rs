@@ -1,0 +1,546 @@
+//! A small zero-copy msgpack reader that keeps what generic decoders lose: the wire width of
+//! every integer (llm-d rejects hashes packed narrower than 64 bits) and the byte offset of
+//! every error.
+
+use std::fmt;
+
+/// How an integer was encoded on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntWidth {
+    /// positive or negative fixint (one byte)
+    Fix,
+    U8,
+    U16,
+    U32,
+    U64,
+    I8,
+    I16,
+    I32,
+    I64,
+}
+
+/// Why bytes could not be decoded, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// Offset of the offending byte, relative to the start of the decoded buffer.
+    pub offset: usize,
+    pub reason: String,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at byte {})", self.reason, self.offset)
+    }
+}
+
+/// A decoded value; containers are decoded on demand through [`Reader`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val<'a> {
+    Nil,
+    Bool(bool),
+    Uint(u64, IntWidth),
+    Int(i64, IntWidth),
+    Float(f64),
+    Str(&'a str),
+    Bin(&'a [u8]),
+    Array(Vec<Val<'a>>),
+    Map(Vec<(Val<'a>, Val<'a>)>),
+    Ext(i8, &'a [u8]),
+}
+
+impl Val<'_> {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Val::Nil => "nil",
+            Val::Bool(_) => "bool",
+            Val::Uint(..) | Val::Int(..) => "int",
+            Val::Float(_) => "float",
+            Val::Str(_) => "str",
+            Val::Bin(_) => "bin",
+            Val::Array(_) => "array",
+            Val::Map(_) => "map",
+            Val::Ext(..) => "ext",
+        }
+    }
+
+    /// The value as a signed integer if it is an integer that fits.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Val::Uint(v, _) => i64::try_from(v).ok(),
+            Val::Int(v, _) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// What the next value on the wire is, without consuming it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    Nil,
+    Bool(bool),
+    Uint(u64, IntWidth),
+    Int(i64, IntWidth),
+    Float,
+    Str(usize),
+    Bin(usize),
+    Array(usize),
+    Map(usize),
+    Ext(usize),
+}
+
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    /// Added to reported offsets (position of `buf` in the file).
+    base: usize,
+    depth: usize,
+}
+
+const MAX_DEPTH: usize = 64;
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8], base: usize) -> Self {
+        Reader { buf, pos: 0, base, depth: 0 }
+    }
+
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// A reader over the same buffer starting at `pos` (to revisit a map value).
+    pub fn sub_reader(&self, pos: usize) -> Reader<'a> {
+        Reader { buf: self.buf, pos, base: self.base, depth: self.depth }
+    }
+
+    pub fn seek(&mut self, pos: usize) {
+        self.pos = pos;
+    }
+
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    pub fn error(&self, at: usize, reason: impl Into<String>) -> DecodeError {
+        DecodeError { offset: self.base + at, reason: reason.into() }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        match self.pos.checked_add(n).filter(|&end| end <= self.buf.len()) {
+            Some(end) => {
+                let s = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(self.error(self.buf.len(), format!("truncated msgpack: {n} more bytes expected"))),
+        }
+    }
+
+    fn be(&mut self, n: usize) -> Result<u64, DecodeError> {
+        Ok(self.take(n)?.iter().fold(0u64, |acc, &b| acc << 8 | b as u64))
+    }
+
+    /// Read the next value's header (for containers, the element count).
+    pub fn head(&mut self) -> Result<Head, DecodeError> {
+        let at = self.pos;
+        let b = self.take(1)?[0];
+        Ok(match b {
+            0x00..=0x7f => Head::Uint(b as u64, IntWidth::Fix),
+            0x80..=0x8f => Head::Map((b & 0x0f) as usize),
+            0x90..=0x9f => Head::Array((b & 0x0f) as usize),
+            0xa0..=0xbf => Head::Str((b & 0x1f) as usize),
+            0xc0 => Head::Nil,
+            0xc2 => Head::Bool(false),
+            0xc3 => Head::Bool(true),
+            0xc4 => Head::Bin(self.be(1)? as usize),
+            0xc5 => Head::Bin(self.be(2)? as usize),
+            0xc6 => Head::Bin(self.be(4)? as usize),
+            0xc7 => Head::Ext(self.be(1)? as usize),
+            0xc8 => Head::Ext(self.be(2)? as usize),
+            0xc9 => Head::Ext(self.be(4)? as usize),
+            0xca => Head::Float,
+            0xcb => Head::Float,
+            0xcc => Head::Uint(self.be(1)?, IntWidth::U8),
+            0xcd => Head::Uint(self.be(2)?, IntWidth::U16),
+            0xce => Head::Uint(self.be(4)?, IntWidth::U32),
+            0xcf => Head::Uint(self.be(8)?, IntWidth::U64),
+            0xd0 => Head::Int(self.be(1)? as u8 as i8 as i64, IntWidth::I8),
+            0xd1 => Head::Int(self.be(2)? as u16 as i16 as i64, IntWidth::I16),
+            0xd2 => Head::Int(self.be(4)? as u32 as i32 as i64, IntWidth::I32),
+            0xd3 => Head::Int(self.be(8)? as i64, IntWidth::I64),
+            0xd4 => Head::Ext(1),
+            0xd5 => Head::Ext(2),
+            0xd6 => Head::Ext(4),
+            0xd7 => Head::Ext(8),
+            0xd8 => Head::Ext(16),
+            0xd9 => Head::Str(self.be(1)? as usize),
+            0xda => Head::Str(self.be(2)? as usize),
+            0xdb => Head::Str(self.be(4)? as usize),
+            0xdc => Head::Array(self.be(2)? as usize),
+            0xdd => Head::Array(self.be(4)? as usize),
+            0xde => Head::Map(self.be(2)? as usize),
+            0xdf => Head::Map(self.be(4)? as usize),
+            0xe0..=0xff => Head::Int(b as i8 as i64, IntWidth::Fix),
+            0xc1 => return Err(self.error(at, "invalid msgpack marker 0xc1")),
+        })
+        .map(|h| {
+            // Floats keep their marker so the payload can be read next.
+            if h == Head::Float {
+                self.pos = at;
+            }
+            h
+        })
+    }
+
+    /// Read a whole value.
+    pub fn value(&mut self) -> Result<Val<'a>, DecodeError> {
+        let at = self.pos;
+        let head = self.head()?;
+        self.value_from(head, at)
+    }
+
+    fn value_from(&mut self, head: Head, at: usize) -> Result<Val<'a>, DecodeError> {
+        Ok(match head {
+            Head::Nil => Val::Nil,
+            Head::Bool(b) => Val::Bool(b),
+            Head::Uint(v, w) => Val::Uint(v, w),
+            Head::Int(v, w) => Val::Int(v, w),
+            Head::Float => Val::Float(self.float()?),
+            Head::Str(n) => Val::Str(self.str_body(n, at)?),
+            Head::Bin(n) => Val::Bin(self.take(n)?),
+            Head::Ext(n) => {
+                let t = self.take(1)?[0] as i8;
+                Val::Ext(t, self.take(n)?)
+            }
+            Head::Array(n) => {
+                self.enter(at)?;
+                let mut v = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    v.push(self.value()?);
+                }
+                self.depth -= 1;
+                Val::Array(v)
+            }
+            Head::Map(n) => {
+                self.enter(at)?;
+                let mut v = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    let k = self.value()?;
+                    v.push((k, self.value()?));
+                }
+                self.depth -= 1;
+                Val::Map(v)
+            }
+        })
+    }
+
+    fn enter(&mut self, at: usize) -> Result<(), DecodeError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error(at, "msgpack nested too deeply"));
+        }
+        Ok(())
+    }
+
+    fn float(&mut self) -> Result<f64, DecodeError> {
+        let at = self.pos;
+        match self.take(1)?[0] {
+            0xca => Ok(f32::from_bits(self.be(4)? as u32) as f64),
+            0xcb => Ok(f64::from_bits(self.be(8)?)),
+            _ => Err(self.error(at, "expected a float")),
+        }
+    }
+
+    fn str_body(&mut self, n: usize, at: usize) -> Result<&'a str, DecodeError> {
+        let bytes = self.take(n)?;
+        std::str::from_utf8(bytes).map_err(|_| self.error(at, "string is not valid UTF-8"))
+    }
+
+    /// Skip one value without building it.
+    pub fn skip(&mut self) -> Result<(), DecodeError> {
+        let at = self.pos;
+        match self.head()? {
+            Head::Float => {
+                self.float()?;
+            }
+            Head::Str(n) | Head::Bin(n) => {
+                self.take(n)?;
+            }
+            Head::Ext(n) => {
+                self.take(n + 1)?;
+            }
+            Head::Array(n) => {
+                self.enter(at)?;
+                for _ in 0..n {
+                    self.skip()?;
+                }
+                self.depth -= 1;
+            }
+            Head::Map(n) => {
+                self.enter(at)?;
+                for _ in 0..n * 2 {
+                    self.skip()?;
+                }
+                self.depth -= 1;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A string, or an error naming `what`.
+    pub fn str(&mut self, what: &str) -> Result<&'a str, DecodeError> {
+        let at = self.pos;
+        match self.head()? {
+            Head::Str(n) => self.str_body(n, at),
+            other => Err(self.error(at, format!("{what}: expected a string, found {}", head_kind(other)))),
+        }
+    }
+
+    /// A string or nil.
+    pub fn opt_str(&mut self, what: &str) -> Result<Option<&'a str>, DecodeError> {
+        let at = self.pos;
+        match self.head()? {
+            Head::Nil => Ok(None),
+            Head::Str(n) => self.str_body(n, at).map(Some),
+            other => Err(self.error(at, format!("{what}: expected a string or nil, found {}", head_kind(other)))),
+        }
+    }
+
+    /// An integer (any width) or nil.
+    pub fn opt_int(&mut self, what: &str) -> Result<Option<i64>, DecodeError> {
+        let at = self.pos;
+        match self.head()? {
+            Head::Nil => Ok(None),
+            Head::Uint(v, _) => i64::try_from(v)
+                .map(Some)
+                .map_err(|_| self.error(at, format!("{what}: integer {v} out of range"))),
+            Head::Int(v, _) => Ok(Some(v)),
+            other => Err(self.error(at, format!("{what}: expected an integer or nil, found {}", head_kind(other)))),
+        }
+    }
+
+    /// An array header, or an error naming `what`.
+    pub fn array(&mut self, what: &str) -> Result<usize, DecodeError> {
+        let at = self.pos;
+        match self.head()? {
+            Head::Array(n) => Ok(n),
+            other => Err(self.error(at, format!("{what}: expected an array, found {}", head_kind(other)))),
+        }
+    }
+
+    /// An array of integers as u32 (token ids: any width; negatives wrap, as llm-d casts them).
+    pub fn u32_list(&mut self, what: &str) -> Result<Vec<u32>, DecodeError> {
+        let n = self.array(what)?;
+        let mut out = Vec::with_capacity(n.min(1 << 20));
+        for _ in 0..n {
+            let at = self.pos;
+            let b = *self.buf.get(at).ok_or_else(|| self.error(at, "truncated msgpack: token id expected"))?;
+            // Fast path: positive fixint and the unsigned widths vLLM's encoder uses.
+            let v = match b {
+                0x00..=0x7f => {
+                    self.pos += 1;
+                    b as u64
+                }
+                _ => match self.head()? {
+                    Head::Uint(v, _) => v,
+                    Head::Int(v, _) => v as u64,
+                    other => {
+                        return Err(self.error(at, format!("{what}: expected an integer, found {}", head_kind(other))));
+                    }
+                },
+            };
+            out.push(v as u32);
+        }
+        Ok(out)
+    }
+}
+
+pub fn head_kind(h: Head) -> &'static str {
+    match h {
+        Head::Nil => "nil",
+        Head::Bool(_) => "bool",
+        Head::Uint(..) | Head::Int(..) => "int",
+        Head::Float => "float",
+        Head::Str(_) => "str",
+        Head::Bin(_) => "bin",
+        Head::Array(_) => "array",
+        Head::Map(_) => "map",
+        Head::Ext(_) => "ext",
+    }
+}
+
+/// Length of the msgpack value at the start of `buf`: `Ok(None)` if `buf` ends inside it.
+pub fn value_len(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
+    let mut r = Reader::new(buf, 0);
+    match r.skip() {
+        Ok(()) => Ok(Some(r.pos)),
+        Err(e) if e.reason.starts_with("truncated") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A minimal msgpack writer (smallest encodings, like msgspec); used by tests and benchmarks
+/// to build captures, and by the router simulation.
+#[derive(Default)]
+pub struct Writer {
+    pub buf: Vec<u8>,
+}
+
+impl Writer {
+    pub fn nil(&mut self) -> &mut Self {
+        self.buf.push(0xc0);
+        self
+    }
+    pub fn bool(&mut self, b: bool) -> &mut Self {
+        self.buf.push(if b { 0xc3 } else { 0xc2 });
+        self
+    }
+    pub fn uint(&mut self, v: u64) -> &mut Self {
+        match v {
+            0..=0x7f => self.buf.push(v as u8),
+            0x80..=0xff => self.buf.extend_from_slice(&[0xcc, v as u8]),
+            0x100..=0xffff => {
+                self.buf.push(0xcd);
+                self.buf.extend_from_slice(&(v as u16).to_be_bytes());
+            }
+            0x1_0000..=0xffff_ffff => {
+                self.buf.push(0xce);
+                self.buf.extend_from_slice(&(v as u32).to_be_bytes());
+            }
+            _ => {
+                self.buf.push(0xcf);
+                self.buf.extend_from_slice(&v.to_be_bytes());
+            }
+        }
+        self
+    }
+    pub fn int(&mut self, v: i64) -> &mut Self {
+        if v >= 0 {
+            return self.uint(v as u64);
+        }
+        match v {
+            -32..=-1 => self.buf.push(v as i8 as u8),
+            -128..=-33 => self.buf.extend_from_slice(&[0xd0, v as i8 as u8]),
+            -32768..=-129 => {
+                self.buf.push(0xd1);
+                self.buf.extend_from_slice(&(v as i16).to_be_bytes());
+            }
+            -2147483648..=-32769 => {
+                self.buf.push(0xd2);
+                self.buf.extend_from_slice(&(v as i32).to_be_bytes());
+            }
+            _ => {
+                self.buf.push(0xd3);
+                self.buf.extend_from_slice(&v.to_be_bytes());
+            }
+        }
+        self
+    }
+    /// A u64 always written as `0xcf` (as vLLM's int hashes are when ≥ 2^32).
+    pub fn u64_wide(&mut self, v: u64) -> &mut Self {
+        self.buf.push(0xcf);
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    pub fn f64(&mut self, v: f64) -> &mut Self {
+        self.buf.push(0xcb);
+        self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
+        self
+    }
+    pub fn str(&mut self, s: &str) -> &mut Self {
+        let n = s.len();
+        match n {
+            0..=31 => self.buf.push(0xa0 | n as u8),
+            32..=0xff => self.buf.extend_from_slice(&[0xd9, n as u8]),
+            0x100..=0xffff => {
+                self.buf.push(0xda);
+                self.buf.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            _ => {
+                self.buf.push(0xdb);
+                self.buf.extend_from_slice(&(n as u32).to_be_bytes());
+            }
+        }
+        self.buf.extend_from_slice(s.as_bytes());
+        self
+    }
+    pub fn bin(&mut self, b: &[u8]) -> &mut Self {
+        let n = b.len();
+        match n {
+            0..=0xff => self.buf.extend_from_slice(&[0xc4, n as u8]),
+            0x100..=0xffff => {
+                self.buf.push(0xc5);
+                self.buf.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            _ => {
+                self.buf.push(0xc6);
+                self.buf.extend_from_slice(&(n as u32).to_be_bytes());
+            }
+        }
+        self.buf.extend_from_slice(b);
+        self
+    }
+    pub fn array(&mut self, n: usize) -> &mut Self {
+        match n {
+            0..=15 => self.buf.push(0x90 | n as u8),
+            16..=0xffff => {
+                self.buf.push(0xdc);
+                self.buf.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            _ => {
+                self.buf.push(0xdd);
+                self.buf.extend_from_slice(&(n as u32).to_be_bytes());
+            }
+        }
+        self
+    }
+    pub fn map(&mut self, n: usize) -> &mut Self {
+        match n {
+            0..=15 => self.buf.push(0x80 | n as u8),
+            16..=0xffff => {
+                self.buf.push(0xde);
+                self.buf.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            _ => {
+                self.buf.push(0xdf);
+                self.buf.extend_from_slice(&(n as u32).to_be_bytes());
+            }
+        }
+        self
+    }
+    pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(bytes);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_widths_round_trip() {
+        for v in [0i64, 1, 127, 128, 255, 256, 65535, 65536, 4294967295, 4294967296, -1, -32, -33, -129, -32769, -2147483649, i64::MIN, i64::MAX] {
+            let mut w = Writer::default();
+            w.int(v);
+            let got = Reader::new(&w.buf, 0).value().unwrap();
+            assert_eq!(got.as_i64(), Some(v), "{v}");
+        }
+        let mut w = Writer::default();
+        w.uint(u64::MAX);
+        assert_eq!(Reader::new(&w.buf, 0).value().unwrap(), Val::Uint(u64::MAX, IntWidth::U64));
+    }
+
+    #[test]
+    fn truncation_and_bad_markers_report_offsets() {
+        let mut w = Writer::default();
+        w.array(2).str("abc").uint(300);
+        let full = w.buf.clone();
+        assert_eq!(value_len(&full).unwrap(), Some(full.len()));
+        assert_eq!(value_len(&full[..full.len() - 1]).unwrap(), None);
+        let e = Reader::new(&[0x92, 0xc1], 100).value().unwrap_err();
+        assert_eq!(e.offset, 101);
+        let e = Reader::new(&[0xa2, 0xff, 0xfe], 0).value().unwrap_err();
+        assert!(e.reason.contains("UTF-8"));
+    }
+}

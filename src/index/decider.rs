@@ -1,0 +1,134 @@
+//! llm-d's prefix-based P/D decider (reference/llm-d.md §5.2): does a request need a remote
+//! prefill, given how much of its prompt the decode pod is known to hold?
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeciderConfig {
+    pub non_cached_tokens: usize,
+    pub prompt_tokens: usize,
+}
+
+impl Default for DeciderConfig {
+    /// The decider README's example.
+    fn default() -> Self {
+        DeciderConfig { non_cached_tokens: 512, prompt_tokens: 1024 }
+    }
+}
+
+impl DeciderConfig {
+    /// `non-cached-tokens=512,prompt-tokens=1024` (either part may be left out).
+    pub fn parse(text: &str) -> Result<DeciderConfig, String> {
+        let mut cfg = DeciderConfig { non_cached_tokens: 0, prompt_tokens: 0 };
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| format!("expected key=value, got {part:?}"))?;
+            let v: usize = v.trim().parse().map_err(|_| format!("{k}: {v:?} is not a non-negative integer"))?;
+            match k.trim() {
+                "non-cached-tokens" | "nonCachedTokens" => cfg.non_cached_tokens = v,
+                "prompt-tokens" | "promptTokens" => cfg.prompt_tokens = v,
+                other => return Err(format!("unknown decider setting {other:?} (non-cached-tokens, prompt-tokens)")),
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    DecodeOnly,
+    PrefillDecode,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::DecodeOnly => "decode-only",
+            Verdict::PrefillDecode => "prefill-decode",
+        }
+    }
+}
+
+/// Which rule decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    Disabled,
+    ShortPrompt,
+    BelowThreshold,
+    EnoughCached,
+    TooManyUncached,
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Rule::Disabled => "non_cached_tokens is 0 (decider disabled)",
+            Rule::ShortPrompt => "prompt shorter than prompt_tokens",
+            Rule::BelowThreshold => "prompt shorter than non_cached_tokens",
+            Rule::EnoughCached => "uncached tokens below non_cached_tokens",
+            Rule::TooManyUncached => "uncached tokens at or above non_cached_tokens",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub rule: Rule,
+    pub input_tokens: usize,
+    pub cached_tokens: usize,
+    pub non_cached: usize,
+}
+
+/// `disaggregate`: true (prefill-decode) when the uncached part reaches the threshold.
+pub fn decide(cfg: &DeciderConfig, input_tokens: usize, cached_block_count: usize, block_size: usize) -> Decision {
+    let cached_tokens = cached_block_count * block_size;
+    let non_cached = input_tokens.saturating_sub(cached_tokens);
+    let (verdict, rule) = if cfg.non_cached_tokens == 0 {
+        (Verdict::DecodeOnly, Rule::Disabled)
+    } else if cfg.prompt_tokens > 0 && input_tokens < cfg.prompt_tokens {
+        (Verdict::DecodeOnly, Rule::ShortPrompt)
+    } else if input_tokens < cfg.non_cached_tokens {
+        (Verdict::DecodeOnly, Rule::BelowThreshold)
+    } else if non_cached < cfg.non_cached_tokens {
+        (Verdict::DecodeOnly, Rule::EnoughCached)
+    } else {
+        (Verdict::PrefillDecode, Rule::TooManyUncached)
+    };
+    Decision { verdict, rule, input_tokens, cached_tokens, non_cached }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(threshold: usize, prompt: usize, cached: usize) -> bool {
+        let cfg = DeciderConfig { non_cached_tokens: threshold, prompt_tokens: prompt };
+        decide(&cfg, 10, cached, 1).verdict == Verdict::PrefillDecode
+    }
+
+    #[test]
+    fn llm_d_test_vectors() {
+        // prefix_based_pd_decider_test.go TestDisaggregate (BS 1, input 10).
+        assert!(d(5, 0, 5));
+        assert!(!d(5, 0, 8));
+        assert!(d(3, 0, 2));
+        assert!(!d(1, 0, 10));
+        assert!(d(5, 0, 0));
+        assert!(!d(20, 0, 0));
+        assert!(!d(5, 20, 0));
+        assert!(d(5, 10, 5));
+        assert!(!d(0, 0, 0));
+        // TestDisaggregate_UsesUnweightedCachedBlockCount.
+        let cfg = DeciderConfig { non_cached_tokens: 512, prompt_tokens: 0 };
+        assert_eq!(decide(&cfg, 4096, 240, 16).verdict, Verdict::DecodeOnly);
+        assert_eq!(decide(&cfg, 4096, 192, 16).verdict, Verdict::PrefillDecode);
+    }
+
+    #[test]
+    fn parse_settings() {
+        assert_eq!(DeciderConfig::parse("non-cached-tokens=512,prompt-tokens=1024").unwrap(), DeciderConfig::default());
+        assert_eq!(DeciderConfig::parse("non-cached-tokens=16").unwrap().prompt_tokens, 0);
+        assert!(DeciderConfig::parse("threshold=3").is_err());
+        assert!(DeciderConfig::parse("non-cached-tokens=-1").is_err());
+    }
+}

@@ -1,0 +1,591 @@
+//! llm-d's precise prefix index, emulated: how KV events become index entries, what is
+//! skipped and why, and what a lookup finds (reference/llm-d.md §1–§5).
+
+pub mod decider;
+pub mod hash;
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::events::msgpack::IntWidth;
+use crate::events::{Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash};
+pub use hash::{HashAlgo, KeyHasher};
+
+/// Which llm-d behaviour to reproduce for events shorter than one index block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// The seed write-up's view: such an event fails a digest check as
+    /// `incomplete_canonical_block` before its parent is resolved.
+    DigestFirst,
+    /// llm-d-router as of 2026-08: such an event is dropped silently (no keys, no mapping) and
+    /// its descendants fail as `parent_unresolved`.
+    Router202608,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::DigestFirst => "digest-first",
+            Profile::Router202608 => "router-2026-08",
+        }
+    }
+}
+
+/// Why llm-d drops a whole message (§2.4 M1–M3).
+pub const MSG_FRAME_MALFORMED: &str = "frame_malformed";
+pub const MSG_BATCH_DECODE_ERROR: &str = "batch_decode_error";
+pub const MSG_BATCH_IS_MAP: &str = "batch_is_map";
+
+/// Why a BlockStored is skipped (§2.4 S1–S7).
+pub const UNSUPPORTED_CACHE_KIND: &str = "unsupported_cache_kind";
+pub const INVALID_BLOCK_SIZE: &str = "invalid_block_size";
+pub const NON_DENSE_BLOCK_SPAN: &str = "non_dense_block_span";
+pub const PARENT_UNRESOLVED: &str = "parent_unresolved";
+pub const EXTRA_FEATURES_MISMATCH: &str = "extra_features_mismatch";
+pub const INCOMPLETE_CANONICAL_BLOCK: &str = "incomplete_canonical_block";
+pub const TIER_UPDATE_UNRESOLVED: &str = "tier_update_unresolved";
+
+/// The reasons llm-d itself counts in `llm_d_epp_kv_cache_events_stores_skipped_total`.
+pub fn llm_d_counts(reason: &str, profile: Profile) -> bool {
+    matches!(reason, UNSUPPORTED_CACHE_KIND | INVALID_BLOCK_SIZE | NON_DENSE_BLOCK_SPAN)
+        || (profile == Profile::DigestFirst && reason == INCOMPLETE_CANONICAL_BLOCK)
+}
+
+#[derive(Debug, Clone)]
+pub struct IndexConfig {
+    pub block_size: usize,
+    pub algo: HashAlgo,
+    pub seed: String,
+    /// Overrides the model name of every topic.
+    pub model_name: Option<String>,
+    pub profile: Profile,
+    /// Entries per request key (llm-d's per-key LRU).
+    pub pod_cache_size: usize,
+}
+
+impl IndexConfig {
+    pub fn new(block_size: usize) -> IndexConfig {
+        IndexConfig {
+            block_size,
+            algo: HashAlgo::CborFnv,
+            seed: String::new(),
+            model_name: None,
+            profile: Profile::DigestFirst,
+            pod_cache_size: 10,
+        }
+    }
+}
+
+/// `kv@<pod>@<model>` → (pod, model); any other topic is the pod, with no model.
+pub fn parse_topic(topic: &str) -> (&str, &str) {
+    let mut parts = topic.split('@');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(_), Some(pod), Some(model), None) => (pod, model),
+        _ => (topic, ""),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct PodEntry {
+    pod: u32,
+    tier: u32,
+    speculative: bool,
+    group: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+struct GroupInfo {
+    kind: String,
+}
+
+/// Counters of one view.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    pub messages_dropped: BTreeMap<&'static str, u64>,
+    pub stores_accepted: u64,
+    pub stores_skipped: BTreeMap<&'static str, u64>,
+    /// (cache_kind, reason) → count, for the llm-d metric.
+    pub stores_skipped_by_kind: BTreeMap<(String, &'static str), u64>,
+    pub removals_skipped: BTreeMap<(String, &'static str), u64>,
+    pub stores_with_dropped_tail: u64,
+    pub tier_updates: u64,
+    /// Tokens in BlockStored events of messages llm-d decoded.
+    pub tokens_stored: u64,
+    /// Tokens the index covers with keys from those events.
+    pub tokens_indexed: u64,
+    pub removed_hashes_forwarded: u64,
+    pub removed_hashes_suppressed: u64,
+}
+
+/// The state of one llm-d index at one block size.
+pub struct Index {
+    cfg: IndexConfig,
+    hasher: KeyHasher,
+    roots: FxHashMap<String, u64>,
+    data: FxHashMap<u64, Vec<PodEntry>>,
+    engine_to_request: FxHashMap<u64, Vec<u64>>,
+    catalog: FxHashMap<(u32, i64), GroupInfo>,
+    dedup: FxHashMap<u32, FxHashMap<(u32, i64, u64), u32>>,
+    pods: Interner,
+    tiers: Interner,
+    pub stats: Stats,
+}
+
+#[derive(Default)]
+struct Interner {
+    names: Vec<String>,
+    ids: FxHashMap<String, u32>,
+}
+
+impl Interner {
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn get(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+}
+
+fn indexable(kind: &str) -> bool {
+    matches!(kind, "full_attention" | "mla_attention" | "sink_full_attention")
+}
+
+/// llm-d's `getHashAsUint64`: only 64-bit integers and non-empty bytes are accepted.
+fn llm_d_hash(h: &WireHash) -> Option<u64> {
+    match h {
+        WireHash::Uint(_, IntWidth::U64) | WireHash::Int(_, IntWidth::I64) | WireHash::Bytes(_) => Some(h.as_u64()),
+        _ => None,
+    }
+}
+
+/// Why llm-d's adapter would refuse this batch, if it would.
+pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(&'static str, String)> {
+    match batch.wire {
+        BatchWire::Map => return Some((MSG_BATCH_IS_MAP, "the batch is a map: llm-d decodes zero events".into())),
+        BatchWire::Array(3) => {}
+        BatchWire::Array(n) => {
+            return Some((MSG_BATCH_DECODE_ERROR, format!("batch has {n} elements; llm-d's struct decoder needs exactly 3")));
+        }
+    }
+    for ev in &batch.events {
+        match (engine, ev.wire, &ev.kind) {
+            (Engine::Sglang, EventWire::Map, _) => {
+                return Some((MSG_BATCH_DECODE_ERROR, "llm-d's SGLang adapter only decodes array events".into()));
+            }
+            (Engine::Sglang, EventWire::Array(n), EventKind::Stored(_)) if n > 9 => {
+                return Some((MSG_BATCH_DECODE_ERROR, format!("SGLang BlockStored with {n} elements (llm-d takes at most 9)")));
+            }
+            (Engine::Sglang, EventWire::Array(n), EventKind::Removed(_)) if n > 3 => {
+                return Some((MSG_BATCH_DECODE_ERROR, format!("SGLang BlockRemoved with {n} elements (llm-d takes at most 3)")));
+            }
+            (Engine::Vllm, EventWire::Array(n), EventKind::Stored(_)) if n < 5 => {
+                return Some((MSG_BATCH_DECODE_ERROR, format!("BlockStored with {n} elements (llm-d needs 5)")));
+            }
+            _ => {}
+        }
+        let (hashes, parent, group) = match &ev.kind {
+            EventKind::Stored(s) => (&s.block_hashes, s.parent_block_hash.as_ref(), s.group_idx),
+            EventKind::Removed(r) => (&r.block_hashes, None, r.group_idx),
+            EventKind::AllCleared => continue,
+        };
+        if hashes.iter().chain(parent).any(|h| llm_d_hash(h).is_none()) {
+            return Some((MSG_BATCH_DECODE_ERROR, "a block hash is packed narrower than 64 bits (unsupported hash type)".into()));
+        }
+        if group.is_some_and(|g| g < 0) {
+            return Some((MSG_BATCH_DECODE_ERROR, "negative group_idx".into()));
+        }
+    }
+    None
+}
+
+/// `ParseRawExtraKeys`: per engine block, the strings (or first strings of arrays) it names.
+fn parse_extra_keys(raw: &[Owned]) -> Vec<Option<Vec<String>>> {
+    raw.iter()
+        .map(|block| match block {
+            Owned::List(items) => {
+                let strings: Vec<String> = items
+                    .iter()
+                    .filter_map(|i| match i {
+                        Owned::Str(s) => Some(s.clone()),
+                        Owned::List(inner) => match inner.first() {
+                            Some(Owned::Str(s)) => Some(s.clone()),
+                            _ => None,
+                        },
+                        _ => None,
+                    })
+                    .collect();
+                (!strings.is_empty()).then_some(strings)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `realignExtraFeatures`: engine-block features onto `c` canonical blocks.
+fn realign(features: Vec<Option<Vec<String>>>, c: usize) -> Option<Vec<Option<Vec<String>>>> {
+    let f = features.len();
+    if c == 0 {
+        return None;
+    }
+    if f == 0 || f == c {
+        return Some(features);
+    }
+    if f < c {
+        return Some((0..c).map(|i| features[i * f / c].clone()).collect());
+    }
+    let mut out: Vec<Option<Vec<String>>> = vec![None; c];
+    for (j, feat) in features.into_iter().enumerate() {
+        if let Some(list) = feat {
+            out[j * c / f].get_or_insert_with(Vec::new).extend(list);
+        }
+    }
+    Some(out)
+}
+
+impl Index {
+    pub fn new(cfg: IndexConfig) -> Index {
+        let hasher = KeyHasher::new(cfg.algo, &cfg.seed);
+        Index {
+            cfg,
+            hasher,
+            roots: FxHashMap::default(),
+            data: FxHashMap::default(),
+            engine_to_request: FxHashMap::default(),
+            catalog: FxHashMap::default(),
+            dedup: FxHashMap::default(),
+            pods: Interner::default(),
+            tiers: Interner::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &IndexConfig {
+        &self.cfg
+    }
+
+    pub fn hasher(&self) -> &KeyHasher {
+        &self.hasher
+    }
+
+    fn root(&mut self, model: &str) -> u64 {
+        if let Some(&r) = self.roots.get(model) {
+            return r;
+        }
+        let r = self.hasher.root(model);
+        self.roots.insert(model.to_string(), r);
+        r
+    }
+
+    fn skip(&mut self, reason: &'static str, kind: &str) {
+        *self.stats.stores_skipped.entry(reason).or_default() += 1;
+        if llm_d_counts(reason, self.cfg.profile) {
+            let kind = if kind.is_empty() { "unknown" } else { kind };
+            *self.stats.stores_skipped_by_kind.entry((kind.to_string(), reason)).or_default() += 1;
+        }
+    }
+
+    /// Apply one decoded message from `pod` (topic model `model`).
+    pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch, engine: Engine) {
+        if let Some((reason, _)) = message_drop_reason(batch, engine) {
+            *self.stats.messages_dropped.entry(reason).or_default() += 1;
+            return;
+        }
+        let model = self.cfg.model_name.clone().unwrap_or_else(|| model.to_string());
+        let pod_id = self.pods.id(pod);
+        for ev in &batch.events {
+            match &ev.kind {
+                EventKind::Stored(s) => self.stored(pod_id, &model, s),
+                EventKind::Removed(r) => self.removed(pod_id, r),
+                EventKind::AllCleared => self.clear(pod_id),
+            }
+        }
+    }
+
+    fn tier_id(&mut self, medium: Option<&str>) -> u32 {
+        match medium.filter(|m| !m.is_empty()) {
+            Some(m) => self.tiers.id(&m.to_lowercase()),
+            None => self.tiers.id("gpu"),
+        }
+    }
+
+    fn stored(&mut self, pod: u32, model: &str, s: &BlockStored) {
+        let bs = self.cfg.block_size;
+        let tier = self.tier_id(s.medium.as_deref());
+        let hash_model = s.lora_name.as_deref().filter(|n| !n.is_empty()).unwrap_or(model).to_string();
+        let mut kind = s.kv_cache_spec_kind.clone().unwrap_or_default();
+        let entry = PodEntry { pod, tier, speculative: false, group: s.group_idx };
+        if let Some(g) = s.group_idx {
+            if kind.is_empty() {
+                if let Some(info) = self.catalog.get(&(pod, g)) {
+                    kind = info.kind.clone();
+                }
+            } else {
+                self.catalog.insert((pod, g), GroupInfo { kind: kind.clone() });
+            }
+            // Digestibility (S1–S3): only for events that carry a group.
+            if !indexable(&kind) {
+                return self.skip(UNSUPPORTED_CACHE_KIND, &kind);
+            }
+            if !s.token_ids.is_empty() {
+                if s.block_size <= 0 {
+                    return self.skip(INVALID_BLOCK_SIZE, &kind);
+                }
+                let ebs = s.block_size as usize;
+                if s.token_ids.len() % ebs != 0 || s.token_ids.len() / ebs != s.block_hashes.len() {
+                    return self.skip(NON_DENSE_BLOCK_SPAN, &kind);
+                }
+            }
+        }
+        let tokens = s.token_ids.len();
+        self.stats.tokens_stored += tokens as u64;
+        if self.cfg.profile == Profile::DigestFirst && tokens > 0 && tokens < bs {
+            return self.skip(INCOMPLETE_CANONICAL_BLOCK, &kind);
+        }
+        let parent = s.parent_block_hash.as_ref().map_or(0, WireHash::as_u64);
+        let parent_key = if parent != 0 {
+            match self.engine_to_request.get(&parent).and_then(|v| v.last()) {
+                Some(&k) => k,
+                None => return self.skip(PARENT_UNRESOLVED, &kind),
+            }
+        } else {
+            self.root(&hash_model)
+        };
+        let chunks = tokens / bs;
+        let features = s.extra_keys.as_deref().map(parse_extra_keys).and_then(|f| realign(f, chunks));
+        if let Some(f) = &features {
+            if f.len() != chunks {
+                return self.skip(EXTRA_FEATURES_MISMATCH, &kind);
+            }
+        }
+        let request_keys = self.hasher.keys(parent_key, &s.token_ids, bs, features.as_deref());
+        let engine_keys: Vec<u64> = s.block_hashes.iter().map(WireHash::as_u64).collect();
+        if request_keys.is_empty() {
+            if tokens == 0 && !engine_keys.is_empty() {
+                return self.tier_update(pod, tier, entry, &engine_keys, &kind);
+            }
+            return self.skip(INCOMPLETE_CANONICAL_BLOCK, &kind);
+        }
+        if tokens % bs != 0 {
+            self.stats.stores_with_dropped_tail += 1;
+        }
+        self.stats.stores_accepted += 1;
+        self.stats.tokens_indexed += (request_keys.len() * bs) as u64;
+        self.add(&engine_keys, &request_keys, entry);
+        self.track_store(pod, tier, s.group_idx, &engine_keys);
+    }
+
+    fn tier_update(&mut self, pod: u32, tier: u32, entry: PodEntry, engine_keys: &[u64], kind: &str) {
+        let mut resolved: Vec<u64> = Vec::new();
+        for e in engine_keys {
+            if let Some(&k) = self.engine_to_request.get(e).and_then(|v| v.last()) {
+                if !resolved.contains(&k) {
+                    resolved.push(k);
+                }
+            }
+        }
+        if resolved.is_empty() {
+            return self.skip(TIER_UPDATE_UNRESOLVED, kind);
+        }
+        self.stats.stores_accepted += 1;
+        self.stats.tier_updates += 1;
+        for k in resolved {
+            self.add_entry(k, entry);
+        }
+        self.track_store(pod, tier, entry.group, engine_keys);
+    }
+
+    /// `Add`: proportional engine→request mapping (the list replaced per engine key), then the
+    /// entry on every request key.
+    fn add(&mut self, engine: &[u64], request: &[u64], entry: PodEntry) {
+        let (ne, nr) = (engine.len(), request.len());
+        let n = ne.max(nr);
+        if ne > 0 && nr > 0 {
+            let mut fresh: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
+            for i in 0..n {
+                fresh.entry(engine[i * ne / n]).or_default().push(request[i * nr / n]);
+            }
+            for (e, keys) in fresh {
+                self.engine_to_request.insert(e, keys);
+            }
+        }
+        for &r in request {
+            self.add_entry(r, entry);
+        }
+    }
+
+    fn add_entry(&mut self, key: u64, entry: PodEntry) {
+        let cap = self.cfg.pod_cache_size;
+        let cache = self.data.entry(key).or_default();
+        if let Some(i) = cache.iter().position(|e| *e == entry) {
+            cache.remove(i);
+        }
+        cache.push(entry);
+        if cache.len() > cap {
+            cache.remove(0);
+        }
+    }
+
+    fn track_store(&mut self, pod: u32, tier: u32, group: Option<i64>, hashes: &[u64]) {
+        let scope = self.dedup.entry(pod).or_default();
+        for &h in hashes {
+            *scope.entry((tier, group.unwrap_or(-1), h)).or_default() += 1;
+        }
+    }
+
+    fn removed(&mut self, pod: u32, r: &BlockRemoved) {
+        let tier = self.tier_id(r.medium.as_deref());
+        if let Some(g) = r.group_idx {
+            match self.catalog.get(&(pod, g)) {
+                None => {
+                    *self.stats.removals_skipped.entry(("unknown".into(), "unknown_group")).or_default() += 1;
+                    return;
+                }
+                Some(info) if !indexable(&info.kind) => {
+                    let kind = info.kind.clone();
+                    *self.stats.removals_skipped.entry((kind, UNSUPPORTED_CACHE_KIND)).or_default() += 1;
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        let entry = PodEntry { pod, tier, speculative: false, group: r.group_idx };
+        for h in &r.block_hashes {
+            let hash = h.as_u64();
+            let forward = match self.dedup.get_mut(&pod) {
+                None => true,
+                Some(scope) => {
+                    let key = (tier, r.group_idx.unwrap_or(-1), hash);
+                    match scope.get_mut(&key) {
+                        None => true,
+                        Some(c) if *c == 0 => true,
+                        Some(c) => {
+                            *c -= 1;
+                            if *c == 0 {
+                                scope.remove(&key);
+                                true
+                            } else {
+                                false
+                            }
+                        }
+                    }
+                }
+            };
+            if forward {
+                self.stats.removed_hashes_forwarded += 1;
+                self.evict(hash, entry);
+            } else {
+                self.stats.removed_hashes_suppressed += 1;
+            }
+        }
+    }
+
+    fn evict(&mut self, engine_key: u64, entry: PodEntry) {
+        let Some(keys) = self.engine_to_request.get(&engine_key).cloned() else { return };
+        for k in &keys {
+            if let Some(cache) = self.data.get_mut(k) {
+                cache.retain(|e| *e != entry);
+                if cache.is_empty() {
+                    self.data.remove(k);
+                }
+            }
+        }
+        if keys.iter().all(|k| !self.data.contains_key(k)) {
+            self.engine_to_request.remove(&engine_key);
+        }
+    }
+
+    fn clear(&mut self, pod: u32) {
+        self.data.retain(|_, cache| {
+            cache.retain(|e| e.pod != pod);
+            !cache.is_empty()
+        });
+        self.dedup.remove(&pod);
+    }
+
+    /// Request keys of a token sequence from the model's root.
+    pub fn request_keys(&mut self, model: &str, tokens: &[u32]) -> Vec<u64> {
+        let model = self.cfg.model_name.clone().unwrap_or_else(|| model.to_string());
+        let root = self.root(&model);
+        self.hasher.keys(root, tokens, self.cfg.block_size, None)
+    }
+
+    /// `CachedBlockCount`: consecutive keys from the first where `pod` has any entry.
+    pub fn cached_blocks(&mut self, pod: &str, model: &str, tokens: &[u32]) -> usize {
+        let Some(pod_id) = self.pods.get(pod) else { return 0 };
+        let keys = self.request_keys(model, tokens);
+        keys.iter()
+            .take_while(|k| self.data.get(k).is_some_and(|c| c.iter().any(|e| e.pod == pod_id)))
+            .count()
+    }
+
+    /// Tokens a lookup of `tokens` finds for `pod`.
+    pub fn lookup_tokens(&mut self, pod: &str, model: &str, tokens: &[u32]) -> usize {
+        self.cached_blocks(pod, model, tokens) * self.cfg.block_size
+    }
+
+    /// Request keys currently holding at least one entry.
+    pub fn live_keys(&self) -> usize {
+        self.data.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics() {
+        assert_eq!(parse_topic("kv@pod-123@llama-2-7b"), ("pod-123", "llama-2-7b"));
+        assert_eq!(parse_topic("pod-123@llama-2-7b"), ("pod-123@llama-2-7b", ""));
+        assert_eq!(parse_topic("fallback"), ("fallback", ""));
+        assert_eq!(parse_topic("kv@10.0.0.1:8000@Qwen/Qwen3-32B"), ("10.0.0.1:8000", "Qwen/Qwen3-32B"));
+    }
+
+    #[test]
+    fn proportional_mapping() {
+        let mut idx = Index::new(IndexConfig::new(64));
+        let e = PodEntry { pod: 0, tier: 0, speculative: false, group: None };
+        idx.add(&[10, 11, 12], &[1, 2], e);
+        assert_eq!(idx.engine_to_request[&10], vec![1]);
+        assert_eq!(idx.engine_to_request[&11], vec![1]);
+        assert_eq!(idx.engine_to_request[&12], vec![2]);
+        idx.add(&[20, 21], &[3, 4, 5], e);
+        assert_eq!(idx.engine_to_request[&20], vec![3, 4]);
+        assert_eq!(idx.engine_to_request[&21], vec![5]);
+        idx.add(&[30, 31], &[6, 7, 8, 9], e);
+        assert_eq!(idx.engine_to_request[&30], vec![6, 7]);
+    }
+
+    #[test]
+    fn extra_features_realign() {
+        let a = |s: &str| Some(vec![s.to_string()]);
+        let merged = realign(vec![a("a"), a("b"), None, a("c")], 2).unwrap();
+        assert_eq!(merged, vec![Some(vec!["a".to_string(), "b".to_string()]), a("c")]);
+        assert_eq!(realign(vec![a("x")], 3).unwrap(), vec![a("x"), a("x"), a("x")]);
+        assert_eq!(realign(vec![a("x")], 0), None);
+        let raw = vec![
+            Owned::List(vec![Owned::Str("lora".into()), Owned::List(vec![Owned::Str("mm".into()), Owned::Int(5)]), Owned::Int(3)]),
+            Owned::Nil,
+            Owned::List(vec![Owned::Int(1)]),
+        ];
+        assert_eq!(parse_extra_keys(&raw), vec![Some(vec!["lora".to_string(), "mm".to_string()]), None, None]);
+    }
+
+    #[test]
+    fn per_key_lru_keeps_ten_entries() {
+        let mut idx = Index::new(IndexConfig::new(16));
+        for pod in 0..12u32 {
+            idx.add_entry(7, PodEntry { pod, tier: 0, speculative: false, group: None });
+        }
+        let pods: Vec<u32> = idx.data[&7].iter().map(|e| e.pod).collect();
+        assert_eq!(pods, (2..12).collect::<Vec<_>>());
+    }
+}

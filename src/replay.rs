@@ -1,0 +1,282 @@
+//! Replay of a KV-event capture through llm-d index emulations at one or more block sizes,
+//! with the engine's own view (the sequences it holds) reconstructed from parent chains.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::events::capture::Message;
+use crate::events::msgpack::DecodeError;
+use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch};
+use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, parse_topic};
+
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub views: Vec<IndexConfig>,
+    pub engine: Engine,
+    pub keep_going: bool,
+    /// Pod name for messages without a topic (raw msgpack captures).
+    pub default_pod: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventCounts {
+    pub block_stored: u64,
+    pub block_removed: u64,
+    pub all_blocks_cleared: u64,
+}
+
+/// A message kvaudit itself could not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// One block the engine holds (for sequence reconstruction).
+struct Node {
+    parent: Option<u64>,
+    tokens: Vec<u32>,
+    children: u32,
+    order: u64,
+}
+
+#[derive(Default)]
+struct PodTree {
+    nodes: FxHashMap<u64, Node>,
+}
+
+/// A chain of blocks the engine holds, root to leaf, and what each view's lookup finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sequence {
+    pub pod: String,
+    pub model: String,
+    pub engine_tokens: usize,
+    /// One per view, in view order.
+    pub index_tokens: Vec<usize>,
+}
+
+/// An explicit lookup (`--lookup`), answered per view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupRequest {
+    pub tokens: Vec<u32>,
+    pub pod: Option<String>,
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupResult {
+    pub pod: String,
+    pub model: String,
+    pub tokens: usize,
+    pub index_tokens: Vec<usize>,
+}
+
+pub struct ViewReport {
+    pub config: IndexConfig,
+    pub stats: crate::index::Stats,
+    pub live_keys: usize,
+}
+
+pub struct ReplayReport {
+    pub messages: u64,
+    pub events: EventCounts,
+    pub malformed: Vec<Malformed>,
+    pub views: Vec<ViewReport>,
+    pub sequences: Vec<Sequence>,
+    /// Leaf chains whose root the engine no longer holds (not looked up).
+    pub incomplete_sequences: u64,
+    pub lookups: Vec<LookupResult>,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+impl ReplayReport {
+    /// Anything llm-d would lose: dropped messages, skipped stores, sequences it cannot see
+    /// in full, or messages kvaudit could not read.
+    pub fn has_findings(&self) -> bool {
+        !self.malformed.is_empty()
+            || self.views.iter().any(|v| !v.stats.messages_dropped.is_empty() || !v.stats.stores_skipped.is_empty())
+            || self.sequences.iter().any(|s| s.index_tokens.iter().any(|&t| t < s.engine_tokens))
+    }
+}
+
+pub struct Replayer {
+    opts: ReplayOptions,
+    views: Vec<Index>,
+    trees: BTreeMap<String, PodTree>,
+    models: BTreeMap<String, String>,
+    messages: u64,
+    events: EventCounts,
+    malformed: Vec<Malformed>,
+    order: u64,
+    bytes: u64,
+}
+
+impl Replayer {
+    pub fn new(opts: ReplayOptions) -> Replayer {
+        let views = opts.views.iter().cloned().map(Index::new).collect();
+        Replayer {
+            opts,
+            views,
+            trees: BTreeMap::new(),
+            models: BTreeMap::new(),
+            messages: 0,
+            events: EventCounts::default(),
+            malformed: Vec::new(),
+            order: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Decode and apply one message. A payload kvaudit cannot decode is an error, unless
+    /// `keep_going`, in which case it is counted as malformed (llm-d drops it too).
+    pub fn feed(&mut self, msg: &Message) -> Result<(), DecodeError> {
+        self.messages += 1;
+        self.bytes = msg.payload_offset + msg.payload.len() as u64;
+        let (pod, model) = match &msg.topic {
+            Some(t) => {
+                let (p, m) = parse_topic(t);
+                (p.to_string(), m.to_string())
+            }
+            None => (self.opts.default_pod.clone(), String::new()),
+        };
+        let batch = match decode_batch(&msg.payload, msg.payload_offset as usize, self.opts.engine) {
+            Ok(b) => b,
+            Err(e) => {
+                if !self.opts.keep_going {
+                    self.messages -= 1;
+                    return Err(e);
+                }
+                self.malformed.push(Malformed { offset: e.offset as u64, reason: e.reason });
+                for v in &mut self.views {
+                    *v.stats.messages_dropped.entry(MSG_BATCH_DECODE_ERROR).or_default() += 1;
+                }
+                return Ok(());
+            }
+        };
+        self.apply(&pod, &model, &batch);
+        Ok(())
+    }
+
+    /// Apply an already decoded batch (used by simulations as well as files).
+    pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch) {
+        self.models.entry(pod.to_string()).or_insert_with(|| model.to_string());
+        for ev in &batch.events {
+            match &ev.kind {
+                EventKind::Stored(_) => self.events.block_stored += 1,
+                EventKind::Removed(_) => self.events.block_removed += 1,
+                EventKind::AllCleared => self.events.all_blocks_cleared += 1,
+            }
+        }
+        for v in &mut self.views {
+            v.apply(pod, model, batch, self.opts.engine);
+        }
+        self.track_engine(pod, batch);
+    }
+
+    fn track_engine(&mut self, pod: &str, batch: &Batch) {
+        let tree = self.trees.entry(pod.to_string()).or_default();
+        for ev in &batch.events {
+            match &ev.kind {
+                EventKind::Stored(s) if on_gpu(s.medium.as_deref()) => {
+                    self.order += 1;
+                    insert_blocks(tree, s, self.order);
+                }
+                EventKind::Removed(r) if on_gpu(r.medium.as_deref()) => {
+                    for h in &r.block_hashes {
+                        if let Some(node) = tree.nodes.remove(&h.as_u64()) {
+                            if let Some(p) = node.parent.and_then(|p| tree.nodes.get_mut(&p)) {
+                                p.children = p.children.saturating_sub(1);
+                            }
+                        }
+                    }
+                }
+                EventKind::AllCleared => tree.nodes.clear(),
+                _ => {}
+            }
+        }
+    }
+
+    pub fn finish(mut self, lookups: &[LookupRequest]) -> ReplayReport {
+        let mut sequences = Vec::new();
+        let mut incomplete = 0;
+        for (pod, tree) in &self.trees {
+            let model = self.models.get(pod).cloned().unwrap_or_default();
+            let mut leaves: Vec<(&u64, &Node)> = tree.nodes.iter().filter(|(_, n)| n.children == 0).collect();
+            leaves.sort_by_key(|(_, n)| n.order);
+            for (hash, _) in leaves {
+                let Some(tokens) = chain_tokens(tree, *hash) else {
+                    incomplete += 1;
+                    continue;
+                };
+                let index_tokens = self.views.iter_mut().map(|v| v.lookup_tokens(pod, &model, &tokens)).collect();
+                sequences.push(Sequence { pod: pod.clone(), model: model.clone(), engine_tokens: tokens.len(), index_tokens });
+            }
+        }
+        let mut results = Vec::new();
+        for l in lookups {
+            let pods: Vec<String> = match &l.pod {
+                Some(p) => vec![p.clone()],
+                None => self.models.keys().cloned().collect(),
+            };
+            for pod in pods {
+                let model = l.model.clone().or_else(|| self.models.get(&pod).cloned()).unwrap_or_default();
+                let index_tokens = self.views.iter_mut().map(|v| v.lookup_tokens(&pod, &model, &l.tokens)).collect();
+                results.push(LookupResult { pod, model, tokens: l.tokens.len(), index_tokens });
+            }
+        }
+        ReplayReport {
+            messages: self.messages,
+            events: self.events,
+            malformed: self.malformed,
+            views: self
+                .views
+                .into_iter()
+                .map(|v| ViewReport { config: v.config().clone(), live_keys: v.live_keys(), stats: v.stats })
+                .collect(),
+            sequences,
+            incomplete_sequences: incomplete,
+            lookups: results,
+            bytes: self.bytes,
+        }
+    }
+}
+
+fn on_gpu(medium: Option<&str>) -> bool {
+    medium.is_none_or(|m| m.is_empty() || m.eq_ignore_ascii_case("gpu"))
+}
+
+fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
+    let n = s.block_hashes.len();
+    if n == 0 || s.block_size <= 0 || s.token_ids.len() != n * s.block_size as usize {
+        return;
+    }
+    let bs = s.block_size as usize;
+    let mut parent = s.parent_block_hash.as_ref().map(|h| h.as_u64());
+    for (i, h) in s.block_hashes.iter().enumerate() {
+        let h = h.as_u64();
+        if !tree.nodes.contains_key(&h) {
+            if let Some(p) = parent.and_then(|p| tree.nodes.get_mut(&p)) {
+                p.children += 1;
+            }
+            tree.nodes.insert(h, Node { parent, tokens: s.token_ids[i * bs..(i + 1) * bs].to_vec(), children: 0, order });
+        }
+        parent = Some(h);
+    }
+}
+
+/// Tokens from the root to `leaf`, or `None` when an ancestor is no longer held.
+fn chain_tokens(tree: &PodTree, leaf: u64) -> Option<Vec<u32>> {
+    let mut blocks: Vec<&Node> = Vec::new();
+    let mut at = Some(leaf);
+    while let Some(h) = at {
+        let node = tree.nodes.get(&h)?;
+        blocks.push(node);
+        at = node.parent;
+        if blocks.len() > tree.nodes.len() {
+            return None; // a cycle: corrupt capture
+        }
+    }
+    Some(blocks.iter().rev().flat_map(|n| n.tokens.iter().copied()).collect())
+}

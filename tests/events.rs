@@ -1,0 +1,138 @@
+//! Decoding conformance: every capture in ../shared/fixtures/vllm-events (vLLM 0.9 → 0.33,
+//! `.msgpack` and `.frames`, int and bytes hashes) decodes to exactly its `.json` truth file.
+
+mod common;
+
+use std::path::Path;
+
+use kvaudit::events::capture::CaptureReader;
+use kvaudit::events::{Engine, EventKind, EventWire, Owned, WireHash, decode_batch, BatchWire};
+use serde_json::{Value as Json, json};
+
+fn hash_json(h: &WireHash) -> Json {
+    match h {
+        WireHash::Uint(v, _) => json!(v),
+        WireHash::Int(v, _) => json!(v),
+        WireHash::Bytes(b) => json!({"bytes_hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>()}),
+    }
+}
+
+fn owned_json(o: &Owned) -> Json {
+    match o {
+        Owned::Nil => Json::Null,
+        Owned::Bool(b) => json!(b),
+        Owned::Int(i) => serde_json::from_str(&i.to_string()).unwrap(),
+        Owned::Float(f) => json!(f),
+        Owned::Str(s) => json!(s),
+        Owned::Bytes(b) => json!({"bytes_hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>()}),
+        Owned::List(l) => Json::Array(l.iter().map(owned_json).collect()),
+        Owned::Map(m) => Json::Array(m.iter().map(|(k, v)| json!([owned_json(k), owned_json(v)])).collect()),
+    }
+}
+
+fn event_json(kind: &EventKind) -> Json {
+    match kind {
+        EventKind::Stored(s) => json!({
+            "type": "BlockStored",
+            "block_hashes": s.block_hashes.iter().map(hash_json).collect::<Vec<_>>(),
+            "parent_block_hash": s.parent_block_hash.as_ref().map(hash_json),
+            "token_ids": s.token_ids,
+            "block_size": s.block_size,
+            "lora_id": s.lora_id,
+            "medium": s.medium,
+            "lora_name": s.lora_name,
+            "extra_keys": s.extra_keys.as_ref().map(|e| e.iter().map(owned_json).collect::<Vec<_>>()),
+            "group_idx": s.group_idx,
+            "kv_cache_spec_kind": s.kv_cache_spec_kind,
+            "kv_cache_spec_sliding_window": s.kv_cache_spec_sliding_window,
+            "locality": s.locality,
+            "ownership": s.ownership,
+            "session_id": s.session_id,
+            "lookahead_token_ids": s.lookahead_token_ids,
+        }),
+        EventKind::Removed(r) => json!({
+            "type": "BlockRemoved",
+            "block_hashes": r.block_hashes.iter().map(hash_json).collect::<Vec<_>>(),
+            "medium": r.medium,
+            "group_idx": r.group_idx,
+            "locality": r.locality,
+            "ownership": r.ownership,
+        }),
+        EventKind::AllCleared => json!({"type": "AllBlocksCleared"}),
+    }
+}
+
+fn read_all(path: &Path) -> Vec<kvaudit::events::capture::Message> {
+    let f = std::fs::File::open(path).unwrap();
+    let mut r = CaptureReader::new(std::io::BufReader::new(f)).unwrap();
+    let mut out = Vec::new();
+    while let Some(m) = r.next_message() {
+        out.push(m.unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    }
+    out
+}
+
+#[test]
+fn every_fixture_decodes_to_its_truth_file() {
+    let Some(shared) = common::shared_dir("every_fixture_decodes_to_its_truth_file") else { return };
+    let dir = shared.join("fixtures/vllm-events");
+    let mut checked_events = 0;
+    let mut files = 0;
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json") && n != "index.json" && n != "live-check.json")
+        .collect();
+    names.sort();
+    for name in &names {
+        let truth: Json = serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
+        let stem = name.trim_end_matches(".json");
+        let truth_msgs = truth["messages"].as_array().unwrap();
+        for ext in ["msgpack", "frames"] {
+            let path = dir.join(format!("{stem}.{ext}"));
+            let msgs = read_all(&path);
+            files += 1;
+            assert_eq!(msgs.len(), truth_msgs.len(), "{stem}.{ext}: message count");
+            for (m, t) in msgs.iter().zip(truth_msgs) {
+                let where_ = format!("{stem}.{ext} message {}", t["index"]);
+                if ext == "frames" {
+                    assert_eq!(m.topic.as_deref(), t["topic"].as_str(), "{where_}: topic");
+                    assert_eq!(m.seq, t["seq"].as_u64(), "{where_}: seq");
+                } else {
+                    assert_eq!(m.payload_offset, t["payload_offset"].as_u64().unwrap(), "{where_}: offset");
+                }
+                assert_eq!(m.payload.len() as u64, t["payload_len"].as_u64().unwrap(), "{where_}: payload length");
+                let batch = decode_batch(&m.payload, m.payload_offset as usize, Engine::Vllm)
+                    .unwrap_or_else(|e| panic!("{where_}: {e}"));
+                assert_eq!(batch.ts, t["ts"].as_f64().unwrap(), "{where_}: ts");
+                assert_eq!(batch.data_parallel_rank, t["data_parallel_rank"].as_i64(), "{where_}: rank");
+                assert_eq!(batch.wire, BatchWire::Array(t["batch_wire_length"].as_u64().unwrap() as usize), "{where_}");
+                let tev = t["events"].as_array().unwrap();
+                assert_eq!(batch.events.len(), tev.len(), "{where_}: event count");
+                for (e, te) in batch.events.iter().zip(tev) {
+                    let ours = event_json(&e.kind);
+                    let wire = &te["_wire"];
+                    match (e.wire, wire["form"].as_str().unwrap()) {
+                        (EventWire::Array(n), "array") => assert_eq!(n as u64, wire["length"].as_u64().unwrap(), "{where_}"),
+                        (EventWire::Map, "map") => {}
+                        other => panic!("{where_}: wire form {other:?}"),
+                    }
+                    // Every field of the truth, and nothing set that the truth lacks.
+                    for (k, v) in ours.as_object().unwrap() {
+                        match te.get(k) {
+                            Some(want) => assert_eq!(v, want, "{where_}: {k}"),
+                            None => assert!(v.is_null(), "{where_}: {k} = {v} but absent in this version"),
+                        }
+                    }
+                    for k in te.as_object().unwrap().keys().filter(|k| *k != "_wire") {
+                        assert!(ours.get(k).is_some(), "{where_}: field {k} not decoded");
+                    }
+                    checked_events += 1;
+                }
+            }
+        }
+    }
+    eprintln!("decoded {files} capture files, {checked_events} events identical to their truth files");
+    assert!(files >= 38, "expected every fixture, found {files}");
+}
