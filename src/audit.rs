@@ -61,6 +61,8 @@ pub struct AuditSettings {
     pub align: AlignOptions,
     pub template_name: Option<String>,
     pub fuel: u64,
+    /// Simulate the router's view of every transition.
+    pub router: Option<crate::index::router::RouterSettings>,
 }
 
 #[derive(Debug, Clone)]
@@ -85,6 +87,8 @@ pub struct RolloverShift {
 pub struct ConversationAudit {
     pub source: String,
     pub transitions: Vec<Transition>,
+    /// The router's view of each transition, when asked for.
+    pub routers: Vec<crate::index::router::RouterView>,
     /// One entry per transition when --date-rollover was asked for.
     pub rollover: Option<Vec<RolloverShift>>,
 }
@@ -175,9 +179,19 @@ pub fn diff_turns(
         } else {
             None
         };
+        let routers = match &settings.router {
+            Some(r) => transitions
+                .iter()
+                .map(|t| {
+                    crate::index::router::simulate(r, t.prompt_tokens, &t.held_ids, &t.next_ids)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         audits.push(ConversationAudit {
             source: conv.source.clone(),
             transitions,
+            routers,
             rollover,
         });
     }
@@ -258,4 +272,39 @@ pub fn probe_conversations(system: Option<&str>, resend: ResendMode) -> Vec<Conv
             })
         })
         .collect()
+}
+
+/// Every rendered prompt of each conversation, tokenized: P_1 … P_m and the prompt after the
+/// last reply (for `keys`).
+pub fn conversation_prompts(
+    files: &ModelFiles,
+    tok: &Tokenizer,
+    conversations: &[Conversation],
+    settings: &AuditSettings,
+) -> Result<Vec<(String, Vec<Vec<u32>>)>> {
+    check_special_tokens(files, tok)?;
+    let mut out = Vec::new();
+    for conv in conversations {
+        let has_tools = conv
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+        let template = files.select_template(settings.template_name.as_deref(), has_tools)?;
+        let renderer =
+            ChatRenderer::new(&template.text, files.special_tokens.clone(), settings.fuel)
+                .with_context(|| format!("chat template {}", template.origin))?;
+        let clock = conv.clock.clone().unwrap_or_else(|| settings.clock.clone());
+        let plan = plan_turns(conv, &renderer, &clock, &settings.plan)
+            .with_context(|| format!("conversation {}", conv.source))?;
+        let mut texts: Vec<&str> = plan.turns.iter().map(|t| t.prompt.as_str()).collect();
+        if let Some(Some(last)) = plan.next_prompts.last() {
+            texts.push(last);
+        }
+        let prompts = texts
+            .iter()
+            .map(|t| tok.encode(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.push((conv.source.clone(), prompts));
+    }
+    Ok(out)
 }

@@ -35,6 +35,11 @@ pub enum Command {
     /// Download a model's tokenizer and chat template files into the Hugging Face cache and
     /// print the snapshot directory.
     Fetch(FetchArgs),
+    /// Replay a KV-event capture through llm-d's precise prefix index and report what it
+    /// keeps, what it skips and why, and what lookups find versus what the engine holds.
+    Replay(ReplayArgs),
+    /// Print llm-d's block keys for a token list or a rendered conversation.
+    Keys(Box<KeysArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -90,11 +95,9 @@ pub enum ReplyFormatArg {
     Harmony,
 }
 
+/// Where the conversations come from (shared by diff-turns and keys).
 #[derive(Debug, Args)]
-pub struct DiffTurnsArgs {
-    #[command(flatten)]
-    pub model: ModelArgs,
-
+pub struct ConversationArgs {
     /// A conversation JSON file (repeatable; each is audited separately).
     #[arg(long, short = 'c', value_name = "FILE")]
     pub conversation: Vec<PathBuf>,
@@ -135,6 +138,56 @@ pub struct DiffTurnsArgs {
     #[arg(long, value_name = "TIME")]
     pub now: Option<String>,
 
+    /// Instruction budget per render (templates are untrusted input).
+    #[arg(long, default_value_t = crate::render::DEFAULT_FUEL, hide = true)]
+    pub fuel: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HashArg {
+    #[value(name = "cbor-fnv")]
+    CborFnv,
+    Xxh64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProfileArg {
+    /// Events shorter than one index block fail a digest check (incomplete_canonical_block).
+    #[value(name = "digest-first")]
+    DigestFirst,
+    /// llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants.
+    #[value(name = "router-2026-08")]
+    Router202608,
+}
+
+/// How llm-d's precise index is configured (shared by replay, keys and diff-turns).
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Block key hash.
+    #[arg(long, value_enum, default_value_t = HashArg::CborFnv)]
+    pub hash: HashArg,
+
+    /// llm-d's hashSeed.
+    #[arg(long, default_value = "", value_name = "SEED")]
+    pub hash_seed: String,
+
+    /// Model name used in block keys (default: from each topic, or the --model given).
+    #[arg(long, value_name = "NAME")]
+    pub model_name: Option<String>,
+
+    /// Which llm-d behaviour to reproduce for events shorter than one index block.
+    #[arg(long, value_enum, default_value_t = ProfileArg::DigestFirst)]
+    pub llmd_profile: ProfileArg,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffTurnsArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    #[command(flatten)]
+    pub conversation: ConversationArgs,
+
     /// Also render each prompt one day after the previous (23:59 -> 00:01) and report whether
     /// the divergence moves.
     #[arg(long)]
@@ -149,13 +202,116 @@ pub struct DiffTurnsArgs {
     )]
     pub block_sizes: Vec<usize>,
 
+    /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
+    #[arg(long, default_value_t = 16, value_name = "B")]
+    pub engine_block_size: usize,
+
+    /// llm-d's index block size (blockSizeTokens) for the router view.
+    #[arg(long, default_value_t = 64, value_name = "B")]
+    pub index_block_size: usize,
+
+    #[command(flatten)]
+    pub index: IndexArgs,
+
+    /// The prefix-based P/D decider's settings.
+    #[arg(
+        long,
+        default_value = "non-cached-tokens=512,prompt-tokens=1024",
+        value_name = "SETTINGS"
+    )]
+    pub decider: String,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub format: OutputFormat,
+}
 
-    /// Instruction budget per render (templates are untrusted input).
-    #[arg(long, default_value_t = crate::render::DEFAULT_FUEL, hide = true)]
-    pub fuel: u64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReplayFormat {
+    Human,
+    Json,
+    Prometheus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    Vllm,
+    Sglang,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A capture (`.frames` or raw `.msgpack`, detected from its first bytes); `-` for stdin.
+    pub file: PathBuf,
+
+    /// llm-d index block sizes to emulate; a list is one pass over the file.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "64",
+        value_name = "B,B,..."
+    )]
+    pub index_block_size: Vec<usize>,
+
+    #[command(flatten)]
+    pub index: IndexArgs,
+
+    /// The engine that published the events.
+    #[arg(long, value_enum, default_value_t = EngineArg::Vllm)]
+    pub engine: EngineArg,
+
+    /// Explicit lookups: a JSON list of token-id lists or {"tokens", "pod", "model"} objects.
+    #[arg(long, value_name = "FILE")]
+    pub lookup: Option<PathBuf>,
+
+    /// Count undecodable messages as malformed and go on, instead of stopping.
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// Pod name for captures without topics (raw msgpack).
+    #[arg(long, default_value = "pod-0")]
+    pub pod: String,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReplayFormat::Human)]
+    pub format: ReplayFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    /// Token ids, comma separated.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["tokens_file", "model"])]
+    pub tokens: Vec<u32>,
+
+    /// A file of token ids (a JSON list, or ids separated by commas or whitespace).
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    pub tokens_file: Option<PathBuf>,
+
+    /// Render conversations with this model and print the keys of every prompt.
+    #[arg(long, short = 'm', value_name = "DIR|ORG/NAME")]
+    pub model: Option<String>,
+
+    /// With --model: use the Hugging Face cache only.
+    #[arg(long, requires = "model")]
+    pub offline: bool,
+
+    /// With --model: use this chat template file instead of the model's.
+    #[arg(long, value_name = "FILE", requires = "model")]
+    pub template: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub conversation: ConversationArgs,
+
+    /// llm-d's block size (blockSizeTokens).
+    #[arg(long, default_value_t = 64, value_name = "B")]
+    pub index_block_size: usize,
+
+    #[command(flatten)]
+    pub index: IndexArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

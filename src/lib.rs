@@ -3,9 +3,9 @@
 pub mod align;
 pub mod audit;
 pub mod cli;
+pub mod commands;
 pub mod events;
 pub mod index;
-pub mod commands;
 pub mod model;
 pub mod render;
 pub mod replay;

@@ -24,6 +24,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::DiffTurns(args) => commands::diff_turns::run(args, &mut out),
         Command::Fetch(args) => commands::fetch::run(args, &mut out),
+        Command::Replay(args) => commands::replay::run(args, &mut out),
+        Command::Keys(args) => commands::keys::run(args, &mut out),
     };
     let flushed = out.flush();
     match result {

@@ -96,8 +96,14 @@ impl ReplayReport {
     /// in full, or messages kvaudit could not read.
     pub fn has_findings(&self) -> bool {
         !self.malformed.is_empty()
-            || self.views.iter().any(|v| !v.stats.messages_dropped.is_empty() || !v.stats.stores_skipped.is_empty())
-            || self.sequences.iter().any(|s| s.index_tokens.iter().any(|&t| t < s.engine_tokens))
+            || self
+                .views
+                .iter()
+                .any(|v| !v.stats.messages_dropped.is_empty() || !v.stats.stores_skipped.is_empty())
+            || self
+                .sequences
+                .iter()
+                .any(|s| s.index_tokens.iter().any(|&t| t < s.engine_tokens))
     }
 }
 
@@ -141,16 +147,23 @@ impl Replayer {
             }
             None => (self.opts.default_pod.clone(), String::new()),
         };
-        let batch = match decode_batch(&msg.payload, msg.payload_offset as usize, self.opts.engine) {
+        let batch = match decode_batch(&msg.payload, msg.payload_offset as usize, self.opts.engine)
+        {
             Ok(b) => b,
             Err(e) => {
                 if !self.opts.keep_going {
                     self.messages -= 1;
                     return Err(e);
                 }
-                self.malformed.push(Malformed { offset: e.offset as u64, reason: e.reason });
+                self.malformed.push(Malformed {
+                    offset: e.offset as u64,
+                    reason: e.reason,
+                });
                 for v in &mut self.views {
-                    *v.stats.messages_dropped.entry(MSG_BATCH_DECODE_ERROR).or_default() += 1;
+                    *v.stats
+                        .messages_dropped
+                        .entry(MSG_BATCH_DECODE_ERROR)
+                        .or_default() += 1;
                 }
                 return Ok(());
             }
@@ -161,7 +174,9 @@ impl Replayer {
 
     /// Apply an already decoded batch (used by simulations as well as files).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch) {
-        self.models.entry(pod.to_string()).or_insert_with(|| model.to_string());
+        self.models
+            .entry(pod.to_string())
+            .or_insert_with(|| model.to_string());
         for ev in &batch.events {
             match &ev.kind {
                 EventKind::Stored(_) => self.events.block_stored += 1,
@@ -203,15 +218,25 @@ impl Replayer {
         let mut incomplete = 0;
         for (pod, tree) in &self.trees {
             let model = self.models.get(pod).cloned().unwrap_or_default();
-            let mut leaves: Vec<(&u64, &Node)> = tree.nodes.iter().filter(|(_, n)| n.children == 0).collect();
+            let mut leaves: Vec<(&u64, &Node)> =
+                tree.nodes.iter().filter(|(_, n)| n.children == 0).collect();
             leaves.sort_by_key(|(_, n)| n.order);
             for (hash, _) in leaves {
                 let Some(tokens) = chain_tokens(tree, *hash) else {
                     incomplete += 1;
                     continue;
                 };
-                let index_tokens = self.views.iter_mut().map(|v| v.lookup_tokens(pod, &model, &tokens)).collect();
-                sequences.push(Sequence { pod: pod.clone(), model: model.clone(), engine_tokens: tokens.len(), index_tokens });
+                let index_tokens = self
+                    .views
+                    .iter_mut()
+                    .map(|v| v.lookup_tokens(pod, &model, &tokens))
+                    .collect();
+                sequences.push(Sequence {
+                    pod: pod.clone(),
+                    model: model.clone(),
+                    engine_tokens: tokens.len(),
+                    index_tokens,
+                });
             }
         }
         let mut results = Vec::new();
@@ -221,9 +246,22 @@ impl Replayer {
                 None => self.models.keys().cloned().collect(),
             };
             for pod in pods {
-                let model = l.model.clone().or_else(|| self.models.get(&pod).cloned()).unwrap_or_default();
-                let index_tokens = self.views.iter_mut().map(|v| v.lookup_tokens(&pod, &model, &l.tokens)).collect();
-                results.push(LookupResult { pod, model, tokens: l.tokens.len(), index_tokens });
+                let model = l
+                    .model
+                    .clone()
+                    .or_else(|| self.models.get(&pod).cloned())
+                    .unwrap_or_default();
+                let index_tokens = self
+                    .views
+                    .iter_mut()
+                    .map(|v| v.lookup_tokens(&pod, &model, &l.tokens))
+                    .collect();
+                results.push(LookupResult {
+                    pod,
+                    model,
+                    tokens: l.tokens.len(),
+                    index_tokens,
+                });
             }
         }
         ReplayReport {
@@ -233,7 +271,11 @@ impl Replayer {
             views: self
                 .views
                 .into_iter()
-                .map(|v| ViewReport { config: v.config().clone(), live_keys: v.live_keys(), stats: v.stats })
+                .map(|v| ViewReport {
+                    config: v.config().clone(),
+                    live_keys: v.live_keys(),
+                    stats: v.stats,
+                })
                 .collect(),
             sequences,
             incomplete_sequences: incomplete,
@@ -260,7 +302,15 @@ fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
             if let Some(p) = parent.and_then(|p| tree.nodes.get_mut(&p)) {
                 p.children += 1;
             }
-            tree.nodes.insert(h, Node { parent, tokens: s.token_ids[i * bs..(i + 1) * bs].to_vec(), children: 0, order });
+            tree.nodes.insert(
+                h,
+                Node {
+                    parent,
+                    tokens: s.token_ids[i * bs..(i + 1) * bs].to_vec(),
+                    children: 0,
+                    order,
+                },
+            );
         }
         parent = Some(h);
     }
@@ -278,5 +328,11 @@ fn chain_tokens(tree: &PodTree, leaf: u64) -> Option<Vec<u32>> {
             return None; // a cycle: corrupt capture
         }
     }
-    Some(blocks.iter().rev().flat_map(|n| n.tokens.iter().copied()).collect())
+    Some(
+        blocks
+            .iter()
+            .rev()
+            .flat_map(|n| n.tokens.iter().copied())
+            .collect(),
+    )
 }

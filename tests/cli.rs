@@ -399,3 +399,106 @@ fn usage_errors_exit_2() {
         .code(2);
     kvaudit().arg("--help").assert().code(0);
 }
+
+#[test]
+fn router_view_simulates_decode_events_and_the_decider() {
+    let reply = "A process is an independent program with its own memory space, while a thread is a unit of execution inside a process. Threads of the same process share memory, so they are cheaper to create but need synchronization. The user asks about processes versus threads.";
+    let quick = [
+        "--user",
+        "What is the difference between a process and a thread?",
+        "--reply",
+        reply,
+        "--follow-up",
+        "Thanks, makes sense.",
+    ];
+    // The prompt length, from `keys` (an independent path through the renderer).
+    let keys = kvaudit()
+        .args([
+            "keys",
+            "--model",
+            &model("tiny-plain"),
+            "--now",
+            NOW,
+            "--model-name",
+            "m",
+            "--format",
+            "json",
+        ])
+        .args(quick)
+        .assert()
+        .success();
+    let keys: Json = serde_json::from_slice(&keys.get_output().stdout).unwrap();
+    let p = keys["sequences"][0]["tokens"].as_u64().unwrap();
+    for (index_bs, decider) in [
+        (64u64, "non-cached-tokens=16"),
+        (16, "non-cached-tokens=16"),
+        (64, "non-cached-tokens=512,prompt-tokens=1024"),
+    ] {
+        let v = {
+            let out = kvaudit()
+                .args([
+                    "diff-turns",
+                    "--model",
+                    &model("tiny-plain"),
+                    "--now",
+                    NOW,
+                    "--format",
+                    "json",
+                    "--index-block-size",
+                    &index_bs.to_string(),
+                    "--decider",
+                    decider,
+                ])
+                .args(quick)
+                .assert()
+                .code(0);
+            serde_json::from_slice::<Json>(&out.get_output().stdout).unwrap()
+        };
+        let t = &v["conversations"][0]["transitions"][0];
+        let (h, n) = (
+            t["held_tokens"].as_u64().unwrap(),
+            t["next_prompt_tokens"].as_u64().unwrap(),
+        );
+        let r = &t["router"];
+        let full_blocks = h / 16;
+        let prefill_blocks = p / 16;
+        assert_eq!(
+            r["events_emitted"],
+            1 + full_blocks - prefill_blocks,
+            "one prefill event, one per decode block (p {p}, h {h}, n {n})"
+        );
+        assert_eq!(
+            r["engine_cached_tokens"],
+            full_blocks * 16,
+            "the template extends: every held block is reused"
+        );
+        let visible = if index_bs == 16 {
+            full_blocks * 16
+        } else {
+            prefill_blocks * 16 / 64 * 64
+        };
+        assert_eq!(r["index_visible_tokens"], visible, "block {index_bs}");
+        let skipped: u64 = r["events_skipped"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        // At block 64 every 16-token decode event is skipped, and so is a prefill shorter than 64.
+        let short_prefill = u64::from(prefill_blocks > 0 && prefill_blocks * 16 < 64);
+        assert_eq!(
+            skipped,
+            if index_bs == 16 {
+                0
+            } else {
+                full_blocks - prefill_blocks + short_prefill
+            }
+        );
+        assert_eq!(r["decider"]["non_cached_tokens"], n - visible);
+        let want = match decider {
+            "non-cached-tokens=16" if n - visible >= 16 => "prefill-decode",
+            _ => "decode-only",
+        };
+        assert_eq!(r["decider"]["verdict"], want, "block {index_bs}, {decider}");
+    }
+}

@@ -6,14 +6,16 @@ mod common;
 use std::path::Path;
 
 use kvaudit::events::capture::CaptureReader;
-use kvaudit::events::{Engine, EventKind, EventWire, Owned, WireHash, decode_batch, BatchWire};
+use kvaudit::events::{BatchWire, Engine, EventKind, EventWire, Owned, WireHash, decode_batch};
 use serde_json::{Value as Json, json};
 
 fn hash_json(h: &WireHash) -> Json {
     match h {
         WireHash::Uint(v, _) => json!(v),
         WireHash::Int(v, _) => json!(v),
-        WireHash::Bytes(b) => json!({"bytes_hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>()}),
+        WireHash::Bytes(b) => {
+            json!({"bytes_hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>()})
+        }
     }
 }
 
@@ -24,9 +26,15 @@ fn owned_json(o: &Owned) -> Json {
         Owned::Int(i) => serde_json::from_str(&i.to_string()).unwrap(),
         Owned::Float(f) => json!(f),
         Owned::Str(s) => json!(s),
-        Owned::Bytes(b) => json!({"bytes_hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>()}),
+        Owned::Bytes(b) => {
+            json!({"bytes_hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>()})
+        }
         Owned::List(l) => Json::Array(l.iter().map(owned_json).collect()),
-        Owned::Map(m) => Json::Array(m.iter().map(|(k, v)| json!([owned_json(k), owned_json(v)])).collect()),
+        Owned::Map(m) => Json::Array(
+            m.iter()
+                .map(|(k, v)| json!([owned_json(k), owned_json(v)]))
+                .collect(),
+        ),
     }
 }
 
@@ -74,7 +82,9 @@ fn read_all(path: &Path) -> Vec<kvaudit::events::capture::Message> {
 
 #[test]
 fn every_fixture_decodes_to_its_truth_file() {
-    let Some(shared) = common::shared_dir("every_fixture_decodes_to_its_truth_file") else { return };
+    let Some(shared) = common::shared_dir("every_fixture_decodes_to_its_truth_file") else {
+        return;
+    };
     let dir = shared.join("fixtures/vllm-events");
     let mut checked_events = 0;
     let mut files = 0;
@@ -86,7 +96,8 @@ fn every_fixture_decodes_to_its_truth_file() {
         .collect();
     names.sort();
     for name in &names {
-        let truth: Json = serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
+        let truth: Json =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
         let stem = name.trim_end_matches(".json");
         let truth_msgs = truth["messages"].as_array().unwrap();
         for ext in ["msgpack", "frames"] {
@@ -100,21 +111,39 @@ fn every_fixture_decodes_to_its_truth_file() {
                     assert_eq!(m.topic.as_deref(), t["topic"].as_str(), "{where_}: topic");
                     assert_eq!(m.seq, t["seq"].as_u64(), "{where_}: seq");
                 } else {
-                    assert_eq!(m.payload_offset, t["payload_offset"].as_u64().unwrap(), "{where_}: offset");
+                    assert_eq!(
+                        m.payload_offset,
+                        t["payload_offset"].as_u64().unwrap(),
+                        "{where_}: offset"
+                    );
                 }
-                assert_eq!(m.payload.len() as u64, t["payload_len"].as_u64().unwrap(), "{where_}: payload length");
+                assert_eq!(
+                    m.payload.len() as u64,
+                    t["payload_len"].as_u64().unwrap(),
+                    "{where_}: payload length"
+                );
                 let batch = decode_batch(&m.payload, m.payload_offset as usize, Engine::Vllm)
                     .unwrap_or_else(|e| panic!("{where_}: {e}"));
                 assert_eq!(batch.ts, t["ts"].as_f64().unwrap(), "{where_}: ts");
-                assert_eq!(batch.data_parallel_rank, t["data_parallel_rank"].as_i64(), "{where_}: rank");
-                assert_eq!(batch.wire, BatchWire::Array(t["batch_wire_length"].as_u64().unwrap() as usize), "{where_}");
+                assert_eq!(
+                    batch.data_parallel_rank,
+                    t["data_parallel_rank"].as_i64(),
+                    "{where_}: rank"
+                );
+                assert_eq!(
+                    batch.wire,
+                    BatchWire::Array(t["batch_wire_length"].as_u64().unwrap() as usize),
+                    "{where_}"
+                );
                 let tev = t["events"].as_array().unwrap();
                 assert_eq!(batch.events.len(), tev.len(), "{where_}: event count");
                 for (e, te) in batch.events.iter().zip(tev) {
                     let ours = event_json(&e.kind);
                     let wire = &te["_wire"];
                     match (e.wire, wire["form"].as_str().unwrap()) {
-                        (EventWire::Array(n), "array") => assert_eq!(n as u64, wire["length"].as_u64().unwrap(), "{where_}"),
+                        (EventWire::Array(n), "array") => {
+                            assert_eq!(n as u64, wire["length"].as_u64().unwrap(), "{where_}")
+                        }
                         (EventWire::Map, "map") => {}
                         other => panic!("{where_}: wire form {other:?}"),
                     }
@@ -122,7 +151,10 @@ fn every_fixture_decodes_to_its_truth_file() {
                     for (k, v) in ours.as_object().unwrap() {
                         match te.get(k) {
                             Some(want) => assert_eq!(v, want, "{where_}: {k}"),
-                            None => assert!(v.is_null(), "{where_}: {k} = {v} but absent in this version"),
+                            None => assert!(
+                                v.is_null(),
+                                "{where_}: {k} = {v} but absent in this version"
+                            ),
                         }
                     }
                     for k in te.as_object().unwrap().keys().filter(|k| *k != "_wire") {
@@ -133,6 +165,8 @@ fn every_fixture_decodes_to_its_truth_file() {
             }
         }
     }
-    eprintln!("decoded {files} capture files, {checked_events} events identical to their truth files");
+    eprintln!(
+        "decoded {files} capture files, {checked_events} events identical to their truth files"
+    );
     assert!(files >= 38, "expected every fixture, found {files}");
 }

@@ -6,15 +6,24 @@ use serde_json::{Map, Value as Json};
 use super::Outcome;
 use crate::align::AlignOptions;
 use crate::audit::{self, AuditSettings, ModelSpec, QuickTurn};
-use crate::cli::{DiffTurnsArgs, OutputFormat, ReplyFormatArg, Resend};
+use crate::cli::{
+    ConversationArgs, DiffTurnsArgs, HashArg, IndexArgs, OutputFormat, ProfileArg, ReplyFormatArg,
+    Resend,
+};
 use crate::render::reply::PlanOptions;
 use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, parse_time};
 use crate::report;
 use crate::tokenize::Tokenizer;
 
 pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    let settings = settings(args)?;
-    let conversations = conversations(args)?;
+    let mut settings = settings(&args.conversation, args.model.template_name.clone())?;
+    settings.date_rollover = args.date_rollover;
+    if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {
+        bail!("--block-sizes must be positive integers, e.g. 16,64");
+    }
+    settings.align.block_sizes = args.block_sizes.clone();
+    settings.router = Some(router_settings(args)?);
+    let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&ModelSpec {
         model: args.model.model.clone(),
         revision: args.model.revision.clone(),
@@ -41,15 +50,48 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     })
 }
 
-fn settings(args: &DiffTurnsArgs) -> Result<AuditSettings> {
+fn router_settings(args: &DiffTurnsArgs) -> Result<crate::index::router::RouterSettings> {
+    if args.engine_block_size == 0 || args.index_block_size == 0 {
+        bail!("--engine-block-size and --index-block-size must be positive");
+    }
+    let decider = crate::index::decider::DeciderConfig::parse(&args.decider)
+        .map_err(|e| anyhow::anyhow!("--decider {:?}: {e}", args.decider))?;
+    let mut index = index_config(&args.index, args.index_block_size);
+    index
+        .model_name
+        .get_or_insert_with(|| args.model.model.clone());
+    Ok(crate::index::router::RouterSettings {
+        engine_block_size: args.engine_block_size,
+        index,
+        decider,
+    })
+}
+
+/// llm-d's index settings from the shared flags.
+pub(crate) fn index_config(args: &IndexArgs, block_size: usize) -> crate::index::IndexConfig {
+    let mut cfg = crate::index::IndexConfig::new(block_size);
+    cfg.algo = match args.hash {
+        HashArg::CborFnv => crate::index::HashAlgo::CborFnv,
+        HashArg::Xxh64 => crate::index::HashAlgo::Xxh64,
+    };
+    cfg.seed = args.hash_seed.clone();
+    cfg.model_name = args.model_name.clone();
+    cfg.profile = match args.llmd_profile {
+        ProfileArg::DigestFirst => crate::index::Profile::DigestFirst,
+        ProfileArg::Router202608 => crate::index::Profile::Router202608,
+    };
+    cfg
+}
+
+pub(crate) fn settings(
+    args: &ConversationArgs,
+    template_name: Option<String>,
+) -> Result<AuditSettings> {
     let now = match &args.now {
         Some(t) => parse_time(t)
             .with_context(|| format!("--now {t:?}: expected a time like 2026-01-15T10:00:00"))?,
         None => chrono::Local::now().naive_local(),
     };
-    if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {
-        bail!("--block-sizes must be positive integers, e.g. 16,64");
-    }
     let mut kwargs = Map::new();
     for kv in &args.template_kwarg {
         let (k, v) = kv
@@ -63,7 +105,7 @@ fn settings(args: &DiffTurnsArgs) -> Result<AuditSettings> {
     }
     Ok(AuditSettings {
         clock: Clock::Fixed(now),
-        date_rollover: args.date_rollover,
+        date_rollover: false,
         plan: PlanOptions {
             reply_format: args.reply_format.map(|f| match f {
                 ReplyFormatArg::Plain => ReplyFormat::Plain,
@@ -74,16 +116,14 @@ fn settings(args: &DiffTurnsArgs) -> Result<AuditSettings> {
             kwargs,
             extra_stops: Vec::new(),
         },
-        align: AlignOptions {
-            block_sizes: args.block_sizes.clone(),
-            ..AlignOptions::default()
-        },
-        template_name: args.model.template_name.clone(),
+        align: AlignOptions::default(),
+        template_name,
         fuel: args.fuel,
+        router: None,
     })
 }
 
-fn conversations(args: &DiffTurnsArgs) -> Result<Vec<Conversation>> {
+pub(crate) fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
     let resend = match args.resend {
         Resend::Content => ResendMode::Content,
         Resend::Raw => ResendMode::Raw,

@@ -2,6 +2,8 @@
 
 pub mod diff_turns;
 pub mod fetch;
+pub mod keys;
+pub mod replay;
 
 /// What a command found; main maps it to the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

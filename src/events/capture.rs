@@ -74,7 +74,15 @@ impl<R: Read> CaptureReader<R> {
         let n = read_some(&mut inner, &mut buf)?;
         buf.truncate(n);
         let format = CaptureFormat::detect(&buf);
-        Ok(CaptureReader { inner, format, buf, start: 0, offset: 0, eof: n == 0, failed: false })
+        Ok(CaptureReader {
+            inner,
+            format,
+            buf,
+            start: 0,
+            offset: 0,
+            eof: n == 0,
+            failed: false,
+        })
     }
 
     pub fn format(&self) -> CaptureFormat {
@@ -146,7 +154,13 @@ impl<R: Read> CaptureReader<R> {
                     Ok(true) => {}
                     Ok(false) => {
                         let have = self.available();
-                        return self.fail(self.offset, format!("truncated frame: {} needs {} bytes, {} left", $what, $n, have));
+                        return self.fail(
+                            self.offset,
+                            format!(
+                                "truncated frame: {} needs {} bytes, {} left",
+                                $what, $n, have
+                            ),
+                        );
                     }
                     Err(e) => return self.fail(self.offset, format!("read error: {e}")),
                 }
@@ -155,7 +169,10 @@ impl<R: Read> CaptureReader<R> {
         need!(4, "topic length");
         let topic_len = u32::from_be_bytes(self.consume(4).try_into().unwrap_or_default()) as usize;
         if topic_len > MAX_TOPIC {
-            return self.fail(at, format!("implausible topic length {topic_len} (not a frames capture, or corrupt)"));
+            return self.fail(
+                at,
+                format!("implausible topic length {topic_len} (not a frames capture, or corrupt)"),
+            );
         }
         need!(topic_len, "topic");
         let topic_at = self.offset;
@@ -167,14 +184,21 @@ impl<R: Read> CaptureReader<R> {
         let seq = u64::from_be_bytes(self.consume(8).try_into().unwrap_or_default());
         need!(4, "payload length");
         let len_at = self.offset;
-        let payload_len = u32::from_be_bytes(self.consume(4).try_into().unwrap_or_default()) as usize;
+        let payload_len =
+            u32::from_be_bytes(self.consume(4).try_into().unwrap_or_default()) as usize;
         if payload_len > MAX_PAYLOAD {
             return self.fail(len_at, format!("implausible payload length {payload_len}"));
         }
         need!(payload_len, "payload");
         let payload_offset = self.offset;
         let payload = self.consume(payload_len).to_vec();
-        Some(Ok(Message { topic: Some(topic), seq: Some(seq), payload, offset: at, payload_offset }))
+        Some(Ok(Message {
+            topic: Some(topic),
+            seq: Some(seq),
+            payload,
+            offset: at,
+            payload_offset,
+        }))
     }
 
     fn next_payload(&mut self) -> Option<Result<Message, CaptureError>> {
@@ -188,7 +212,13 @@ impl<R: Read> CaptureReader<R> {
             match value_len(&self.buf[self.start..]) {
                 Ok(Some(n)) => {
                     let payload = self.consume(n).to_vec();
-                    return Some(Ok(Message { topic: None, seq: None, payload, offset: at, payload_offset: at }));
+                    return Some(Ok(Message {
+                        topic: None,
+                        seq: None,
+                        payload,
+                        offset: at,
+                        payload_offset: at,
+                    }));
                 }
                 Ok(None) => {
                     if self.available() > MAX_PAYLOAD {
@@ -202,13 +232,18 @@ impl<R: Read> CaptureReader<R> {
                                 continue;
                             }
                             let have = self.available();
-                            return self.fail(at, format!("truncated msgpack message: {have} bytes left at the end"));
+                            return self.fail(
+                                at,
+                                format!("truncated msgpack message: {have} bytes left at the end"),
+                            );
                         }
                         Ok(_) => {}
                         Err(e) => return self.fail(at, format!("read error: {e}")),
                     }
                 }
-                Err(e) => return self.fail(at + e.offset as u64, format!("not msgpack: {}", e.reason)),
+                Err(e) => {
+                    return self.fail(at + e.offset as u64, format!("not msgpack: {}", e.reason));
+                }
             }
         }
     }
@@ -246,11 +281,17 @@ mod tests {
 
     #[test]
     fn frames_stream_and_truncation() {
-        let data = frames(&[("kv@a@m", 0, &[0x93, 0x00, 0x90, 0x00]), ("kv@a@m", 1, &[0x93, 0x01, 0x90, 0x00])]);
+        let data = frames(&[
+            ("kv@a@m", 0, &[0x93, 0x00, 0x90, 0x00]),
+            ("kv@a@m", 1, &[0x93, 0x01, 0x90, 0x00]),
+        ]);
         let mut r = CaptureReader::new(&data[..]).unwrap();
         assert_eq!(r.format(), CaptureFormat::Frames);
         let m = r.next_message().unwrap().unwrap();
-        assert_eq!((m.topic.as_deref(), m.seq, m.payload.len()), (Some("kv@a@m"), Some(0), 4));
+        assert_eq!(
+            (m.topic.as_deref(), m.seq, m.payload.len()),
+            (Some("kv@a@m"), Some(0), 4)
+        );
         assert_eq!(r.next_message().unwrap().unwrap().seq, Some(1));
         assert!(r.next_message().is_none());
 
@@ -268,12 +309,21 @@ mod tests {
         let data = [0x93, 0x00, 0x90, 0x00, 0x92, 0x01, 0x90];
         let mut r = CaptureReader::new(&data[..]).unwrap();
         assert_eq!(r.format(), CaptureFormat::Msgpack);
-        assert_eq!(r.next_message().unwrap().unwrap().payload, vec![0x93, 0x00, 0x90, 0x00]);
+        assert_eq!(
+            r.next_message().unwrap().unwrap().payload,
+            vec![0x93, 0x00, 0x90, 0x00]
+        );
         assert_eq!(r.next_message().unwrap().unwrap().payload_offset, 4);
         assert!(r.next_message().is_none());
         let mut r = CaptureReader::new(&data[..6]).unwrap();
         r.next_message().unwrap().unwrap();
-        assert!(r.next_message().unwrap().unwrap_err().reason.contains("truncated"));
+        assert!(
+            r.next_message()
+                .unwrap()
+                .unwrap_err()
+                .reason
+                .contains("truncated")
+        );
     }
 
     #[test]
@@ -281,7 +331,14 @@ mod tests {
         let data = frames(&[("ok", 0, &[0x93, 0x00, 0x90, 0x00])]);
         let mut bad = data.clone();
         bad[4] = 0xff;
-        let e = CaptureReader::new(&bad[..]).unwrap().next_message().unwrap().unwrap_err();
-        assert_eq!((e.offset, e.reason.as_str()), (4, "topic is not valid UTF-8"));
+        let e = CaptureReader::new(&bad[..])
+            .unwrap()
+            .next_message()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            (e.offset, e.reason.as_str()),
+            (4, "topic is not valid UTF-8")
+        );
     }
 }

@@ -61,7 +61,11 @@ impl From<&Val<'_>> for Owned {
             Val::Str(s) => Owned::Str(s.to_string()),
             Val::Bin(b) | Val::Ext(_, b) => Owned::Bytes(b.to_vec()),
             Val::Array(a) => Owned::List(a.iter().map(Owned::from).collect()),
-            Val::Map(m) => Owned::Map(m.iter().map(|(k, v)| (Owned::from(k), Owned::from(v))).collect()),
+            Val::Map(m) => Owned::Map(
+                m.iter()
+                    .map(|(k, v)| (Owned::from(k), Owned::from(v)))
+                    .collect(),
+            ),
         }
     }
 }
@@ -142,15 +146,27 @@ pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch
     let batch = match r.head()? {
         Head::Array(n) => {
             if n < 2 {
-                return Err(r.error(at, format!("event batch has {n} elements, expected [ts, events, rank]")));
+                return Err(r.error(
+                    at,
+                    format!("event batch has {n} elements, expected [ts, events, rank]"),
+                ));
             }
             let ts = read_ts(&mut r)?;
             let events = read_events(&mut r, engine)?;
-            let rank = if n >= 3 { r.opt_int("data_parallel_rank")? } else { None };
+            let rank = if n >= 3 {
+                r.opt_int("data_parallel_rank")?
+            } else {
+                None
+            };
             for _ in 3..n {
                 r.skip()?;
             }
-            Batch { ts, events, data_parallel_rank: rank, wire: BatchWire::Array(n) }
+            Batch {
+                ts,
+                events,
+                data_parallel_rank: rank,
+                wire: BatchWire::Array(n),
+            }
         }
         Head::Map(n) => {
             let (mut ts, mut events, mut rank) = (None, None, None);
@@ -171,7 +187,13 @@ pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch
             }
         }
         other => {
-            return Err(r.error(at, format!("event batch must be an array or a map, found {}", msgpack::head_kind(other))));
+            return Err(r.error(
+                at,
+                format!(
+                    "event batch must be an array or a map, found {}",
+                    msgpack::head_kind(other)
+                ),
+            ));
         }
     };
     if !r.at_end() {
@@ -227,7 +249,13 @@ const STORED_POSITIONS_SGLANG: [&str; 8] = [
     "lora_name",
     "extra_keys",
 ];
-const REMOVED_POSITIONS: [&str; 5] = ["block_hashes", "medium", "group_idx", "locality", "ownership"];
+const REMOVED_POSITIONS: [&str; 5] = [
+    "block_hashes",
+    "medium",
+    "group_idx",
+    "locality",
+    "ownership",
+];
 
 fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
     let at = r.position();
@@ -297,7 +325,13 @@ fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
             r.seek(end);
             fields.finish(r, at, EventWire::Map)
         }
-        other => Err(r.error(at, format!("event must be an array or a map, found {}", msgpack::head_kind(other)))),
+        other => Err(r.error(
+            at,
+            format!(
+                "event must be an array or a map, found {}",
+                msgpack::head_kind(other)
+            ),
+        )),
     }
 }
 
@@ -372,12 +406,26 @@ impl<'a> Fields<'a> {
                     Val::Array(items) => {
                         for item in &items {
                             if !matches!(item, Val::Nil | Val::Array(_)) {
-                                return Err(r.error(at, format!("extra_keys: entry is {}, expected an array or nil", item.kind())));
+                                return Err(r.error(
+                                    at,
+                                    format!(
+                                        "extra_keys: entry is {}, expected an array or nil",
+                                        item.kind()
+                                    ),
+                                ));
                             }
                         }
                         Some(items.iter().map(Owned::from).collect())
                     }
-                    other => return Err(r.error(at, format!("extra_keys: expected an array or nil, found {}", other.kind()))),
+                    other => {
+                        return Err(r.error(
+                            at,
+                            format!(
+                                "extra_keys: expected an array or nil, found {}",
+                                other.kind()
+                            ),
+                        ));
+                    }
                 };
             }
             "group_idx" => {
@@ -388,8 +436,12 @@ impl<'a> Fields<'a> {
                     self.removed.group_idx = g;
                 }
             }
-            "kv_cache_spec_kind" if stored => self.stored.kv_cache_spec_kind = r.opt_str(name)?.map(str::to_string),
-            "kv_cache_spec_sliding_window" if stored => self.stored.kv_cache_spec_sliding_window = r.opt_int(name)?,
+            "kv_cache_spec_kind" if stored => {
+                self.stored.kv_cache_spec_kind = r.opt_str(name)?.map(str::to_string)
+            }
+            "kv_cache_spec_sliding_window" if stored => {
+                self.stored.kv_cache_spec_sliding_window = r.opt_int(name)?
+            }
             "locality" | "ownership" => {
                 let v = r.opt_str(name)?.map(str::to_string);
                 match (name, stored) {
@@ -408,17 +460,32 @@ impl<'a> Fields<'a> {
                         let mut out = Vec::with_capacity(lists.len());
                         for l in lists {
                             let Val::Array(ids) = l else {
-                                return Err(r.error(at, "lookahead_token_ids: expected lists of token ids"));
+                                return Err(r.error(
+                                    at,
+                                    "lookahead_token_ids: expected lists of token ids",
+                                ));
                             };
                             out.push(
                                 ids.iter()
-                                    .map(|v| v.as_i64().ok_or_else(|| r.error(at, "lookahead_token_ids: expected integers")))
+                                    .map(|v| {
+                                        v.as_i64().ok_or_else(|| {
+                                            r.error(at, "lookahead_token_ids: expected integers")
+                                        })
+                                    })
                                     .collect::<Result<Vec<_>, _>>()?,
                             );
                         }
                         Some(out)
                     }
-                    other => return Err(r.error(at, format!("lookahead_token_ids: expected an array, found {}", other.kind()))),
+                    other => {
+                        return Err(r.error(
+                            at,
+                            format!(
+                                "lookahead_token_ids: expected an array, found {}",
+                                other.kind()
+                            ),
+                        ));
+                    }
                 };
             }
             // Fields of later releases: ignored, as vLLM's own decoder would.
@@ -431,7 +498,10 @@ impl<'a> Fields<'a> {
         let kind = match self.tag {
             "BlockStored" => {
                 if !self.has_hashes || !self.has_tokens || !self.has_block_size {
-                    return Err(r.error(at, "BlockStored lacks block_hashes, token_ids or block_size"));
+                    return Err(r.error(
+                        at,
+                        "BlockStored lacks block_hashes, token_ids or block_size",
+                    ));
                 }
                 EventKind::Stored(self.stored)
             }
@@ -453,7 +523,13 @@ fn hash_of(r: &Reader, at: usize, v: Val) -> Result<WireHash, DecodeError> {
         Val::Int(i, w) => Ok(WireHash::Int(i, w)),
         Val::Bin(b) if !b.is_empty() => Ok(WireHash::Bytes(b.to_vec())),
         Val::Bin(_) => Err(r.error(at, "block hash is empty bytes")),
-        other => Err(r.error(at, format!("block hash must be an integer or bytes, found {}", other.kind()))),
+        other => Err(r.error(
+            at,
+            format!(
+                "block hash must be an integer or bytes, found {}",
+                other.kind()
+            ),
+        )),
     }
 }
 
@@ -488,12 +564,22 @@ mod tests {
         for t in tokens {
             w.uint(*t as u64);
         }
-        w.str("block_size").uint(16).str("lora_id").nil().str("medium").str("GPU").str("lora_name").nil();
+        w.str("block_size")
+            .uint(16)
+            .str("lora_id")
+            .nil()
+            .str("medium")
+            .str("GPU")
+            .str("lora_name")
+            .nil();
         w.str("extra_keys").array(hashes.len());
         for _ in hashes {
             w.nil();
         }
-        w.str("group_idx").uint(0).str("kv_cache_spec_kind").str("full_attention");
+        w.str("group_idx")
+            .uint(0)
+            .str("kv_cache_spec_kind")
+            .str("full_attention");
     }
 
     #[test]
@@ -505,32 +591,79 @@ mod tests {
         w.uint(0);
         let a = decode_batch(&w.buf, 0, Engine::Vllm).unwrap();
         let mut w = Writer::default();
-        w.array(3).f64(1.5).array(1).array(12).str("BlockStored").array(1).u64_wide(1 << 40).u64_wide(1 << 41);
+        w.array(3)
+            .f64(1.5)
+            .array(1)
+            .array(12)
+            .str("BlockStored")
+            .array(1)
+            .u64_wide(1 << 40)
+            .u64_wide(1 << 41);
         w.array(16);
         for t in &tokens {
             w.uint(*t as u64);
         }
-        w.uint(16).nil().str("GPU").nil().array(1).nil().uint(0).str("full_attention").nil();
+        w.uint(16)
+            .nil()
+            .str("GPU")
+            .nil()
+            .array(1)
+            .nil()
+            .uint(0)
+            .str("full_attention")
+            .nil();
         w.uint(0);
         let b = decode_batch(&w.buf, 0, Engine::Vllm).unwrap();
-        let (EventKind::Stored(x), EventKind::Stored(y)) = (&a.events[0].kind, &b.events[0].kind) else { panic!() };
+        let (EventKind::Stored(x), EventKind::Stored(y)) = (&a.events[0].kind, &b.events[0].kind)
+        else {
+            panic!()
+        };
         assert_eq!(x, y);
         assert_eq!(x.block_hashes[0].as_u64(), 1 << 40);
-        assert_eq!((a.events[0].wire, b.events[0].wire), (EventWire::Map, EventWire::Array(12)));
+        assert_eq!(
+            (a.events[0].wire, b.events[0].wire),
+            (EventWire::Map, EventWire::Array(12))
+        );
     }
 
     #[test]
     fn schema_errors_name_the_field_and_offset() {
         let mut w = Writer::default();
-        w.array(3).f64(0.0).array(1).array(2).str("BlockMoved").array(0).uint(0);
+        w.array(3)
+            .f64(0.0)
+            .array(1)
+            .array(2)
+            .str("BlockMoved")
+            .array(0)
+            .uint(0);
         let e = decode_batch(&w.buf, 1000, Engine::Vllm).unwrap_err();
         assert!(e.reason.contains("unknown event tag \"BlockMoved\""), "{e}");
         assert_eq!(e.offset, 1000 + 12);
         let mut w = Writer::default();
-        w.array(3).f64(0.0).array(1).map(3).str("type").str("BlockRemoved").str("block_hashes").array(1).f64(1.0).str("medium").nil().uint(0);
+        w.array(3)
+            .f64(0.0)
+            .array(1)
+            .map(3)
+            .str("type")
+            .str("BlockRemoved")
+            .str("block_hashes")
+            .array(1)
+            .f64(1.0)
+            .str("medium")
+            .nil()
+            .uint(0);
         let e = decode_batch(&w.buf, 0, Engine::Vllm).unwrap_err();
-        assert!(e.reason.contains("block hash must be an integer or bytes, found float"), "{e}");
-        assert!(decode_batch(&[0x93, 0xcb, 0, 0], 0, Engine::Vllm).unwrap_err().reason.contains("truncated"));
+        assert!(
+            e.reason
+                .contains("block hash must be an integer or bytes, found float"),
+            "{e}"
+        );
+        assert!(
+            decode_batch(&[0x93, 0xcb, 0, 0], 0, Engine::Vllm)
+                .unwrap_err()
+                .reason
+                .contains("truncated")
+        );
     }
 
     #[test]

@@ -100,7 +100,12 @@ const MAX_DEPTH: usize = 64;
 
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8], base: usize) -> Self {
-        Reader { buf, pos: 0, base, depth: 0 }
+        Reader {
+            buf,
+            pos: 0,
+            base,
+            depth: 0,
+        }
     }
 
     pub fn position(&self) -> usize {
@@ -109,7 +114,12 @@ impl<'a> Reader<'a> {
 
     /// A reader over the same buffer starting at `pos` (to revisit a map value).
     pub fn sub_reader(&self, pos: usize) -> Reader<'a> {
-        Reader { buf: self.buf, pos, base: self.base, depth: self.depth }
+        Reader {
+            buf: self.buf,
+            pos,
+            base: self.base,
+            depth: self.depth,
+        }
     }
 
     pub fn seek(&mut self, pos: usize) {
@@ -121,7 +131,10 @@ impl<'a> Reader<'a> {
     }
 
     pub fn error(&self, at: usize, reason: impl Into<String>) -> DecodeError {
-        DecodeError { offset: self.base + at, reason: reason.into() }
+        DecodeError {
+            offset: self.base + at,
+            reason: reason.into(),
+        }
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
@@ -131,12 +144,18 @@ impl<'a> Reader<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(self.error(self.buf.len(), format!("truncated msgpack: {n} more bytes expected"))),
+            None => Err(self.error(
+                self.buf.len(),
+                format!("truncated msgpack: {n} more bytes expected"),
+            )),
         }
     }
 
     fn be(&mut self, n: usize) -> Result<u64, DecodeError> {
-        Ok(self.take(n)?.iter().fold(0u64, |acc, &b| acc << 8 | b as u64))
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0u64, |acc, &b| acc << 8 | b as u64))
     }
 
     /// Read the next value's header (for containers, the element count).
@@ -292,7 +311,10 @@ impl<'a> Reader<'a> {
         let at = self.pos;
         match self.head()? {
             Head::Str(n) => self.str_body(n, at),
-            other => Err(self.error(at, format!("{what}: expected a string, found {}", head_kind(other)))),
+            other => Err(self.error(
+                at,
+                format!("{what}: expected a string, found {}", head_kind(other)),
+            )),
         }
     }
 
@@ -302,7 +324,13 @@ impl<'a> Reader<'a> {
         match self.head()? {
             Head::Nil => Ok(None),
             Head::Str(n) => self.str_body(n, at).map(Some),
-            other => Err(self.error(at, format!("{what}: expected a string or nil, found {}", head_kind(other)))),
+            other => Err(self.error(
+                at,
+                format!(
+                    "{what}: expected a string or nil, found {}",
+                    head_kind(other)
+                ),
+            )),
         }
     }
 
@@ -315,7 +343,13 @@ impl<'a> Reader<'a> {
                 .map(Some)
                 .map_err(|_| self.error(at, format!("{what}: integer {v} out of range"))),
             Head::Int(v, _) => Ok(Some(v)),
-            other => Err(self.error(at, format!("{what}: expected an integer or nil, found {}", head_kind(other)))),
+            other => Err(self.error(
+                at,
+                format!(
+                    "{what}: expected an integer or nil, found {}",
+                    head_kind(other)
+                ),
+            )),
         }
     }
 
@@ -324,7 +358,10 @@ impl<'a> Reader<'a> {
         let at = self.pos;
         match self.head()? {
             Head::Array(n) => Ok(n),
-            other => Err(self.error(at, format!("{what}: expected an array, found {}", head_kind(other)))),
+            other => Err(self.error(
+                at,
+                format!("{what}: expected an array, found {}", head_kind(other)),
+            )),
         }
     }
 
@@ -334,7 +371,10 @@ impl<'a> Reader<'a> {
         let mut out = Vec::with_capacity(n.min(1 << 20));
         for _ in 0..n {
             let at = self.pos;
-            let b = *self.buf.get(at).ok_or_else(|| self.error(at, "truncated msgpack: token id expected"))?;
+            let b = *self
+                .buf
+                .get(at)
+                .ok_or_else(|| self.error(at, "truncated msgpack: token id expected"))?;
             // Fast path: positive fixint and the unsigned widths vLLM's encoder uses.
             let v = match b {
                 0x00..=0x7f => {
@@ -345,7 +385,10 @@ impl<'a> Reader<'a> {
                     Head::Uint(v, _) => v,
                     Head::Int(v, _) => v as u64,
                     other => {
-                        return Err(self.error(at, format!("{what}: expected an integer, found {}", head_kind(other))));
+                        return Err(self.error(
+                            at,
+                            format!("{what}: expected an integer, found {}", head_kind(other)),
+                        ));
                     }
                 },
             };
@@ -520,7 +563,26 @@ mod tests {
 
     #[test]
     fn integer_widths_round_trip() {
-        for v in [0i64, 1, 127, 128, 255, 256, 65535, 65536, 4294967295, 4294967296, -1, -32, -33, -129, -32769, -2147483649, i64::MIN, i64::MAX] {
+        for v in [
+            0i64,
+            1,
+            127,
+            128,
+            255,
+            256,
+            65535,
+            65536,
+            4294967295,
+            4294967296,
+            -1,
+            -32,
+            -33,
+            -129,
+            -32769,
+            -2147483649,
+            i64::MIN,
+            i64::MAX,
+        ] {
             let mut w = Writer::default();
             w.int(v);
             let got = Reader::new(&w.buf, 0).value().unwrap();
@@ -528,7 +590,10 @@ mod tests {
         }
         let mut w = Writer::default();
         w.uint(u64::MAX);
-        assert_eq!(Reader::new(&w.buf, 0).value().unwrap(), Val::Uint(u64::MAX, IntWidth::U64));
+        assert_eq!(
+            Reader::new(&w.buf, 0).value().unwrap(),
+            Val::Uint(u64::MAX, IntWidth::U64)
+        );
     }
 
     #[test]

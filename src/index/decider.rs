@@ -12,21 +12,36 @@ pub struct DeciderConfig {
 impl Default for DeciderConfig {
     /// The decider README's example.
     fn default() -> Self {
-        DeciderConfig { non_cached_tokens: 512, prompt_tokens: 1024 }
+        DeciderConfig {
+            non_cached_tokens: 512,
+            prompt_tokens: 1024,
+        }
     }
 }
 
 impl DeciderConfig {
     /// `non-cached-tokens=512,prompt-tokens=1024` (either part may be left out).
     pub fn parse(text: &str) -> Result<DeciderConfig, String> {
-        let mut cfg = DeciderConfig { non_cached_tokens: 0, prompt_tokens: 0 };
+        let mut cfg = DeciderConfig {
+            non_cached_tokens: 0,
+            prompt_tokens: 0,
+        };
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part.split_once('=').ok_or_else(|| format!("expected key=value, got {part:?}"))?;
-            let v: usize = v.trim().parse().map_err(|_| format!("{k}: {v:?} is not a non-negative integer"))?;
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value, got {part:?}"))?;
+            let v: usize = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{k}: {v:?} is not a non-negative integer"))?;
             match k.trim() {
                 "non-cached-tokens" | "nonCachedTokens" => cfg.non_cached_tokens = v,
                 "prompt-tokens" | "promptTokens" => cfg.prompt_tokens = v,
-                other => return Err(format!("unknown decider setting {other:?} (non-cached-tokens, prompt-tokens)")),
+                other => {
+                    return Err(format!(
+                        "unknown decider setting {other:?} (non-cached-tokens, prompt-tokens)"
+                    ));
+                }
             }
         }
         Ok(cfg)
@@ -80,7 +95,12 @@ pub struct Decision {
 }
 
 /// `disaggregate`: true (prefill-decode) when the uncached part reaches the threshold.
-pub fn decide(cfg: &DeciderConfig, input_tokens: usize, cached_block_count: usize, block_size: usize) -> Decision {
+pub fn decide(
+    cfg: &DeciderConfig,
+    input_tokens: usize,
+    cached_block_count: usize,
+    block_size: usize,
+) -> Decision {
     let cached_tokens = cached_block_count * block_size;
     let non_cached = input_tokens.saturating_sub(cached_tokens);
     let (verdict, rule) = if cfg.non_cached_tokens == 0 {
@@ -94,7 +114,13 @@ pub fn decide(cfg: &DeciderConfig, input_tokens: usize, cached_block_count: usiz
     } else {
         (Verdict::PrefillDecode, Rule::TooManyUncached)
     };
-    Decision { verdict, rule, input_tokens, cached_tokens, non_cached }
+    Decision {
+        verdict,
+        rule,
+        input_tokens,
+        cached_tokens,
+        non_cached,
+    }
 }
 
 #[cfg(test)]
@@ -102,7 +128,10 @@ mod tests {
     use super::*;
 
     fn d(threshold: usize, prompt: usize, cached: usize) -> bool {
-        let cfg = DeciderConfig { non_cached_tokens: threshold, prompt_tokens: prompt };
+        let cfg = DeciderConfig {
+            non_cached_tokens: threshold,
+            prompt_tokens: prompt,
+        };
         decide(&cfg, 10, cached, 1).verdict == Verdict::PrefillDecode
     }
 
@@ -119,15 +148,26 @@ mod tests {
         assert!(d(5, 10, 5));
         assert!(!d(0, 0, 0));
         // TestDisaggregate_UsesUnweightedCachedBlockCount.
-        let cfg = DeciderConfig { non_cached_tokens: 512, prompt_tokens: 0 };
+        let cfg = DeciderConfig {
+            non_cached_tokens: 512,
+            prompt_tokens: 0,
+        };
         assert_eq!(decide(&cfg, 4096, 240, 16).verdict, Verdict::DecodeOnly);
         assert_eq!(decide(&cfg, 4096, 192, 16).verdict, Verdict::PrefillDecode);
     }
 
     #[test]
     fn parse_settings() {
-        assert_eq!(DeciderConfig::parse("non-cached-tokens=512,prompt-tokens=1024").unwrap(), DeciderConfig::default());
-        assert_eq!(DeciderConfig::parse("non-cached-tokens=16").unwrap().prompt_tokens, 0);
+        assert_eq!(
+            DeciderConfig::parse("non-cached-tokens=512,prompt-tokens=1024").unwrap(),
+            DeciderConfig::default()
+        );
+        assert_eq!(
+            DeciderConfig::parse("non-cached-tokens=16")
+                .unwrap()
+                .prompt_tokens,
+            0
+        );
         assert!(DeciderConfig::parse("threshold=3").is_err());
         assert!(DeciderConfig::parse("non-cached-tokens=-1").is_err());
     }

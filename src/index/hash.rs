@@ -150,7 +150,13 @@ impl KeyHasher {
 
     /// Keys of every full `block_size` chunk of `tokens`, chained from `parent`; the tail
     /// shorter than a block is dropped, as llm-d does.
-    pub fn keys(&self, parent: u64, tokens: &[u32], block_size: usize, features: Option<&[Option<Vec<String>>]>) -> Vec<u64> {
+    pub fn keys(
+        &self,
+        parent: u64,
+        tokens: &[u32],
+        block_size: usize,
+        features: Option<&[Option<Vec<String>>]>,
+    ) -> Vec<u64> {
         let mut out = Vec::with_capacity(tokens.len() / block_size);
         let mut prev = parent;
         for (i, chunk) in tokens.chunks_exact(block_size).enumerate() {
@@ -188,17 +194,37 @@ mod tests {
         assert_eq!(h.init_hash(), 14695981039346656037);
         let root = h.root("test-model");
         assert_eq!(root, 17515353698173365712);
-        assert_eq!(h.keys(root, &seq(1, 16), 16, None), vec![9540012594951042066]);
+        assert_eq!(
+            h.keys(root, &seq(1, 16), 16, None),
+            vec![9540012594951042066]
+        );
         assert_eq!(
             h.keys(root, &seq(1, 64), 16, None),
-            vec![9540012594951042066, 16921089685996993662, 1342399872045281493, 14412806440506676804]
+            vec![
+                9540012594951042066,
+                16921089685996993662,
+                1342399872045281493,
+                14412806440506676804
+            ]
         );
-        assert_eq!(h.keys(root, &seq(1, 128), 64, None), vec![16801337067204168178, 17609662910106352825]);
+        assert_eq!(
+            h.keys(root, &seq(1, 128), 64, None),
+            vec![16801337067204168178, 17609662910106352825]
+        );
         let seeded = KeyHasher::new(HashAlgo::CborFnv, "42");
-        assert_eq!(seeded.keys(seeded.root("test-model"), &seq(1, 16), 16, None), vec![3239622172847516705]);
+        assert_eq!(
+            seeded.keys(seeded.root("test-model"), &seq(1, 16), 16, None),
+            vec![3239622172847516705]
+        );
         let f = vec![Some(vec!["abc".to_string()])];
-        assert_eq!(h.keys(root, &seq(1, 16), 16, Some(&f)), vec![12050696698905974389]);
-        assert_eq!(h.keys(16801337067204168178, &seq(81, 144), 64, None), vec![12822320300211671609]);
+        assert_eq!(
+            h.keys(root, &seq(1, 16), 16, Some(&f)),
+            vec![12050696698905974389]
+        );
+        assert_eq!(
+            h.keys(16801337067204168178, &seq(81, 144), 64, None),
+            vec![12822320300211671609]
+        );
     }
 
     #[test]
@@ -206,7 +232,10 @@ mod tests {
         let h = KeyHasher::new(HashAlgo::Xxh64, "");
         assert_eq!(h.init_hash(), 17241709254077376921);
         let root = h.root("test-model");
-        assert_eq!(h.keys(root, &seq(1, 32), 16, None), vec![13553460584553255540, 9887990258693334188]);
+        assert_eq!(
+            h.keys(root, &seq(1, 32), 16, None),
+            vec![13553460584553255540, 9887990258693334188]
+        );
     }
 
     #[test]
@@ -214,7 +243,10 @@ mod tests {
         // [123, [1,2,300], null] -> 83 18 7b 83 01 02 19 01 2c f6
         let mut h = Fnv(FNV_OFFSET);
         h.bytes(&[0x83, 0x18, 0x7b, 0x83, 0x01, 0x02, 0x19, 0x01, 0x2c, 0xf6]);
-        let k = KeyHasher { algo: HashAlgo::CborFnv, init: 0 };
+        let k = KeyHasher {
+            algo: HashAlgo::CborFnv,
+            init: 0,
+        };
         assert_eq!(k.hash(123, Some(&[1, 2, 300]), Extra::None), h.0);
     }
 }

@@ -3,13 +3,16 @@
 
 pub mod decider;
 pub mod hash;
+pub mod router;
 
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
 use crate::events::msgpack::IntWidth;
-use crate::events::{Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash};
+use crate::events::{
+    Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash,
+};
 pub use hash::{HashAlgo, KeyHasher};
 
 /// Which llm-d behaviour to reproduce for events shorter than one index block.
@@ -48,8 +51,10 @@ pub const TIER_UPDATE_UNRESOLVED: &str = "tier_update_unresolved";
 
 /// The reasons llm-d itself counts in `llm_d_epp_kv_cache_events_stores_skipped_total`.
 pub fn llm_d_counts(reason: &str, profile: Profile) -> bool {
-    matches!(reason, UNSUPPORTED_CACHE_KIND | INVALID_BLOCK_SIZE | NON_DENSE_BLOCK_SPAN)
-        || (profile == Profile::DigestFirst && reason == INCOMPLETE_CANONICAL_BLOCK)
+    matches!(
+        reason,
+        UNSUPPORTED_CACHE_KIND | INVALID_BLOCK_SIZE | NON_DENSE_BLOCK_SPAN
+    ) || (profile == Profile::DigestFirst && reason == INCOMPLETE_CANONICAL_BLOCK)
 }
 
 #[derive(Debug, Clone)]
@@ -155,13 +160,18 @@ impl Interner {
 }
 
 fn indexable(kind: &str) -> bool {
-    matches!(kind, "full_attention" | "mla_attention" | "sink_full_attention")
+    matches!(
+        kind,
+        "full_attention" | "mla_attention" | "sink_full_attention"
+    )
 }
 
 /// llm-d's `getHashAsUint64`: only 64-bit integers and non-empty bytes are accepted.
 fn llm_d_hash(h: &WireHash) -> Option<u64> {
     match h {
-        WireHash::Uint(_, IntWidth::U64) | WireHash::Int(_, IntWidth::I64) | WireHash::Bytes(_) => Some(h.as_u64()),
+        WireHash::Uint(_, IntWidth::U64) | WireHash::Int(_, IntWidth::I64) | WireHash::Bytes(_) => {
+            Some(h.as_u64())
+        }
         _ => None,
     }
 }
@@ -169,25 +179,45 @@ fn llm_d_hash(h: &WireHash) -> Option<u64> {
 /// Why llm-d's adapter would refuse this batch, if it would.
 pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(&'static str, String)> {
     match batch.wire {
-        BatchWire::Map => return Some((MSG_BATCH_IS_MAP, "the batch is a map: llm-d decodes zero events".into())),
+        BatchWire::Map => {
+            return Some((
+                MSG_BATCH_IS_MAP,
+                "the batch is a map: llm-d decodes zero events".into(),
+            ));
+        }
         BatchWire::Array(3) => {}
         BatchWire::Array(n) => {
-            return Some((MSG_BATCH_DECODE_ERROR, format!("batch has {n} elements; llm-d's struct decoder needs exactly 3")));
+            return Some((
+                MSG_BATCH_DECODE_ERROR,
+                format!("batch has {n} elements; llm-d's struct decoder needs exactly 3"),
+            ));
         }
     }
     for ev in &batch.events {
         match (engine, ev.wire, &ev.kind) {
             (Engine::Sglang, EventWire::Map, _) => {
-                return Some((MSG_BATCH_DECODE_ERROR, "llm-d's SGLang adapter only decodes array events".into()));
+                return Some((
+                    MSG_BATCH_DECODE_ERROR,
+                    "llm-d's SGLang adapter only decodes array events".into(),
+                ));
             }
             (Engine::Sglang, EventWire::Array(n), EventKind::Stored(_)) if n > 9 => {
-                return Some((MSG_BATCH_DECODE_ERROR, format!("SGLang BlockStored with {n} elements (llm-d takes at most 9)")));
+                return Some((
+                    MSG_BATCH_DECODE_ERROR,
+                    format!("SGLang BlockStored with {n} elements (llm-d takes at most 9)"),
+                ));
             }
             (Engine::Sglang, EventWire::Array(n), EventKind::Removed(_)) if n > 3 => {
-                return Some((MSG_BATCH_DECODE_ERROR, format!("SGLang BlockRemoved with {n} elements (llm-d takes at most 3)")));
+                return Some((
+                    MSG_BATCH_DECODE_ERROR,
+                    format!("SGLang BlockRemoved with {n} elements (llm-d takes at most 3)"),
+                ));
             }
             (Engine::Vllm, EventWire::Array(n), EventKind::Stored(_)) if n < 5 => {
-                return Some((MSG_BATCH_DECODE_ERROR, format!("BlockStored with {n} elements (llm-d needs 5)")));
+                return Some((
+                    MSG_BATCH_DECODE_ERROR,
+                    format!("BlockStored with {n} elements (llm-d needs 5)"),
+                ));
             }
             _ => {}
         }
@@ -197,7 +227,10 @@ pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(&'static st
             EventKind::AllCleared => continue,
         };
         if hashes.iter().chain(parent).any(|h| llm_d_hash(h).is_none()) {
-            return Some((MSG_BATCH_DECODE_ERROR, "a block hash is packed narrower than 64 bits (unsupported hash type)".into()));
+            return Some((
+                MSG_BATCH_DECODE_ERROR,
+                "a block hash is packed narrower than 64 bits (unsupported hash type)".into(),
+            ));
         }
         if group.is_some_and(|g| g < 0) {
             return Some((MSG_BATCH_DECODE_ERROR, "negative group_idx".into()));
@@ -288,7 +321,11 @@ impl Index {
         *self.stats.stores_skipped.entry(reason).or_default() += 1;
         if llm_d_counts(reason, self.cfg.profile) {
             let kind = if kind.is_empty() { "unknown" } else { kind };
-            *self.stats.stores_skipped_by_kind.entry((kind.to_string(), reason)).or_default() += 1;
+            *self
+                .stats
+                .stores_skipped_by_kind
+                .entry((kind.to_string(), reason))
+                .or_default() += 1;
         }
     }
 
@@ -298,7 +335,11 @@ impl Index {
             *self.stats.messages_dropped.entry(reason).or_default() += 1;
             return;
         }
-        let model = self.cfg.model_name.clone().unwrap_or_else(|| model.to_string());
+        let model = self
+            .cfg
+            .model_name
+            .clone()
+            .unwrap_or_else(|| model.to_string());
         let pod_id = self.pods.id(pod);
         for ev in &batch.events {
             match &ev.kind {
@@ -319,16 +360,27 @@ impl Index {
     fn stored(&mut self, pod: u32, model: &str, s: &BlockStored) {
         let bs = self.cfg.block_size;
         let tier = self.tier_id(s.medium.as_deref());
-        let hash_model = s.lora_name.as_deref().filter(|n| !n.is_empty()).unwrap_or(model).to_string();
+        let hash_model = s
+            .lora_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(model)
+            .to_string();
         let mut kind = s.kv_cache_spec_kind.clone().unwrap_or_default();
-        let entry = PodEntry { pod, tier, speculative: false, group: s.group_idx };
+        let entry = PodEntry {
+            pod,
+            tier,
+            speculative: false,
+            group: s.group_idx,
+        };
         if let Some(g) = s.group_idx {
             if kind.is_empty() {
                 if let Some(info) = self.catalog.get(&(pod, g)) {
                     kind = info.kind.clone();
                 }
             } else {
-                self.catalog.insert((pod, g), GroupInfo { kind: kind.clone() });
+                self.catalog
+                    .insert((pod, g), GroupInfo { kind: kind.clone() });
             }
             // Digestibility (S1–S3): only for events that carry a group.
             if !indexable(&kind) {
@@ -359,13 +411,19 @@ impl Index {
             self.root(&hash_model)
         };
         let chunks = tokens / bs;
-        let features = s.extra_keys.as_deref().map(parse_extra_keys).and_then(|f| realign(f, chunks));
+        let features = s
+            .extra_keys
+            .as_deref()
+            .map(parse_extra_keys)
+            .and_then(|f| realign(f, chunks));
         if let Some(f) = &features {
             if f.len() != chunks {
                 return self.skip(EXTRA_FEATURES_MISMATCH, &kind);
             }
         }
-        let request_keys = self.hasher.keys(parent_key, &s.token_ids, bs, features.as_deref());
+        let request_keys = self
+            .hasher
+            .keys(parent_key, &s.token_ids, bs, features.as_deref());
         let engine_keys: Vec<u64> = s.block_hashes.iter().map(WireHash::as_u64).collect();
         if request_keys.is_empty() {
             if tokens == 0 && !engine_keys.is_empty() {
@@ -382,7 +440,14 @@ impl Index {
         self.track_store(pod, tier, s.group_idx, &engine_keys);
     }
 
-    fn tier_update(&mut self, pod: u32, tier: u32, entry: PodEntry, engine_keys: &[u64], kind: &str) {
+    fn tier_update(
+        &mut self,
+        pod: u32,
+        tier: u32,
+        entry: PodEntry,
+        engine_keys: &[u64],
+        kind: &str,
+    ) {
         let mut resolved: Vec<u64> = Vec::new();
         for e in engine_keys {
             if let Some(&k) = self.engine_to_request.get(e).and_then(|v| v.last()) {
@@ -410,7 +475,10 @@ impl Index {
         if ne > 0 && nr > 0 {
             let mut fresh: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
             for i in 0..n {
-                fresh.entry(engine[i * ne / n]).or_default().push(request[i * nr / n]);
+                fresh
+                    .entry(engine[i * ne / n])
+                    .or_default()
+                    .push(request[i * nr / n]);
             }
             for (e, keys) in fresh {
                 self.engine_to_request.insert(e, keys);
@@ -445,18 +513,31 @@ impl Index {
         if let Some(g) = r.group_idx {
             match self.catalog.get(&(pod, g)) {
                 None => {
-                    *self.stats.removals_skipped.entry(("unknown".into(), "unknown_group")).or_default() += 1;
+                    *self
+                        .stats
+                        .removals_skipped
+                        .entry(("unknown".into(), "unknown_group"))
+                        .or_default() += 1;
                     return;
                 }
                 Some(info) if !indexable(&info.kind) => {
                     let kind = info.kind.clone();
-                    *self.stats.removals_skipped.entry((kind, UNSUPPORTED_CACHE_KIND)).or_default() += 1;
+                    *self
+                        .stats
+                        .removals_skipped
+                        .entry((kind, UNSUPPORTED_CACHE_KIND))
+                        .or_default() += 1;
                     return;
                 }
                 Some(_) => {}
             }
         }
-        let entry = PodEntry { pod, tier, speculative: false, group: r.group_idx };
+        let entry = PodEntry {
+            pod,
+            tier,
+            speculative: false,
+            group: r.group_idx,
+        };
         for h in &r.block_hashes {
             let hash = h.as_u64();
             let forward = match self.dedup.get_mut(&pod) {
@@ -488,7 +569,9 @@ impl Index {
     }
 
     fn evict(&mut self, engine_key: u64, entry: PodEntry) {
-        let Some(keys) = self.engine_to_request.get(&engine_key).cloned() else { return };
+        let Some(keys) = self.engine_to_request.get(&engine_key).cloned() else {
+            return;
+        };
         for k in &keys {
             if let Some(cache) = self.data.get_mut(k) {
                 cache.retain(|e| *e != entry);
@@ -512,17 +595,27 @@ impl Index {
 
     /// Request keys of a token sequence from the model's root.
     pub fn request_keys(&mut self, model: &str, tokens: &[u32]) -> Vec<u64> {
-        let model = self.cfg.model_name.clone().unwrap_or_else(|| model.to_string());
+        let model = self
+            .cfg
+            .model_name
+            .clone()
+            .unwrap_or_else(|| model.to_string());
         let root = self.root(&model);
         self.hasher.keys(root, tokens, self.cfg.block_size, None)
     }
 
     /// `CachedBlockCount`: consecutive keys from the first where `pod` has any entry.
     pub fn cached_blocks(&mut self, pod: &str, model: &str, tokens: &[u32]) -> usize {
-        let Some(pod_id) = self.pods.get(pod) else { return 0 };
+        let Some(pod_id) = self.pods.get(pod) else {
+            return 0;
+        };
         let keys = self.request_keys(model, tokens);
         keys.iter()
-            .take_while(|k| self.data.get(k).is_some_and(|c| c.iter().any(|e| e.pod == pod_id)))
+            .take_while(|k| {
+                self.data
+                    .get(k)
+                    .is_some_and(|c| c.iter().any(|e| e.pod == pod_id))
+            })
             .count()
     }
 
@@ -543,16 +636,30 @@ mod tests {
 
     #[test]
     fn topics() {
-        assert_eq!(parse_topic("kv@pod-123@llama-2-7b"), ("pod-123", "llama-2-7b"));
-        assert_eq!(parse_topic("pod-123@llama-2-7b"), ("pod-123@llama-2-7b", ""));
+        assert_eq!(
+            parse_topic("kv@pod-123@llama-2-7b"),
+            ("pod-123", "llama-2-7b")
+        );
+        assert_eq!(
+            parse_topic("pod-123@llama-2-7b"),
+            ("pod-123@llama-2-7b", "")
+        );
         assert_eq!(parse_topic("fallback"), ("fallback", ""));
-        assert_eq!(parse_topic("kv@10.0.0.1:8000@Qwen/Qwen3-32B"), ("10.0.0.1:8000", "Qwen/Qwen3-32B"));
+        assert_eq!(
+            parse_topic("kv@10.0.0.1:8000@Qwen/Qwen3-32B"),
+            ("10.0.0.1:8000", "Qwen/Qwen3-32B")
+        );
     }
 
     #[test]
     fn proportional_mapping() {
         let mut idx = Index::new(IndexConfig::new(64));
-        let e = PodEntry { pod: 0, tier: 0, speculative: false, group: None };
+        let e = PodEntry {
+            pod: 0,
+            tier: 0,
+            speculative: false,
+            group: None,
+        };
         idx.add(&[10, 11, 12], &[1, 2], e);
         assert_eq!(idx.engine_to_request[&10], vec![1]);
         assert_eq!(idx.engine_to_request[&11], vec![1]);
@@ -568,22 +675,43 @@ mod tests {
     fn extra_features_realign() {
         let a = |s: &str| Some(vec![s.to_string()]);
         let merged = realign(vec![a("a"), a("b"), None, a("c")], 2).unwrap();
-        assert_eq!(merged, vec![Some(vec!["a".to_string(), "b".to_string()]), a("c")]);
-        assert_eq!(realign(vec![a("x")], 3).unwrap(), vec![a("x"), a("x"), a("x")]);
+        assert_eq!(
+            merged,
+            vec![Some(vec!["a".to_string(), "b".to_string()]), a("c")]
+        );
+        assert_eq!(
+            realign(vec![a("x")], 3).unwrap(),
+            vec![a("x"), a("x"), a("x")]
+        );
         assert_eq!(realign(vec![a("x")], 0), None);
         let raw = vec![
-            Owned::List(vec![Owned::Str("lora".into()), Owned::List(vec![Owned::Str("mm".into()), Owned::Int(5)]), Owned::Int(3)]),
+            Owned::List(vec![
+                Owned::Str("lora".into()),
+                Owned::List(vec![Owned::Str("mm".into()), Owned::Int(5)]),
+                Owned::Int(3),
+            ]),
             Owned::Nil,
             Owned::List(vec![Owned::Int(1)]),
         ];
-        assert_eq!(parse_extra_keys(&raw), vec![Some(vec!["lora".to_string(), "mm".to_string()]), None, None]);
+        assert_eq!(
+            parse_extra_keys(&raw),
+            vec![Some(vec!["lora".to_string(), "mm".to_string()]), None, None]
+        );
     }
 
     #[test]
     fn per_key_lru_keeps_ten_entries() {
         let mut idx = Index::new(IndexConfig::new(16));
         for pod in 0..12u32 {
-            idx.add_entry(7, PodEntry { pod, tier: 0, speculative: false, group: None });
+            idx.add_entry(
+                7,
+                PodEntry {
+                    pod,
+                    tier: 0,
+                    speculative: false,
+                    group: None,
+                },
+            );
         }
         let pods: Vec<u32> = idx.data[&7].iter().map(|e| e.pod).collect();
         assert_eq!(pods, (2..12).collect::<Vec<_>>());

@@ -7,6 +7,7 @@ use serde_json::{Value as Json, json};
 
 use crate::align::{DiffStep, TokenView, Transition};
 use crate::audit::DiffTurnsReport;
+use crate::index::router::RouterView;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -21,6 +22,9 @@ pub fn to_json(report: &DiffTurnsReport) -> Json {
                 .enumerate()
                 .map(|(i, t)| {
                     let mut v = transition_json(t);
+                    if let Some(r) = c.routers.get(i) {
+                        v["router"] = router_json(r);
+                    }
                     if let Some(shift) = c.rollover.as_ref().and_then(|r| r.get(i)) {
                         v["date_rollover"] = json!({
                             "common_prefix_tokens": shift.common_prefix_tokens,
@@ -57,6 +61,28 @@ fn transition_json(t: &Transition) -> Json {
         "rewrite": t.rewrite,
         "retokenization_drift": t.retokenization_drift,
         "uncached": t.uncached,
+    })
+}
+
+/// The decider as llm-d-router wires it reads the approximate producer (§5.2 of the llm-d notes).
+pub const DECIDER_WIRING_NOTE: &str = "as wired in llm-d-router (2026-08) the prefix-based-pd-decider reads the approx-prefix-cache-producer's match info, not the precise index, unless the precise producer is named approx-prefix-cache-producer";
+
+fn router_json(r: &RouterView) -> Json {
+    json!({
+        "engine_block_size": r.engine_block_size,
+        "index_block_size": r.index_block_size,
+        "engine_cached_tokens": r.engine_cached_tokens,
+        "index_visible_tokens": r.index_visible_tokens,
+        "events_emitted": r.events_emitted,
+        "events_skipped": r.events_skipped,
+        "decider": {
+            "verdict": r.decision.verdict.name(),
+            "input_tokens": r.decision.input_tokens,
+            "cached_tokens": r.decision.cached_tokens,
+            "non_cached_tokens": r.decision.non_cached,
+            "rule": r.decision.rule.to_string(),
+            "note": DECIDER_WIRING_NOTE,
+        },
     })
 }
 
@@ -147,6 +173,30 @@ pub fn to_human(report: &DiffTurnsReport) -> String {
                     tokens(&d.encoded)
                 );
             }
+            if let Some(r) = c.routers.get(i) {
+                let skipped: Vec<String> = r
+                    .events_skipped
+                    .iter()
+                    .map(|(k, v)| format!("{v} {k}"))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "    router: pod reuses {} tokens, llm-d index (block {}) sees {}; {} of {} events skipped{}; decider: {} ({} uncached, {})",
+                    r.engine_cached_tokens,
+                    r.index_block_size,
+                    r.index_visible_tokens,
+                    r.events_skipped.values().sum::<u64>(),
+                    r.events_emitted,
+                    if skipped.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", skipped.join(", "))
+                    },
+                    r.decision.verdict.name(),
+                    r.decision.non_cached,
+                    r.decision.rule,
+                );
+            }
             if let Some(shift) = c.rollover.as_ref().and_then(|r| r.get(i)) {
                 let what = match (shift.rewrite_position, shift.moved) {
                     (None, _) => "no divergence".to_string(),
@@ -164,6 +214,9 @@ pub fn to_human(report: &DiffTurnsReport) -> String {
             }
         }
         out.push_str(&uncached_table(&c.transitions));
+    }
+    if report.conversations.iter().any(|c| !c.routers.is_empty()) {
+        let _ = writeln!(out, "\nnote: {DECIDER_WIRING_NOTE}.");
     }
     out
 }

@@ -1,0 +1,162 @@
+use std::io::{IsTerminal, Read};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value as Json;
+
+use super::Outcome;
+use super::diff_turns::index_config;
+use crate::cli::{EngineArg, ReplayArgs, ReplayFormat};
+use crate::events::Engine;
+use crate::events::capture::CaptureReader;
+use crate::replay::{LookupRequest, ReplayOptions, Replayer};
+use crate::report::replay::{InputInfo, to_human, to_json, to_prometheus};
+
+/// Stopped on bad input after printing what was counted: exit 2 with this message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StoppedOnBadInput(pub String);
+
+pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
+    if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
+        bail!("--index-block-size must be positive integers, e.g. 16,64");
+    }
+    let lookups = match &args.lookup {
+        Some(p) => read_lookups(p)?,
+        None => Vec::new(),
+    };
+    let shown = args.file.display().to_string();
+    let (source, size): (Box<dyn Read>, Option<u64>) = if shown == "-" {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let f = std::fs::File::open(&args.file)
+            .with_context(|| format!("cannot open capture {shown}"))?;
+        let size = f.metadata().ok().map(|m| m.len());
+        (Box::new(f), size)
+    };
+    let mut reader = CaptureReader::new(std::io::BufReader::with_capacity(1 << 20, source))
+        .with_context(|| format!("cannot read capture {shown}"))?;
+    let views = args
+        .index_block_size
+        .iter()
+        .map(|&b| index_config(&args.index, b))
+        .collect();
+    let mut replayer = Replayer::new(ReplayOptions {
+        views,
+        engine: match args.engine {
+            EngineArg::Vllm => Engine::Vllm,
+            EngineArg::Sglang => Engine::Sglang,
+        },
+        keep_going: args.keep_going,
+        default_pod: args.pod.clone(),
+    });
+    let progress = progress_bar(size);
+    let mut error: Option<(u64, String)> = None;
+    let mut n: u64 = 0;
+    while let Some(msg) = reader.next_message() {
+        let msg = match msg {
+            Ok(m) => m,
+            Err(e) => {
+                error = Some((e.offset, e.reason));
+                break;
+            }
+        };
+        if let Err(e) = replayer.feed(&msg) {
+            error = Some((e.offset as u64, e.reason));
+            break;
+        }
+        n += 1;
+        if n % 4096 == 0 {
+            if let Some(p) = &progress {
+                p.set_position(reader.offset());
+            }
+        }
+    }
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    let report = replayer.finish(&lookups);
+    let input = InputInfo {
+        path: &shown,
+        format: reader.format().name(),
+        error: error.clone(),
+    };
+    let text = match args.format {
+        ReplayFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&to_json(&report, &input))?;
+            s.push('\n');
+            s
+        }
+        ReplayFormat::Prometheus => to_prometheus(&report),
+        ReplayFormat::Human => to_human(&report, &input),
+    };
+    out.write_all(text.as_bytes())?;
+    if let Some((offset, reason)) = error {
+        let hint = if args.keep_going {
+            ""
+        } else {
+            "; --keep-going counts such messages and goes on where the framing allows"
+        };
+        return Err(StoppedOnBadInput(format!("{shown}: byte {offset}: {reason}{hint}")).into());
+    }
+    Ok(if report.has_findings() {
+        Outcome::Findings
+    } else {
+        Outcome::Clean
+    })
+}
+
+fn progress_bar(size: Option<u64>) -> Option<indicatif::ProgressBar> {
+    let size = size.filter(|&s| s > 64 << 20)?;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(size);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    Some(bar)
+}
+
+/// `[[1,2,3], {"tokens": [..], "pod": "..", "model": ".."}]`
+fn read_lookups(path: &std::path::Path) -> Result<Vec<LookupRequest>> {
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read lookups {shown}"))?;
+    let v: Json = serde_json::from_str(&text)
+        .with_context(|| format!("lookups {shown} is not valid JSON"))?;
+    let items = v
+        .as_array()
+        .with_context(|| format!("lookups {shown}: expected a JSON list"))?;
+    let ids = |v: &Json, i: usize| -> Result<Vec<u32>> {
+        v.as_array()
+            .and_then(|a| {
+                a.iter()
+                    .map(|x| {
+                        x.as_u64()
+                            .filter(|&t| t <= u32::MAX as u64)
+                            .map(|t| t as u32)
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .with_context(|| format!("lookups {shown}: entry {i} needs a list of token ids"))
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Json::Array(_) => Ok(LookupRequest {
+                tokens: ids(item, i)?,
+                pod: None,
+                model: None,
+            }),
+            Json::Object(o) => Ok(LookupRequest {
+                tokens: ids(o.get("tokens").unwrap_or(&Json::Null), i)?,
+                pod: o.get("pod").and_then(Json::as_str).map(str::to_string),
+                model: o.get("model").and_then(Json::as_str).map(str::to_string),
+            }),
+            _ => bail!("lookups {shown}: entry {i} must be a list or an object"),
+        })
+        .collect()
+}

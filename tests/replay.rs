@@ -1,0 +1,439 @@
+//! `kvaudit replay` and `kvaudit keys` end to end: the reference's worked examples, captures
+//! built here in the seed write-up's shape, bad input, and output formats.
+
+mod common;
+
+use assert_cmd::Command;
+use kvaudit::events::capture::write_frame;
+use kvaudit::events::msgpack::Writer;
+use serde_json::Value as Json;
+
+fn kvaudit() -> Command {
+    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
+    cmd.current_dir(common::repo_root()).env("NO_COLOR", "1");
+    cmd
+}
+
+fn fixture(name: &str) -> Option<String> {
+    let shared = common::shared_dir(name)?;
+    Some(
+        shared
+            .join("fixtures/vllm-events")
+            .join(name)
+            .display()
+            .to_string(),
+    )
+}
+
+fn replay_json(file: &str, extra: &[&str], code: i32) -> Json {
+    let out = kvaudit()
+        .args(["replay", file, "--format", "json"])
+        .args(extra)
+        .assert()
+        .code(code);
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+fn view<'a>(v: &'a Json, block: u64) -> &'a Json {
+    v["views"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["index_block_size"] == block)
+        .unwrap()
+}
+
+fn skipped(view: &Json) -> u64 {
+    view["stores_skipped"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+fn seq(view: &Json) -> (u64, u64) {
+    let s = &view["sequences"][0];
+    (
+        s["engine_tokens"].as_u64().unwrap(),
+        s["index_tokens"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn vllm_captures_s1_and_s2() {
+    for (name, full) in [
+        ("s1.frames", 112),
+        ("s1.msgpack", 112),
+        ("s2.frames", 128),
+        ("legacy-v0.23.0-s1.frames", 112),
+    ] {
+        let Some(file) = fixture(name) else { return };
+        let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
+        let (b16, b64) = (view(&v, 16), view(&v, 64));
+        assert_eq!(skipped(b16), 0, "{name}");
+        assert_eq!(seq(b16), (full, full), "{name}");
+        assert_eq!(skipped(b64), 3, "{name}");
+        assert_eq!(
+            b64["stores_skipped"]["incomplete_canonical_block"], 3,
+            "{name}"
+        );
+        assert_eq!(seq(b64), (full, 64), "{name}");
+        assert_eq!(v["events"]["block_stored"], 4);
+    }
+}
+
+/// A capture in the seed write-up's shape: one prefill BlockStored, then one 16-token event
+/// per reply block (all four blocks of a 64-token reply), vLLM 0.33 map events.
+fn seed_capture(prompt: u32) -> Vec<u8> {
+    let mut frames = Vec::new();
+    let tokens: Vec<u32> = (1..=prompt + 64).collect();
+    let bs = 16usize;
+    let hash = |i: usize| 0x8000_0000_0000_0000u64 | (prompt as u64) << 32 | i as u64;
+    let mut emit = |seq: u64, first_block: usize, blocks: usize| {
+        let mut w = Writer::default();
+        w.array(3)
+            .f64(1.0 + seq as f64)
+            .array(1)
+            .map(11)
+            .str("type")
+            .str("BlockStored");
+        w.str("block_hashes").array(blocks);
+        for b in first_block..first_block + blocks {
+            w.u64_wide(hash(b));
+        }
+        w.str("parent_block_hash");
+        if first_block == 0 {
+            w.nil()
+        } else {
+            w.u64_wide(hash(first_block - 1))
+        };
+        let toks = &tokens[first_block * bs..(first_block + blocks) * bs];
+        w.str("token_ids").array(toks.len());
+        for t in toks {
+            w.uint(*t as u64);
+        }
+        w.str("block_size")
+            .uint(16)
+            .str("lora_id")
+            .nil()
+            .str("medium")
+            .str("GPU")
+            .str("lora_name")
+            .nil();
+        w.str("extra_keys").array(blocks);
+        for _ in 0..blocks {
+            w.nil();
+        }
+        w.str("group_idx")
+            .uint(0)
+            .str("kv_cache_spec_kind")
+            .str("full_attention");
+        w.uint(0);
+        write_frame(&mut frames, b"kv@decode-0@demo-model", seq, &w.buf);
+    };
+    let prefill = prompt as usize / bs;
+    emit(0, 0, prefill);
+    for (i, b) in (prefill..prefill + 4).enumerate() {
+        emit(1 + i as u64, b, 1);
+    }
+    frames
+}
+
+#[test]
+fn seed_shape_captures() {
+    let dir = tempfile::tempdir().unwrap();
+    for (prompt, full) in [(64u32, 128u64), (80, 144)] {
+        let path = dir.path().join(format!("seed-{prompt}.frames"));
+        std::fs::write(&path, seed_capture(prompt)).unwrap();
+        let file = path.display().to_string();
+        let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
+        assert_eq!(skipped(view(&v, 16)), 0);
+        assert_eq!(seq(view(&v, 16)), (full, full));
+        let b64 = view(&v, 64);
+        assert_eq!(
+            b64["stores_skipped"],
+            serde_json::json!({"incomplete_canonical_block": 4})
+        );
+        assert_eq!(seq(b64), (full, 64));
+        assert_eq!(b64["sequences"][0]["model"], "demo-model");
+        assert_eq!(b64["sequences"][0]["pod"], "decode-0");
+        // llm-d-router's own behaviour: one silent drop, then the cascade.
+        let v = replay_json(&file, &["--llmd-profile", "router-2026-08"], 1);
+        assert_eq!(
+            view(&v, 64)["stores_skipped"],
+            serde_json::json!({"incomplete_canonical_block": 1, "parent_unresolved": 3})
+        );
+        assert_eq!(seq(view(&v, 64)), (full, 64));
+        // Prometheus: the digest-first view counts the seed's metric, llm-d-router does not.
+        let prom = kvaudit()
+            .args(["replay", &file, "--format", "prometheus"])
+            .assert()
+            .code(1);
+        let text = String::from_utf8(prom.get_output().stdout.clone()).unwrap();
+        assert!(text.contains("llm_d_epp_kv_cache_events_stores_skipped_total{cache_kind=\"full_attention\",reason=\"incomplete_canonical_block\",index_block_size=\"64\",profile=\"digest-first\"} 4"), "{text}");
+        let prom = kvaudit()
+            .args([
+                "replay",
+                &file,
+                "--format",
+                "prometheus",
+                "--llmd-profile",
+                "router-2026-08",
+            ])
+            .assert()
+            .code(1);
+        let text = String::from_utf8(prom.get_output().stdout.clone()).unwrap();
+        assert!(
+            !text.contains("llm_d_epp_kv_cache_events_stores_skipped_total{"),
+            "{text}"
+        );
+        assert!(text.contains("kvaudit_events_skipped_total{reason=\"parent_unresolved\",index_block_size=\"64\",profile=\"router-2026-08\"} 3"), "{text}");
+    }
+}
+
+#[test]
+fn explicit_lookups() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("seed.frames");
+    std::fs::write(&cap, seed_capture(64)).unwrap();
+    let lookups = dir.path().join("lookups.json");
+    let all: Vec<u32> = (1..=128).collect();
+    std::fs::write(&lookups, serde_json::to_string(&serde_json::json!([all[..64], {"tokens": all, "pod": "decode-0"}, {"tokens": all, "pod": "other"}])).unwrap()).unwrap();
+    let v = replay_json(
+        &cap.display().to_string(),
+        &[
+            "--index-block-size",
+            "16,64",
+            "--lookup",
+            &lookups.display().to_string(),
+        ],
+        1,
+    );
+    let found = |b: u64| -> Vec<u64> {
+        view(&v, b)["lookups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["index_tokens"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(found(16), vec![64, 128, 0]);
+    assert_eq!(found(64), vec![64, 64, 0]);
+}
+
+#[test]
+fn narrow_integer_hashes_make_llm_d_drop_whole_messages() {
+    let Some(file) = fixture("s7.frames") else {
+        return;
+    };
+    let v = replay_json(&file, &[], 1);
+    assert_eq!(v["messages"], 3);
+    assert_eq!(v["malformed"], 0, "kvaudit itself decodes every width");
+    assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 3);
+    let Some(file) = fixture("legacy-v0.9.0-s1.frames") else {
+        return;
+    };
+    let v = replay_json(&file, &[], 1);
+    assert_eq!(
+        view(&v, 64)["messages_dropped"]["batch_decode_error"],
+        4,
+        "2-element batches"
+    );
+}
+
+fn frame(topic: &[u8], seq: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_frame(&mut out, topic, seq, payload);
+    out
+}
+
+fn fails(bytes: &[u8], extra: &[&str], want: &str) -> (String, Json) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.frames");
+    std::fs::write(&path, bytes).unwrap();
+    let out = kvaudit()
+        .args(["replay", &path.display().to_string(), "--format", "json"])
+        .args(extra)
+        .assert()
+        .code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.contains(want), "expected {want:?} in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!err.contains("panicked"));
+    (
+        err,
+        serde_json::from_slice(&out.get_output().stdout).unwrap(),
+    )
+}
+
+#[test]
+fn bad_input_reports_the_offset_and_keeps_counts() {
+    let good = seed_capture(64);
+    let first_len = {
+        // Length of the first frame: 4 + topic + 8 + 4 + payload.
+        let topic = u32::from_be_bytes(good[..4].try_into().unwrap()) as usize;
+        let pl =
+            u32::from_be_bytes(good[4 + topic + 8..4 + topic + 12].try_into().unwrap()) as usize;
+        4 + topic + 12 + pl
+    };
+    // Truncated in the middle of the second frame's payload.
+    let (err, v) = fails(&good[..first_len + 40], &[], "truncated frame");
+    assert!(
+        err.contains(&format!("byte {}", first_len + 4 + 22 + 12)),
+        "{err}"
+    );
+    assert_eq!(v["messages"], 1, "counts of everything before the error");
+    assert_eq!(v["input"]["error"]["offset"], first_len + 4 + 22 + 12);
+    // A payload length beyond the file.
+    let mut beyond = good[..first_len].to_vec();
+    beyond.extend_from_slice(&frame(b"kv@p@m", 1, &[0x93])[..18]);
+    beyond.extend_from_slice(&1000u32.to_be_bytes());
+    fails(&beyond, &[], "truncated frame: payload needs 1000 bytes");
+    // Invalid UTF-8 topic.
+    let mut bad_topic = good[..first_len].to_vec();
+    bad_topic.extend_from_slice(&frame(&[0x6b, 0xff, 0x40], 1, &[0x93, 0x00, 0x90, 0x00]));
+    let (err, _) = fails(&bad_topic, &[], "topic is not valid UTF-8");
+    assert!(err.contains(&format!("byte {}", first_len + 4)), "{err}");
+    // Unknown tag and wrong field types: stop, or count and go on with --keep-going.
+    let mut w = Writer::default();
+    w.array(3)
+        .f64(0.0)
+        .array(1)
+        .map(2)
+        .str("type")
+        .str("BlockMigrated")
+        .str("block_hashes")
+        .array(0)
+        .uint(0);
+    let mut unknown = good[..first_len].to_vec();
+    unknown.extend_from_slice(&frame(b"kv@decode-0@demo-model", 1, &w.buf));
+    unknown.extend_from_slice(&good[first_len..]);
+    fails(&unknown, &[], "unknown event tag \"BlockMigrated\"");
+    let mut w = Writer::default();
+    w.array(3)
+        .f64(0.0)
+        .array(1)
+        .map(4)
+        .str("type")
+        .str("BlockRemoved")
+        .str("block_hashes")
+        .array(0)
+        .str("medium")
+        .uint(3);
+    w.str("group_idx").nil().uint(0);
+    let mut wrong = good[..first_len].to_vec();
+    wrong.extend_from_slice(&frame(b"kv@decode-0@demo-model", 1, &w.buf));
+    fails(&wrong, &[], "medium: expected a string or nil, found int");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.frames");
+    std::fs::write(&path, &unknown).unwrap();
+    let out = kvaudit()
+        .args([
+            "replay",
+            &path.display().to_string(),
+            "--format",
+            "json",
+            "--keep-going",
+        ])
+        .assert()
+        .code(1);
+    let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["messages"], 6);
+    assert_eq!(v["malformed"], 1);
+    assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 1);
+    assert_eq!(
+        seq(view(&v, 64)).0,
+        128,
+        "the events after the bad message still count"
+    );
+    // Not a capture at all.
+    fails(b"\x00\x00\x00\x05kv", &[], "truncated frame: topic");
+    fails(b"\xc1\xc1", &[], "not msgpack");
+}
+
+#[test]
+fn replay_reads_stdin() {
+    let out = kvaudit()
+        .args(["replay", "-", "--format", "json"])
+        .write_stdin(seed_capture(80))
+        .assert()
+        .code(1);
+    let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["input"]["format"], "frames");
+    assert_eq!(seq(view(&v, 64)), (144, 64));
+}
+
+#[test]
+fn keys_match_llm_d_vectors() {
+    let out = kvaudit()
+        .args([
+            "keys",
+            "--tokens",
+            "8197,438,322,18926,432,45600,49",
+            "--index-block-size",
+            "4",
+            "--model-name",
+            "ibm-granite/granite-3.1-8b-instruct",
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        String::from_utf8_lossy(&out.get_output().stdout),
+        "1334984470577408192\n"
+    );
+    let tokens: Vec<String> = (1..=32).map(|t| t.to_string()).collect();
+    let out = kvaudit()
+        .args([
+            "keys",
+            "--tokens",
+            &tokens.join(","),
+            "--index-block-size",
+            "16",
+            "--model-name",
+            "test-model",
+            "--hash",
+            "xxh64",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success();
+    let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        v["sequences"][0]["keys"],
+        serde_json::json!([13553460584553255540u64, 9887990258693334188u64])
+    );
+    kvaudit()
+        .args(["keys", "--tokens", "1,2"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--model-name"));
+}
+
+#[test]
+fn keys_of_rendered_prompts() {
+    let out = kvaudit()
+        .args([
+            "keys",
+            "--model",
+            "fixtures/models/tiny-plain",
+            "--now",
+            "2026-01-15T10:00:00",
+            "--index-block-size",
+            "8",
+            "--format",
+            "json",
+        ])
+        .env("KVAUDIT_TOKENIZER_CACHE", "off")
+        .assert()
+        .success();
+    let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let seqs = v["sequences"].as_array().unwrap();
+    assert_eq!(seqs.len(), 6, "three probes, two prompts each");
+    // Prompt 2 extends prompt 1 on an extending template: its keys start with prompt 1's.
+    let k1 = seqs[0]["keys"].as_array().unwrap();
+    let k2 = seqs[1]["keys"].as_array().unwrap();
+    assert_eq!(k1.len(), seqs[0]["tokens"].as_u64().unwrap() as usize / 8);
+    assert_eq!(&k2[..k1.len()], &k1[..]);
+}
