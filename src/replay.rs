@@ -140,13 +140,17 @@ impl Replayer {
     pub fn feed(&mut self, msg: &Message) -> Result<(), DecodeError> {
         self.messages += 1;
         self.bytes = msg.payload_offset + msg.payload.len() as u64;
+        let default_pod = std::mem::take(&mut self.opts.default_pod);
         let (pod, model) = match &msg.topic {
-            Some(t) => {
-                let (p, m) = parse_topic(t);
-                (p.to_string(), m.to_string())
-            }
-            None => (self.opts.default_pod.clone(), String::new()),
+            Some(t) => parse_topic(t),
+            None => (default_pod.as_str(), ""),
         };
+        let result = self.feed_as(msg, pod, model);
+        self.opts.default_pod = default_pod;
+        result
+    }
+
+    fn feed_as(&mut self, msg: &Message, pod: &str, model: &str) -> Result<(), DecodeError> {
         let batch = match decode_batch(&msg.payload, msg.payload_offset as usize, self.opts.engine)
         {
             Ok(b) => b,
@@ -168,7 +172,7 @@ impl Replayer {
                 return Ok(());
             }
         };
-        self.apply(&pod, &model, &batch);
+        self.apply(pod, model, &batch);
         Ok(())
     }
 
@@ -191,7 +195,10 @@ impl Replayer {
     }
 
     fn track_engine(&mut self, pod: &str, batch: &Batch) {
-        let tree = self.trees.entry(pod.to_string()).or_default();
+        if !self.trees.contains_key(pod) {
+            self.trees.insert(pod.to_string(), PodTree::default());
+        }
+        let Some(tree) = self.trees.get_mut(pod) else { return };
         for ev in &batch.events {
             match &ev.kind {
                 EventKind::Stored(s) if on_gpu(s.medium.as_deref()) => {

@@ -52,14 +52,12 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let progress = progress_bar(size);
     let mut error: Option<(u64, String)> = None;
     let mut n: u64 = 0;
-    while let Some(msg) = reader.next_message() {
-        let msg = match msg {
-            Ok(m) => m,
-            Err(e) => {
-                error = Some((e.offset, e.reason));
-                break;
-            }
-        };
+    let mut msg = crate::events::capture::Message::default();
+    while let Some(read) = reader.read_into(&mut msg) {
+        if let Err(e) = read {
+            error = Some((e.offset, e.reason));
+            break;
+        }
         if let Err(e) = replayer.feed(&msg) {
             error = Some((e.offset as u64, e.reason));
             break;

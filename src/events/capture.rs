@@ -124,7 +124,9 @@ impl<R: Read> CaptureReader<R> {
         s
     }
 
-    fn fail(&mut self, offset: u64, reason: String) -> Option<Result<Message, CaptureError>> {
+
+
+    fn fail(&mut self, offset: u64, reason: String) -> Option<Result<(), CaptureError>> {
         self.failed = true;
         Some(Err(CaptureError { offset, reason }))
     }
@@ -132,16 +134,23 @@ impl<R: Read> CaptureReader<R> {
     /// The next message; `None` at the clean end of the capture. After an error the reader
     /// is done (the stream cannot be re-synchronised).
     pub fn next_message(&mut self) -> Option<Result<Message, CaptureError>> {
+        let mut msg = Message::default();
+        self.read_into(&mut msg).map(|r| r.map(|()| msg))
+    }
+
+    /// Like [`next_message`](Self::next_message), reusing `msg`'s buffers (no allocation per
+    /// message on a long replay).
+    pub fn read_into(&mut self, msg: &mut Message) -> Option<Result<(), CaptureError>> {
         if self.failed {
             return None;
         }
         match self.format {
-            CaptureFormat::Frames => self.next_frame(),
-            CaptureFormat::Msgpack => self.next_payload(),
+            CaptureFormat::Frames => self.next_frame(msg),
+            CaptureFormat::Msgpack => self.next_payload(msg),
         }
     }
 
-    fn next_frame(&mut self) -> Option<Result<Message, CaptureError>> {
+    fn next_frame(&mut self, msg: &mut Message) -> Option<Result<(), CaptureError>> {
         let at = self.offset;
         match self.fill(1) {
             Ok(false) => return None,
@@ -176,10 +185,13 @@ impl<R: Read> CaptureReader<R> {
         }
         need!(topic_len, "topic");
         let topic_at = self.offset;
-        let topic = match std::str::from_utf8(self.consume(topic_len)) {
-            Ok(t) => t.to_string(),
+        let topic = msg.topic.get_or_insert_with(String::new);
+        topic.clear();
+        match std::str::from_utf8(&self.buf[self.start..self.start + topic_len]) {
+            Ok(t) => topic.push_str(t),
             Err(_) => return self.fail(topic_at, "topic is not valid UTF-8".into()),
-        };
+        }
+        self.consume(topic_len);
         need!(8, "sequence number");
         let seq = u64::from_be_bytes(self.consume(8).try_into().unwrap_or_default());
         need!(4, "payload length");
@@ -190,18 +202,16 @@ impl<R: Read> CaptureReader<R> {
             return self.fail(len_at, format!("implausible payload length {payload_len}"));
         }
         need!(payload_len, "payload");
-        let payload_offset = self.offset;
-        let payload = self.consume(payload_len).to_vec();
-        Some(Ok(Message {
-            topic: Some(topic),
-            seq: Some(seq),
-            payload,
-            offset: at,
-            payload_offset,
-        }))
+        msg.payload_offset = self.offset;
+        msg.offset = at;
+        msg.seq = Some(seq);
+        msg.payload.clear();
+        msg.payload.extend_from_slice(&self.buf[self.start..self.start + payload_len]);
+        self.consume(payload_len);
+        Some(Ok(()))
     }
 
-    fn next_payload(&mut self) -> Option<Result<Message, CaptureError>> {
+    fn next_payload(&mut self, msg: &mut Message) -> Option<Result<(), CaptureError>> {
         let at = self.offset;
         match self.fill(1) {
             Ok(false) => return None,
@@ -211,14 +221,14 @@ impl<R: Read> CaptureReader<R> {
         loop {
             match value_len(&self.buf[self.start..]) {
                 Ok(Some(n)) => {
-                    let payload = self.consume(n).to_vec();
-                    return Some(Ok(Message {
-                        topic: None,
-                        seq: None,
-                        payload,
-                        offset: at,
-                        payload_offset: at,
-                    }));
+                    msg.topic = None;
+                    msg.seq = None;
+                    msg.offset = at;
+                    msg.payload_offset = at;
+                    msg.payload.clear();
+                    msg.payload.extend_from_slice(&self.buf[self.start..self.start + n]);
+                    self.consume(n);
+                    return Some(Ok(()));
                 }
                 Ok(None) => {
                     if self.available() > MAX_PAYLOAD {

@@ -4,7 +4,36 @@
 pub mod capture;
 pub mod msgpack;
 
+use std::borrow::Cow;
+
 use msgpack::{DecodeError, Head, IntWidth, Reader, Val};
+
+/// A string field: the values vLLM repeats on every event are shared, not allocated.
+pub type Text = Cow<'static, str>;
+
+const COMMON: [&str; 14] = [
+    "GPU",
+    "CPU",
+    "STORAGE",
+    "CPU_PINNED",
+    "DISK",
+    "LOCAL",
+    "REMOTE",
+    "full_attention",
+    "mla_attention",
+    "sliding_window",
+    "sliding_window_mla",
+    "mamba",
+    "sink_full_attention",
+    "unknown",
+];
+
+fn text(s: &str) -> Text {
+    match COMMON.iter().find(|c| **c == s) {
+        Some(c) => Cow::Borrowed(c),
+        None => Cow::Owned(s.to_string()),
+    }
+}
 
 /// Which engine's schema to decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,27 +115,27 @@ pub struct BlockStored {
     pub token_ids: Vec<u32>,
     pub block_size: i64,
     pub lora_id: Option<i64>,
-    pub medium: Option<String>,
-    pub lora_name: Option<String>,
+    pub medium: Option<Text>,
+    pub lora_name: Option<Text>,
     pub extra_keys: Option<Vec<Owned>>,
     pub group_idx: Option<i64>,
-    pub kv_cache_spec_kind: Option<String>,
+    pub kv_cache_spec_kind: Option<Text>,
     pub kv_cache_spec_sliding_window: Option<i64>,
-    pub locality: Option<String>,
-    pub ownership: Option<String>,
-    pub session_id: Option<String>,
+    pub locality: Option<Text>,
+    pub ownership: Option<Text>,
+    pub session_id: Option<Text>,
     pub lookahead_token_ids: Option<Vec<Vec<i64>>>,
     /// SGLang only.
-    pub cache_salt: Option<String>,
+    pub cache_salt: Option<Text>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BlockRemoved {
     pub block_hashes: Vec<WireHash>,
-    pub medium: Option<String>,
+    pub medium: Option<Text>,
     pub group_idx: Option<i64>,
-    pub locality: Option<String>,
-    pub ownership: Option<String>,
+    pub locality: Option<Text>,
+    pub ownership: Option<Text>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -171,11 +200,10 @@ pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch
         Head::Map(n) => {
             let (mut ts, mut events, mut rank) = (None, None, None);
             for _ in 0..n {
-                let key = r.str("batch key")?;
-                match key {
-                    "ts" => ts = Some(read_ts(&mut r)?),
-                    "events" => events = Some(read_events(&mut r, engine)?),
-                    "data_parallel_rank" | "attn_dp_rank" => rank = r.opt_int(key)?,
+                match r.key("batch key")? {
+                    b"ts" => ts = Some(read_ts(&mut r)?),
+                    b"events" => events = Some(read_events(&mut r, engine)?),
+                    b"data_parallel_rank" | b"attn_dp_rank" => rank = r.opt_int("data_parallel_rank")?,
                     _ => r.skip()?,
                 }
             }
@@ -276,7 +304,7 @@ fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
             let mut fields = Fields::new(tag);
             for i in 1..n {
                 match positions.get(i - 1) {
-                    Some(name) => fields.read(r, name)?,
+                    Some(name) => fields.read(r, name.as_bytes())?,
                     None => r.skip()?,
                 }
             }
@@ -292,22 +320,22 @@ fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
             };
             let start = r.position();
             // vLLM writes the tag first: one pass. Otherwise find it, then read the fields.
-            if n > 0 && r.str("event key")? == "type" {
+            if n > 0 && r.key("event key")? == b"type" {
                 let tag = r.str("event type")?;
                 check(r, tag)?;
                 let mut fields = Fields::new(tag);
                 for _ in 1..n {
-                    let key = r.str("event key")?;
+                    let key = r.key("event key")?;
                     fields.read(r, key)?;
                 }
                 return fields.finish(r, at, EventWire::Map);
             }
             r.seek(start);
             let mut tag: Option<&str> = None;
-            let mut pending: Vec<(&str, usize)> = Vec::new();
+            let mut pending: Vec<(&[u8], usize)> = Vec::new();
             for _ in 0..n {
-                let key = r.str("event key")?;
-                if key == "type" {
+                let key = r.key("event key")?;
+                if key == b"type" {
                     tag = Some(r.str("event type")?);
                 } else {
                     pending.push((key, r.position()));
@@ -357,7 +385,10 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn read(&mut self, r: &mut Reader<'a>, name: &str) -> Result<(), DecodeError> {
+    fn read(&mut self, r: &mut Reader<'a>, key: &[u8]) -> Result<(), DecodeError> {
+        let Ok(name) = std::str::from_utf8(key) else {
+            return r.skip();
+        };
         let stored = self.tag == "BlockStored";
         let removed = self.tag == "BlockRemoved";
         match name {
@@ -390,15 +421,15 @@ impl<'a> Fields<'a> {
             }
             "lora_id" if stored => self.stored.lora_id = r.opt_int(name)?,
             "medium" => {
-                let m = r.opt_str(name)?.map(str::to_string);
+                let m = r.opt_str(name)?.map(text);
                 if stored {
                     self.stored.medium = m;
                 } else {
                     self.removed.medium = m;
                 }
             }
-            "lora_name" if stored => self.stored.lora_name = r.opt_str(name)?.map(str::to_string),
-            "cache_salt" if stored => self.stored.cache_salt = r.opt_str(name)?.map(str::to_string),
+            "lora_name" if stored => self.stored.lora_name = r.opt_str(name)?.map(text),
+            "cache_salt" if stored => self.stored.cache_salt = r.opt_str(name)?.map(text),
             "extra_keys" if stored => {
                 let at = r.position();
                 self.stored.extra_keys = match r.value()? {
@@ -437,13 +468,13 @@ impl<'a> Fields<'a> {
                 }
             }
             "kv_cache_spec_kind" if stored => {
-                self.stored.kv_cache_spec_kind = r.opt_str(name)?.map(str::to_string)
+                self.stored.kv_cache_spec_kind = r.opt_str(name)?.map(text)
             }
             "kv_cache_spec_sliding_window" if stored => {
                 self.stored.kv_cache_spec_sliding_window = r.opt_int(name)?
             }
             "locality" | "ownership" => {
-                let v = r.opt_str(name)?.map(str::to_string);
+                let v = r.opt_str(name)?.map(text);
                 match (name, stored) {
                     ("locality", true) => self.stored.locality = v,
                     ("locality", false) => self.removed.locality = v,
@@ -451,7 +482,7 @@ impl<'a> Fields<'a> {
                     (_, false) => self.removed.ownership = v,
                 }
             }
-            "session_id" if stored => self.stored.session_id = r.opt_str(name)?.map(str::to_string),
+            "session_id" if stored => self.stored.session_id = r.opt_str(name)?.map(text),
             "lookahead_token_ids" if stored => {
                 let at = r.position();
                 self.stored.lookahead_token_ids = match r.value()? {

@@ -318,6 +318,22 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A map key's raw bytes (field names are ASCII: no UTF-8 validation on the hot path;
+    /// a key that is not valid UTF-8 simply matches no field).
+    pub fn key(&mut self, what: &str) -> Result<&'a [u8], DecodeError> {
+        let at = self.pos;
+        if let Some(&b) = self.buf.get(at) {
+            if (0xa0..=0xbf).contains(&b) {
+                self.pos += 1;
+                return self.take((b & 0x1f) as usize);
+            }
+        }
+        match self.head()? {
+            Head::Str(n) => self.take(n),
+            other => Err(self.error(at, format!("{what}: expected a string, found {}", head_kind(other)))),
+        }
+    }
+
     /// A string or nil.
     pub fn opt_str(&mut self, what: &str) -> Result<Option<&'a str>, DecodeError> {
         let at = self.pos;

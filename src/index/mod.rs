@@ -101,7 +101,7 @@ struct PodEntry {
 
 #[derive(Debug, Clone)]
 struct GroupInfo {
-    kind: String,
+    kind: crate::events::Text,
 }
 
 /// Counters of one view.
@@ -158,6 +158,9 @@ impl Interner {
         self.ids.get(name).copied()
     }
 }
+
+/// The interner's first entry (see `Index::new`).
+const GPU_TIER: u32 = 0;
 
 fn indexable(kind: &str) -> bool {
     matches!(
@@ -295,7 +298,11 @@ impl Index {
             catalog: FxHashMap::default(),
             dedup: FxHashMap::default(),
             pods: Interner::default(),
-            tiers: Interner::default(),
+            tiers: {
+                let mut t = Interner::default();
+                t.id("gpu");
+                t
+            },
             stats: Stats::default(),
         }
     }
@@ -351,9 +358,9 @@ impl Index {
     }
 
     fn tier_id(&mut self, medium: Option<&str>) -> u32 {
-        match medium.filter(|m| !m.is_empty()) {
+        match medium.filter(|m| !m.is_empty() && !m.eq_ignore_ascii_case("gpu")) {
             Some(m) => self.tiers.id(&m.to_lowercase()),
-            None => self.tiers.id("gpu"),
+            None => GPU_TIER,
         }
     }
 
@@ -364,8 +371,7 @@ impl Index {
             .lora_name
             .as_deref()
             .filter(|n| !n.is_empty())
-            .unwrap_or(model)
-            .to_string();
+            .unwrap_or(model);
         let mut kind = s.kv_cache_spec_kind.clone().unwrap_or_default();
         let entry = PodEntry {
             pod,
@@ -408,7 +414,7 @@ impl Index {
                 None => return self.skip(PARENT_UNRESOLVED, &kind),
             }
         } else {
-            self.root(&hash_model)
+            self.root(hash_model)
         };
         let chunks = tokens / bs;
         let features = s
@@ -521,7 +527,7 @@ impl Index {
                     return;
                 }
                 Some(info) if !indexable(&info.kind) => {
-                    let kind = info.kind.clone();
+                    let kind = info.kind.to_string();
                     *self
                         .stats
                         .removals_skipped
