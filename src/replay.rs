@@ -198,7 +198,9 @@ impl Replayer {
         if !self.trees.contains_key(pod) {
             self.trees.insert(pod.to_string(), PodTree::default());
         }
-        let Some(tree) = self.trees.get_mut(pod) else { return };
+        let Some(tree) = self.trees.get_mut(pod) else {
+            return;
+        };
         for ev in &batch.events {
             match &ev.kind {
                 EventKind::Stored(s) if on_gpu(s.medium.as_deref()) => {
@@ -207,10 +209,10 @@ impl Replayer {
                 }
                 EventKind::Removed(r) if on_gpu(r.medium.as_deref()) => {
                     for h in &r.block_hashes {
-                        if let Some(node) = tree.nodes.remove(&h.as_u64()) {
-                            if let Some(p) = node.parent.and_then(|p| tree.nodes.get_mut(&p)) {
-                                p.children = p.children.saturating_sub(1);
-                            }
+                        if let Some(node) = tree.nodes.remove(&h.as_u64())
+                            && let Some(p) = node.parent.and_then(|p| tree.nodes.get_mut(&p))
+                        {
+                            p.children = p.children.saturating_sub(1);
                         }
                     }
                 }

@@ -34,7 +34,7 @@ fn replay_json(file: &str, extra: &[&str], code: i32) -> Json {
     serde_json::from_slice(&out.get_output().stdout).unwrap()
 }
 
-fn view<'a>(v: &'a Json, block: u64) -> &'a Json {
+fn view(v: &Json, block: u64) -> &Json {
     v["views"]
         .as_array()
         .unwrap()

@@ -33,8 +33,8 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         let size = f.metadata().ok().map(|m| m.len());
         (Box::new(f), size)
     };
-    let mut reader = CaptureReader::new(std::io::BufReader::with_capacity(1 << 20, source))
-        .with_context(|| format!("cannot read capture {shown}"))?;
+    let mut reader =
+        CaptureReader::new(source).with_context(|| format!("cannot read capture {shown}"))?;
     let views = args
         .index_block_size
         .iter()
@@ -63,10 +63,10 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             break;
         }
         n += 1;
-        if n % 4096 == 0 {
-            if let Some(p) = &progress {
-                p.set_position(reader.offset());
-            }
+        if n.is_multiple_of(4096)
+            && let Some(p) = &progress
+        {
+            p.set_position(reader.offset());
         }
     }
     if let Some(p) = progress {

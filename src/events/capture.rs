@@ -53,7 +53,7 @@ pub struct Message {
 
 const MAX_TOPIC: usize = 1 << 16;
 const MAX_PAYLOAD: usize = 1 << 30;
-const CHUNK: usize = 1 << 16;
+const CHUNK: usize = 1 << 18;
 
 pub struct CaptureReader<R: Read> {
     inner: R,
@@ -123,8 +123,6 @@ impl<R: Read> CaptureReader<R> {
         self.offset += n as u64;
         s
     }
-
-
 
     fn fail(&mut self, offset: u64, reason: String) -> Option<Result<(), CaptureError>> {
         self.failed = true;
@@ -206,7 +204,8 @@ impl<R: Read> CaptureReader<R> {
         msg.offset = at;
         msg.seq = Some(seq);
         msg.payload.clear();
-        msg.payload.extend_from_slice(&self.buf[self.start..self.start + payload_len]);
+        msg.payload
+            .extend_from_slice(&self.buf[self.start..self.start + payload_len]);
         self.consume(payload_len);
         Some(Ok(()))
     }
@@ -226,7 +225,8 @@ impl<R: Read> CaptureReader<R> {
                     msg.offset = at;
                     msg.payload_offset = at;
                     msg.payload.clear();
-                    msg.payload.extend_from_slice(&self.buf[self.start..self.start + n]);
+                    msg.payload
+                        .extend_from_slice(&self.buf[self.start..self.start + n]);
                     self.consume(n);
                     return Some(Ok(()));
                 }

@@ -138,6 +138,8 @@ pub struct BlockRemoved {
     pub ownership: Option<Text>,
 }
 
+// Most events are BlockStored: boxing it would add an allocation per event for no space saved.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
     Stored(BlockStored),
@@ -203,7 +205,9 @@ pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch
                 match r.key("batch key")? {
                     b"ts" => ts = Some(read_ts(&mut r)?),
                     b"events" => events = Some(read_events(&mut r, engine)?),
-                    b"data_parallel_rank" | b"attn_dp_rank" => rank = r.opt_int("data_parallel_rank")?,
+                    b"data_parallel_rank" | b"attn_dp_rank" => {
+                        rank = r.opt_int("data_parallel_rank")?
+                    }
                     _ => r.skip()?,
                 }
             }
@@ -386,13 +390,10 @@ impl<'a> Fields<'a> {
     }
 
     fn read(&mut self, r: &mut Reader<'a>, key: &[u8]) -> Result<(), DecodeError> {
-        let Ok(name) = std::str::from_utf8(key) else {
-            return r.skip();
-        };
         let stored = self.tag == "BlockStored";
         let removed = self.tag == "BlockRemoved";
-        match name {
-            "block_hashes" if stored || removed => {
+        match key {
+            b"block_hashes" if stored || removed => {
                 let hashes = read_hashes(r)?;
                 self.has_hashes = true;
                 if stored {
@@ -401,89 +402,104 @@ impl<'a> Fields<'a> {
                     self.removed.block_hashes = hashes;
                 }
             }
-            "parent_block_hash" if stored => {
+            b"parent_block_hash" if stored => {
                 let at = r.position();
                 self.stored.parent_block_hash = match r.value()? {
                     Val::Nil => None,
                     v => Some(hash_of(r, at, v)?),
                 };
             }
-            "token_ids" if stored => {
+            b"token_ids" if stored => {
                 self.stored.token_ids = r.u32_list("token_ids")?;
                 self.has_tokens = true;
             }
-            "block_size" if stored => {
+            b"block_size" if stored => {
                 let at = r.position();
                 self.stored.block_size = r
                     .opt_int("block_size")?
                     .ok_or_else(|| r.error(at, "block_size is nil"))?;
                 self.has_block_size = true;
             }
-            "lora_id" if stored => self.stored.lora_id = r.opt_int(name)?,
-            "medium" => {
-                let m = r.opt_str(name)?.map(text);
+            b"lora_id" if stored => self.stored.lora_id = r.opt_int("lora_id")?,
+            b"medium" => {
+                let m = r.opt_str("medium")?.map(text);
                 if stored {
                     self.stored.medium = m;
                 } else {
                     self.removed.medium = m;
                 }
             }
-            "lora_name" if stored => self.stored.lora_name = r.opt_str(name)?.map(text),
-            "cache_salt" if stored => self.stored.cache_salt = r.opt_str(name)?.map(text),
-            "extra_keys" if stored => {
+            b"lora_name" if stored => self.stored.lora_name = r.opt_str("lora_name")?.map(text),
+            b"cache_salt" if stored => self.stored.cache_salt = r.opt_str("cache_salt")?.map(text),
+            b"extra_keys" if stored => {
                 let at = r.position();
-                self.stored.extra_keys = match r.value()? {
-                    Val::Nil => None,
-                    Val::Array(items) => {
-                        for item in &items {
-                            if !matches!(item, Val::Nil | Val::Array(_)) {
-                                return Err(r.error(
-                                    at,
-                                    format!(
-                                        "extra_keys: entry is {}, expected an array or nil",
-                                        item.kind()
-                                    ),
-                                ));
+                self.stored.extra_keys = match r.head()? {
+                    Head::Nil => None,
+                    Head::Array(n) => {
+                        let mut items = Vec::with_capacity(n.min(1 << 16));
+                        for _ in 0..n {
+                            // vLLM sends one nil per plain block: skip the value tree for those.
+                            if r.peek() == Some(0xc0) {
+                                r.skip()?;
+                                items.push(Owned::Nil);
+                                continue;
+                            }
+                            let item_at = r.position();
+                            match r.value()? {
+                                v @ Val::Array(_) => items.push(Owned::from(&v)),
+                                other => {
+                                    return Err(r.error(
+                                        item_at,
+                                        format!(
+                                            "extra_keys: entry is {}, expected an array or nil",
+                                            other.kind()
+                                        ),
+                                    ));
+                                }
                             }
                         }
-                        Some(items.iter().map(Owned::from).collect())
+                        Some(items)
                     }
                     other => {
                         return Err(r.error(
                             at,
                             format!(
                                 "extra_keys: expected an array or nil, found {}",
-                                other.kind()
+                                msgpack::head_kind(other)
                             ),
                         ));
                     }
                 };
             }
-            "group_idx" => {
-                let g = r.opt_int(name)?;
+            b"group_idx" => {
+                let g = r.opt_int("group_idx")?;
                 if stored {
                     self.stored.group_idx = g;
                 } else {
                     self.removed.group_idx = g;
                 }
             }
-            "kv_cache_spec_kind" if stored => {
-                self.stored.kv_cache_spec_kind = r.opt_str(name)?.map(text)
+            b"kv_cache_spec_kind" if stored => {
+                self.stored.kv_cache_spec_kind = r.opt_str("kv_cache_spec_kind")?.map(text)
             }
-            "kv_cache_spec_sliding_window" if stored => {
-                self.stored.kv_cache_spec_sliding_window = r.opt_int(name)?
+            b"kv_cache_spec_sliding_window" if stored => {
+                self.stored.kv_cache_spec_sliding_window =
+                    r.opt_int("kv_cache_spec_sliding_window")?
             }
-            "locality" | "ownership" => {
-                let v = r.opt_str(name)?.map(text);
-                match (name, stored) {
-                    ("locality", true) => self.stored.locality = v,
-                    ("locality", false) => self.removed.locality = v,
+            b"locality" | b"ownership" => {
+                let locality = key == b"locality";
+                let v = r
+                    .opt_str(if locality { "locality" } else { "ownership" })?
+                    .map(text);
+                match (locality, stored) {
+                    (true, true) => self.stored.locality = v,
+                    (true, false) => self.removed.locality = v,
                     (_, true) => self.stored.ownership = v,
                     (_, false) => self.removed.ownership = v,
                 }
             }
-            "session_id" if stored => self.stored.session_id = r.opt_str(name)?.map(text),
-            "lookahead_token_ids" if stored => {
+            b"session_id" if stored => self.stored.session_id = r.opt_str("session_id")?.map(text),
+            b"lookahead_token_ids" if stored => {
                 let at = r.position();
                 self.stored.lookahead_token_ids = match r.value()? {
                     Val::Nil => None,
@@ -568,6 +584,10 @@ fn read_hashes(r: &mut Reader) -> Result<Vec<WireHash>, DecodeError> {
     let n = r.array("block_hashes")?;
     let mut out = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
+        if let Some(v) = r.u64_wide() {
+            out.push(WireHash::Uint(v, IntWidth::U64));
+            continue;
+        }
         let at = r.position();
         let v = r.value()?;
         out.push(hash_of(r, at, v)?);

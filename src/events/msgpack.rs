@@ -122,6 +122,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The next byte, unconsumed.
+    pub fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
     pub fn seek(&mut self, pos: usize) {
         self.pos = pos;
     }
@@ -151,11 +156,22 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn be(&mut self, n: usize) -> Result<u64, DecodeError> {
-        Ok(self
-            .take(n)?
-            .iter()
-            .fold(0u64, |acc, &b| acc << 8 | b as u64))
+        let b = self.take(n)?;
+        Ok(match n {
+            1 => b[0] as u64,
+            2 => u16::from_be_bytes([b[0], b[1]]) as u64,
+            4 => u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64,
+            _ => b.iter().fold(0u64, |acc, &x| acc << 8 | x as u64),
+        })
+    }
+
+    /// `n` bytes big-endian, when they are all there (the fast path of the hot loops).
+    #[inline]
+    fn be_at(&self, at: usize, n: usize) -> Option<u64> {
+        let b = self.buf.get(at..at + n)?;
+        Some(b.iter().fold(0u64, |acc, &x| acc << 8 | x as u64))
     }
 
     /// Read the next value's header (for containers, the element count).
@@ -201,12 +217,11 @@ impl<'a> Reader<'a> {
             0xe0..=0xff => Head::Int(b as i8 as i64, IntWidth::Fix),
             0xc1 => return Err(self.error(at, "invalid msgpack marker 0xc1")),
         })
-        .map(|h| {
+        .inspect(|&h| {
             // Floats keep their marker so the payload can be read next.
             if h == Head::Float {
                 self.pos = at;
             }
-            h
         })
     }
 
@@ -306,6 +321,17 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// A block hash's fast path: a full-width unsigned int (what vLLM sends for hashes ≥ 2^32).
+    #[inline]
+    pub fn u64_wide(&mut self) -> Option<u64> {
+        if self.buf.get(self.pos) == Some(&0xcf) {
+            let v = self.be_at(self.pos + 1, 8)?;
+            self.pos += 9;
+            return Some(v);
+        }
+        None
+    }
+
     /// A string, or an error naming `what`.
     pub fn str(&mut self, what: &str) -> Result<&'a str, DecodeError> {
         let at = self.pos;
@@ -322,15 +348,18 @@ impl<'a> Reader<'a> {
     /// a key that is not valid UTF-8 simply matches no field).
     pub fn key(&mut self, what: &str) -> Result<&'a [u8], DecodeError> {
         let at = self.pos;
-        if let Some(&b) = self.buf.get(at) {
-            if (0xa0..=0xbf).contains(&b) {
-                self.pos += 1;
-                return self.take((b & 0x1f) as usize);
-            }
+        if let Some(&b) = self.buf.get(at)
+            && (0xa0..=0xbf).contains(&b)
+        {
+            self.pos += 1;
+            return self.take((b & 0x1f) as usize);
         }
         match self.head()? {
             Head::Str(n) => self.take(n),
-            other => Err(self.error(at, format!("{what}: expected a string, found {}", head_kind(other)))),
+            other => Err(self.error(
+                at,
+                format!("{what}: expected a string, found {}", head_kind(other)),
+            )),
         }
     }
 

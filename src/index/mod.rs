@@ -397,7 +397,9 @@ impl Index {
                     return self.skip(INVALID_BLOCK_SIZE, &kind);
                 }
                 let ebs = s.block_size as usize;
-                if s.token_ids.len() % ebs != 0 || s.token_ids.len() / ebs != s.block_hashes.len() {
+                if !s.token_ids.len().is_multiple_of(ebs)
+                    || s.token_ids.len() / ebs != s.block_hashes.len()
+                {
                     return self.skip(NON_DENSE_BLOCK_SPAN, &kind);
                 }
             }
@@ -422,10 +424,10 @@ impl Index {
             .as_deref()
             .map(parse_extra_keys)
             .and_then(|f| realign(f, chunks));
-        if let Some(f) = &features {
-            if f.len() != chunks {
-                return self.skip(EXTRA_FEATURES_MISMATCH, &kind);
-            }
+        if let Some(f) = &features
+            && f.len() != chunks
+        {
+            return self.skip(EXTRA_FEATURES_MISMATCH, &kind);
         }
         let request_keys = self
             .hasher
@@ -437,7 +439,7 @@ impl Index {
             }
             return self.skip(INCOMPLETE_CANONICAL_BLOCK, &kind);
         }
-        if tokens % bs != 0 {
+        if !tokens.is_multiple_of(bs) {
             self.stats.stores_with_dropped_tail += 1;
         }
         self.stats.stores_accepted += 1;
@@ -456,10 +458,10 @@ impl Index {
     ) {
         let mut resolved: Vec<u64> = Vec::new();
         for e in engine_keys {
-            if let Some(&k) = self.engine_to_request.get(e).and_then(|v| v.last()) {
-                if !resolved.contains(&k) {
-                    resolved.push(k);
-                }
+            if let Some(&k) = self.engine_to_request.get(e).and_then(|v| v.last())
+                && !resolved.contains(&k)
+            {
+                resolved.push(k);
             }
         }
         if resolved.is_empty() {
