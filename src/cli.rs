@@ -40,6 +40,9 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Print llm-d's block keys for a token list or a rendered conversation.
     Keys(Box<KeysArgs>),
+    /// Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap
+    /// detection and recovery through the publishers' replay sockets.
+    Capture(Box<CaptureArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -326,4 +329,67 @@ pub struct FetchArgs {
     /// Check the cache only.
     #[arg(long)]
     pub offline: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// A publisher to connect to, e.g. tcp://10.0.0.5:5557 (repeatable; one SUB socket each).
+    #[arg(long, value_name = "ENDPOINT", required_unless_present = "bind")]
+    pub endpoint: Vec<String>,
+
+    /// Bind here instead, for publishers that connect out (e.g. tcp://0.0.0.0:5557).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub bind: Option<String>,
+
+    /// Only topics starting with this prefix (ZMQ subscription; default: everything).
+    #[arg(long, default_value = "", value_name = "PREFIX")]
+    pub topic: String,
+
+    /// The capture file to write (`.frames` layout, readable by `replay`).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// Stop after this many messages written.
+    #[arg(long, value_name = "N")]
+    pub max_messages: Option<u64>,
+
+    /// Stop after this long, e.g. 90s, 5m.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+
+    /// The replay (ROUTER) socket of each --endpoint, same order, to recover gaps.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub replay_endpoint: Vec<String>,
+
+    /// Run the llm-d emulation on the stream as it arrives (status line each second on a terminal).
+    #[arg(long)]
+    pub live_replay: bool,
+
+    /// llm-d index block sizes for --live-replay.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "64",
+        value_name = "B,B,..."
+    )]
+    pub index_block_size: Vec<usize>,
+
+    #[command(flatten)]
+    pub index: IndexArgs,
+
+    /// The engine that publishes the events.
+    #[arg(long, value_enum, default_value_t = EngineArg::Vllm)]
+    pub engine: EngineArg,
+
+    /// How long to wait for each publisher to accept the connection.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub connect_timeout: String,
+
+    /// How long to wait for a replay socket to answer a gap.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub replay_timeout: String,
+
+    /// Output format of the summary.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
 }

@@ -222,6 +222,22 @@ impl Replayer {
         }
     }
 
+    /// Skip reasons so far, summed over views (for live status lines).
+    pub fn skipped_so_far(&self) -> BTreeMap<&'static str, u64> {
+        let mut out = BTreeMap::new();
+        for v in &self.views {
+            for (k, n) in v
+                .stats
+                .stores_skipped
+                .iter()
+                .chain(v.stats.messages_dropped.iter())
+            {
+                *out.entry(*k).or_default() += n;
+            }
+        }
+        out
+    }
+
     pub fn finish(mut self, lookups: &[LookupRequest]) -> ReplayReport {
         let mut sequences = Vec::new();
         let mut incomplete = 0;

@@ -1,5 +1,6 @@
 //! One thin file per subcommand: parse-level values in, a report and an outcome out.
 
+pub mod capture;
 pub mod diff_turns;
 pub mod fetch;
 pub mod keys;

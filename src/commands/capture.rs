@@ -1,0 +1,114 @@
+use std::io::{IsTerminal, Write};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use super::Outcome;
+use super::diff_turns::index_config;
+use crate::cli::{CaptureArgs, EngineArg, OutputFormat};
+use crate::events::Engine;
+use crate::events::live::{LiveOptions, Progress, capture, parse_duration};
+use crate::replay::ReplayOptions;
+use crate::report::capture::{to_human, to_json};
+
+pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
+    let duration = |flag: &str, v: &str| {
+        parse_duration(v)
+            .ok_or_else(|| anyhow!("{flag} {v:?}: expected a duration like 90s, 5m or 500ms"))
+    };
+    if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
+        bail!("--index-block-size must be positive integers");
+    }
+    let engine = match args.engine {
+        EngineArg::Vllm => Engine::Vllm,
+        EngineArg::Sglang => Engine::Sglang,
+    };
+    let opts = LiveOptions {
+        endpoints: args.endpoint.clone(),
+        replay_endpoints: args.replay_endpoint.clone(),
+        bind: args.bind.clone(),
+        topic: args.topic.clone(),
+        out: args.out.clone(),
+        max_messages: args.max_messages,
+        duration: args
+            .duration
+            .as_deref()
+            .map(|d| duration("--duration", d))
+            .transpose()?,
+        connect_timeout: duration("--connect-timeout", &args.connect_timeout)?,
+        replay_timeout: duration("--replay-timeout", &args.replay_timeout)?,
+        live_replay: args.live_replay.then(|| ReplayOptions {
+            views: args
+                .index_block_size
+                .iter()
+                .map(|&b| index_config(&args.index, b))
+                .collect(),
+            engine,
+            keep_going: true,
+            default_pod: "pod-0".into(),
+        }),
+        engine,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the capture runtime")?;
+    let tty = std::io::stderr().is_terminal();
+    let status = |p: &Progress| {
+        if !tty {
+            return;
+        }
+        let skipped: Vec<String> = p.skipped.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let skipped = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", skipped: {}", skipped.join(", "))
+        };
+        eprint!(
+            "\r\x1b[2K{:>5.0}s  {} messages, {} events, {} gaps, {} malformed{skipped}",
+            p.elapsed.as_secs_f64(),
+            p.messages,
+            p.events,
+            p.gaps,
+            p.malformed
+        );
+    };
+    let summary = runtime.block_on(capture(opts, status, stop_signal()))?;
+    if tty {
+        eprintln!();
+    }
+    let text = match args.format {
+        OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&to_json(&summary))?),
+        OutputFormat::Human => to_human(&summary),
+    };
+    out.write_all(text.as_bytes())?;
+    Ok(if summary.unrecovered_gaps() {
+        Outcome::Findings
+    } else {
+        Outcome::Clean
+    })
+}
+
+/// Ctrl-C or SIGTERM: stop cleanly (the file already ends on a whole frame).
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                return tokio::signal::ctrl_c()
+                    .await
+                    .map_or("interrupt", |_| "interrupt");
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => "interrupt",
+            _ = term.recv() => "terminated",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "interrupt"
+    }
+}

@@ -1,0 +1,104 @@
+//! capture summary: JSON (stable field names) and the human view.
+
+use std::fmt::Write;
+
+use serde_json::{Value as Json, json};
+
+use crate::events::live::CaptureSummary;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub fn to_json(s: &CaptureSummary) -> Json {
+    let mut v = json!({
+        "schema_version": SCHEMA_VERSION,
+        "out": s.out.display().to_string(),
+        "messages": s.messages,
+        "events": s.events,
+        "bytes": s.bytes,
+        "publishers": s.publishers.iter().map(|p| json!({
+            "endpoint": p.endpoint, "topic": p.topic, "first_seq": p.first_seq, "last_seq": p.last_seq, "messages": p.messages,
+        })).collect::<Vec<_>>(),
+        "gaps": s.gaps.iter().map(|g| json!({
+            "endpoint": g.endpoint, "topic": g.topic, "after_seq": g.after_seq, "missing": g.missing, "recovered": g.recovered,
+        })).collect::<Vec<_>>(),
+        "restarts": s.restarts.iter().map(|r| json!({
+            "endpoint": r.endpoint, "topic": r.topic, "from_seq": r.from_seq, "to_seq": r.to_seq,
+        })).collect::<Vec<_>>(),
+        "duplicates": s.duplicates,
+        "malformed": s.malformed.len(),
+        "malformed_reasons": s.malformed.iter().map(|m| json!({"endpoint": m.endpoint, "reason": m.reason})).collect::<Vec<_>>(),
+        "undecodable": s.undecodable,
+        "stopped_by": s.stopped_by,
+        "elapsed_seconds": s.elapsed.as_secs_f64(),
+        "active_seconds": s.active.as_secs_f64(),
+    });
+    if let Some(r) = &s.replay {
+        let path = s.out.display().to_string();
+        let input = crate::report::replay::InputInfo {
+            path: &path,
+            format: "frames",
+            error: None,
+        };
+        v["replay"] = crate::report::replay::to_json(r, &input);
+    }
+    v
+}
+
+pub fn to_human(s: &CaptureSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "captured {} messages ({} events, {} bytes) to {} in {:.1}s; stopped by {}",
+        s.messages,
+        s.events,
+        s.bytes,
+        s.out.display(),
+        s.elapsed.as_secs_f64(),
+        s.stopped_by
+    );
+    for p in &s.publishers {
+        let _ = writeln!(
+            out,
+            "  {} {:?}: seq {}..{} ({} messages)",
+            p.endpoint, p.topic, p.first_seq, p.last_seq, p.messages
+        );
+    }
+    for g in &s.gaps {
+        let _ = writeln!(
+            out,
+            "  gap on {} {:?} after seq {}: {} missing, {} recovered",
+            g.endpoint, g.topic, g.after_seq, g.missing, g.recovered
+        );
+    }
+    for r in &s.restarts {
+        let _ = writeln!(
+            out,
+            "  restart on {} {:?}: seq {} -> {}",
+            r.endpoint, r.topic, r.from_seq, r.to_seq
+        );
+    }
+    if s.duplicates > 0 {
+        let _ = writeln!(out, "  {} duplicate messages dropped", s.duplicates);
+    }
+    for m in &s.malformed {
+        let _ = writeln!(out, "  malformed from {}: {}", m.endpoint, m.reason);
+    }
+    if s.undecodable > 0 {
+        let _ = writeln!(
+            out,
+            "  {} messages are msgpack but not event batches kvaudit knows (kept in the file)",
+            s.undecodable
+        );
+    }
+    if let Some(r) = &s.replay {
+        let path = s.out.display().to_string();
+        let input = crate::report::replay::InputInfo {
+            path: &path,
+            format: "frames",
+            error: None,
+        };
+        let _ = writeln!(out);
+        out.push_str(&crate::report::replay::to_human(r, &input));
+    }
+    out
+}
