@@ -133,35 +133,81 @@ pub fn check_special_tokens(files: &ModelFiles, tok: &Tokenizer) -> Result<()> {
     Ok(())
 }
 
+/// Renders conversations with one model: the template chosen per conversation (tools select
+/// `tool_use`), the model's stop tokens added to the reply rules.
+struct Planner<'a> {
+    files: &'a ModelFiles,
+    settings: &'a AuditSettings,
+    options: PlanOptions,
+}
+
+/// One conversation, rendered.
+struct Planned {
+    renderer: ChatRenderer,
+    clock: Clock,
+    plan: crate::render::TurnPlan,
+}
+
+impl<'a> Planner<'a> {
+    fn new(files: &'a ModelFiles, tok: &Tokenizer, settings: &'a AuditSettings) -> Result<Self> {
+        check_special_tokens(files, tok)?;
+        let mut options = settings.plan.clone();
+        options
+            .extra_stops
+            .extend(files.stop_token_ids.iter().map(|&id| tok.decode(&[id])));
+        Ok(Planner {
+            files,
+            settings,
+            options,
+        })
+    }
+
+    fn plan(&self, conv: &Conversation) -> Result<Planned> {
+        let has_tools = conv
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+        let name = self.settings.template_name.as_deref();
+        let template = self.files.select_template(name, has_tools)?;
+        let renderer = ChatRenderer::new(
+            &template.text,
+            self.files.special_tokens.clone(),
+            self.settings.fuel,
+        )
+        .with_context(|| format!("chat template {}", template.origin))?;
+        let clock = conv
+            .clock
+            .clone()
+            .unwrap_or_else(|| self.settings.clock.clone());
+        let plan = plan_turns(conv, &renderer, &clock, &self.options)
+            .with_context(|| format!("conversation {}", conv.source))?;
+        Ok(Planned {
+            renderer,
+            clock,
+            plan,
+        })
+    }
+}
+
 pub fn diff_turns(
     files: &ModelFiles,
     tok: &Tokenizer,
     conversations: &[Conversation],
     settings: &AuditSettings,
 ) -> Result<DiffTurnsReport> {
-    check_special_tokens(files, tok)?;
-    let mut plan_options = settings.plan.clone();
-    plan_options
-        .extra_stops
-        .extend(files.stop_token_ids.iter().map(|&id| tok.decode(&[id])));
+    let planner = Planner::new(files, tok, settings)?;
     let default_template = files.select_template(settings.template_name.as_deref(), false)?;
     let mut audits = Vec::new();
     for conv in conversations {
-        let has_tools = conv
-            .tools
-            .as_ref()
-            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
-        let template = files.select_template(settings.template_name.as_deref(), has_tools)?;
-        let renderer =
-            ChatRenderer::new(&template.text, files.special_tokens.clone(), settings.fuel)
-                .with_context(|| format!("chat template {}", template.origin))?;
-        let clock = conv.clock.clone().unwrap_or_else(|| settings.clock.clone());
-        let plan = plan_turns(conv, &renderer, &clock, &plan_options)
-            .with_context(|| format!("conversation {}", conv.source))?;
+        let Planned {
+            renderer,
+            clock,
+            plan,
+        } = planner.plan(conv)?;
         let transitions = align_plan(&plan, tok, &settings.align)?;
         let rollover = if settings.date_rollover {
             let day = clock.at(0).date();
-            let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &plan_options)
+            let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &planner.options)
                 .with_context(|| format!("conversation {} (date rollover)", conv.source))?;
             let rolled = align_plan(&plan, tok, &settings.align)?;
             Some(
@@ -282,20 +328,10 @@ pub fn conversation_prompts(
     conversations: &[Conversation],
     settings: &AuditSettings,
 ) -> Result<Vec<(String, Vec<Vec<u32>>)>> {
-    check_special_tokens(files, tok)?;
+    let planner = Planner::new(files, tok, settings)?;
     let mut out = Vec::new();
     for conv in conversations {
-        let has_tools = conv
-            .tools
-            .as_ref()
-            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
-        let template = files.select_template(settings.template_name.as_deref(), has_tools)?;
-        let renderer =
-            ChatRenderer::new(&template.text, files.special_tokens.clone(), settings.fuel)
-                .with_context(|| format!("chat template {}", template.origin))?;
-        let clock = conv.clock.clone().unwrap_or_else(|| settings.clock.clone());
-        let plan = plan_turns(conv, &renderer, &clock, &settings.plan)
-            .with_context(|| format!("conversation {}", conv.source))?;
+        let plan = planner.plan(conv)?.plan;
         let mut texts: Vec<&str> = plan.turns.iter().map(|t| t.prompt.as_str()).collect();
         if let Some(Some(last)) = plan.next_prompts.last() {
             texts.push(last);

@@ -242,12 +242,10 @@ pub enum EngineArg {
     Sglang,
 }
 
+/// The llm-d emulation of replay and capture --live-replay.
 #[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// A capture (`.frames` or raw `.msgpack`, detected from its first bytes); `-` for stdin.
-    pub file: PathBuf,
-
-    /// llm-d index block sizes to emulate; a list is one pass over the file.
+pub struct EmulationArgs {
+    /// llm-d index block sizes to emulate; a list is one pass over the stream.
     #[arg(
         long,
         value_delimiter = ',',
@@ -259,9 +257,18 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub index: IndexArgs,
 
-    /// The engine that published the events.
+    /// The engine that publishes the events.
     #[arg(long, value_enum, default_value_t = EngineArg::Vllm)]
     pub engine: EngineArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A capture (`.frames` or raw `.msgpack`, detected from its first bytes); `-` for stdin.
+    pub file: PathBuf,
+
+    #[command(flatten)]
+    pub emulation: EmulationArgs,
 
     /// Explicit lookups: a JSON list of token-id lists or {"tokens", "pod", "model"} objects.
     #[arg(long, value_name = "FILE")]
@@ -365,21 +372,8 @@ pub struct CaptureArgs {
     #[arg(long)]
     pub live_replay: bool,
 
-    /// llm-d index block sizes for --live-replay.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "64",
-        value_name = "B,B,..."
-    )]
-    pub index_block_size: Vec<usize>,
-
     #[command(flatten)]
-    pub index: IndexArgs,
-
-    /// The engine that publishes the events.
-    #[arg(long, value_enum, default_value_t = EngineArg::Vllm)]
-    pub engine: EngineArg,
+    pub emulation: EmulationArgs,
 
     /// How long to wait for each publisher to accept the connection.
     #[arg(long, default_value = "10s", value_name = "DURATION")]

@@ -170,3 +170,26 @@ fn every_fixture_decodes_to_its_truth_file() {
     );
     assert!(files >= 38, "expected every fixture, found {files}");
 }
+
+#[test]
+fn re_encoding_vllm_0_33_captures_reproduces_their_bytes() {
+    let Some(shared) = common::shared_dir("re_encoding_vllm_0_33_captures_reproduces_their_bytes")
+    else {
+        return;
+    };
+    let dir = shared.join("fixtures/vllm-events");
+    let mut payloads = 0;
+    for name in ["s1", "s2", "s3", "s4", "s5", "s6", "s7"] {
+        for m in read_all(&dir.join(format!("{name}.msgpack"))) {
+            let batch = decode_batch(&m.payload, 0, Engine::Vllm).unwrap();
+            let again = kvaudit::events::encode::encode_batch(&batch);
+            assert!(
+                again == m.payload,
+                "{name}: payload at {} re-encodes differently",
+                m.payload_offset
+            );
+            payloads += 1;
+        }
+    }
+    eprintln!("{payloads} payloads re-encoded byte for byte");
+}

@@ -5,7 +5,10 @@ mod common;
 
 use assert_cmd::Command;
 use kvaudit::events::capture::write_frame;
+use kvaudit::events::encode::encode_batch;
 use kvaudit::events::msgpack::Writer;
+use kvaudit::events::{Batch, BatchWire};
+use kvaudit::index::router::generation_events;
 use serde_json::Value as Json;
 
 fn kvaudit() -> Command {
@@ -86,56 +89,24 @@ fn vllm_captures_s1_and_s2() {
 /// A capture in the seed write-up's shape: one prefill BlockStored, then one 16-token event
 /// per reply block (all four blocks of a 64-token reply), vLLM 0.33 map events.
 fn seed_capture(prompt: u32) -> Vec<u8> {
-    let mut frames = Vec::new();
     let tokens: Vec<u32> = (1..=prompt + 64).collect();
-    let bs = 16usize;
-    let hash = |i: usize| 0x8000_0000_0000_0000u64 | (prompt as u64) << 32 | i as u64;
-    let mut emit = |seq: u64, first_block: usize, blocks: usize| {
-        let mut w = Writer::default();
-        w.array(3)
-            .f64(1.0 + seq as f64)
-            .array(1)
-            .map(11)
-            .str("type")
-            .str("BlockStored");
-        w.str("block_hashes").array(blocks);
-        for b in first_block..first_block + blocks {
-            w.u64_wide(hash(b));
-        }
-        w.str("parent_block_hash");
-        if first_block == 0 {
-            w.nil()
-        } else {
-            w.u64_wide(hash(first_block - 1))
+    let mut frames = Vec::new();
+    for (seq, ev) in generation_events(prompt as usize, &tokens, 16)
+        .into_iter()
+        .enumerate()
+    {
+        let batch = Batch {
+            ts: 1.0 + seq as f64,
+            events: vec![ev],
+            data_parallel_rank: Some(0),
+            wire: BatchWire::Array(3),
         };
-        let toks = &tokens[first_block * bs..(first_block + blocks) * bs];
-        w.str("token_ids").array(toks.len());
-        for t in toks {
-            w.uint(*t as u64);
-        }
-        w.str("block_size")
-            .uint(16)
-            .str("lora_id")
-            .nil()
-            .str("medium")
-            .str("GPU")
-            .str("lora_name")
-            .nil();
-        w.str("extra_keys").array(blocks);
-        for _ in 0..blocks {
-            w.nil();
-        }
-        w.str("group_idx")
-            .uint(0)
-            .str("kv_cache_spec_kind")
-            .str("full_attention");
-        w.uint(0);
-        write_frame(&mut frames, b"kv@decode-0@demo-model", seq, &w.buf);
-    };
-    let prefill = prompt as usize / bs;
-    emit(0, 0, prefill);
-    for (i, b) in (prefill..prefill + 4).enumerate() {
-        emit(1 + i as u64, b, 1);
+        write_frame(
+            &mut frames,
+            b"kv@decode-0@demo-model",
+            seq as u64,
+            &encode_batch(&batch),
+        );
     }
     frames
 }

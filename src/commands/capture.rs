@@ -1,13 +1,11 @@
 use std::io::{IsTerminal, Write};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 
 use super::Outcome;
-use super::diff_turns::index_config;
-use crate::cli::{CaptureArgs, EngineArg, OutputFormat};
-use crate::events::Engine;
+use super::replay::replay_options;
+use crate::cli::{CaptureArgs, OutputFormat};
 use crate::events::live::{LiveOptions, Progress, capture, parse_duration};
-use crate::replay::ReplayOptions;
 use crate::report::capture::{to_human, to_json};
 
 pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
@@ -15,13 +13,8 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
         parse_duration(v)
             .ok_or_else(|| anyhow!("{flag} {v:?}: expected a duration like 90s, 5m or 500ms"))
     };
-    if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
-        bail!("--index-block-size must be positive integers");
-    }
-    let engine = match args.engine {
-        EngineArg::Vllm => Engine::Vllm,
-        EngineArg::Sglang => Engine::Sglang,
-    };
+    let emulation = replay_options(&args.emulation, true, "pod-0")?;
+    let engine = emulation.engine;
     let opts = LiveOptions {
         endpoints: args.endpoint.clone(),
         replay_endpoints: args.replay_endpoint.clone(),
@@ -36,16 +29,7 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
             .transpose()?,
         connect_timeout: duration("--connect-timeout", &args.connect_timeout)?,
         replay_timeout: duration("--replay-timeout", &args.replay_timeout)?,
-        live_replay: args.live_replay.then(|| ReplayOptions {
-            views: args
-                .index_block_size
-                .iter()
-                .map(|&b| index_config(&args.index, b))
-                .collect(),
-            engine,
-            keep_going: true,
-            default_pod: "pod-0".into(),
-        }),
+        live_replay: args.live_replay.then_some(emulation),
         engine,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -5,7 +5,7 @@ use serde_json::Value as Json;
 
 use super::Outcome;
 use super::diff_turns::index_config;
-use crate::cli::{EngineArg, ReplayArgs, ReplayFormat};
+use crate::cli::{EmulationArgs, EngineArg, ReplayArgs, ReplayFormat};
 use crate::events::Engine;
 use crate::events::capture::CaptureReader;
 use crate::replay::{LookupRequest, ReplayOptions, Replayer};
@@ -16,10 +16,32 @@ use crate::report::replay::{InputInfo, to_human, to_json, to_prometheus};
 #[error("{0}")]
 pub struct StoppedOnBadInput(pub String);
 
-pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
+/// The emulation settings shared by replay and capture --live-replay.
+pub(crate) fn replay_options(
+    args: &EmulationArgs,
+    keep_going: bool,
+    default_pod: &str,
+) -> Result<ReplayOptions> {
     if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
         bail!("--index-block-size must be positive integers, e.g. 16,64");
     }
+    Ok(ReplayOptions {
+        views: args
+            .index_block_size
+            .iter()
+            .map(|&b| index_config(&args.index, b))
+            .collect(),
+        engine: match args.engine {
+            EngineArg::Vllm => Engine::Vllm,
+            EngineArg::Sglang => Engine::Sglang,
+        },
+        keep_going,
+        default_pod: default_pod.to_string(),
+    })
+}
+
+pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
+    let options = replay_options(&args.emulation, args.keep_going, &args.pod)?;
     let lookups = match &args.lookup {
         Some(p) => read_lookups(p)?,
         None => Vec::new(),
@@ -35,20 +57,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     };
     let mut reader =
         CaptureReader::new(source).with_context(|| format!("cannot read capture {shown}"))?;
-    let views = args
-        .index_block_size
-        .iter()
-        .map(|&b| index_config(&args.index, b))
-        .collect();
-    let mut replayer = Replayer::new(ReplayOptions {
-        views,
-        engine: match args.engine {
-            EngineArg::Vllm => Engine::Vllm,
-            EngineArg::Sglang => Engine::Sglang,
-        },
-        keep_going: args.keep_going,
-        default_pod: args.pod.clone(),
-    });
+    let mut replayer = Replayer::new(options);
     let progress = progress_bar(size);
     let mut error: Option<(u64, String)> = None;
     let mut n: u64 = 0;

@@ -2,6 +2,7 @@
 //! decoding, and the capture file formats.
 
 pub mod capture;
+pub mod encode;
 pub mod live;
 pub mod msgpack;
 
