@@ -184,7 +184,7 @@ fn removed(w: &mut Writer, r: &BlockRemoved) {
 pub fn encode_batch(batch: &Batch) -> Vec<u8> {
     let mut w = Writer::default();
     let len = match batch.wire {
-        BatchWire::Array(n) if n == 2 => 2,
+        BatchWire::Array(2) => 2,
         _ => 3,
     };
     w.array(len).f64(batch.ts).array(batch.events.len());
