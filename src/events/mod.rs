@@ -728,3 +728,41 @@ mod tests {
         assert_eq!(WireHash::Int(-2, IntWidth::I64).as_u64(), u64::MAX - 1);
     }
 }
+
+#[cfg(test)]
+mod sglang_tests {
+    use super::msgpack::Writer;
+    use super::*;
+    use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR};
+
+    /// SGLang 0.5 publishes tagged maps with its own fields (cache_salt, no group_idx) and
+    /// signed 64-bit hashes; llm-d's SGLang adapter only takes arrays.
+    #[test]
+    fn sglang_map_events_decode_but_llm_d_drops_them() {
+        let mut w = Writer::default();
+        w.array(3).f64(2.0).array(1).map(7).str("type").str("BlockStored");
+        w.str("block_hashes").array(1).int(i64::MIN + 5);
+        w.str("parent_block_hash").nil().str("token_ids").array(1).uint(42);
+        w.str("block_size").uint(1).str("lora_id").nil().str("cache_salt").str("tenant");
+        w.uint(0);
+        let batch = decode_batch(&w.buf, 0, Engine::Sglang).unwrap();
+        let EventKind::Stored(s) = &batch.events[0].kind else { panic!() };
+        assert_eq!(s.cache_salt.as_deref(), Some("tenant"));
+        assert_eq!(s.block_hashes[0].as_u64(), (i64::MIN + 5) as u64);
+        let mut idx = Index::new(IndexConfig::new(1));
+        idx.apply("p", "m", &batch, Engine::Sglang);
+        assert_eq!(idx.stats.messages_dropped.get(MSG_BATCH_DECODE_ERROR), Some(&1));
+
+        // The same event as an array (what llm-d's adapter expects) is indexed.
+        let mut w = Writer::default();
+        w.array(3).f64(2.0).array(1).array(5).str("BlockStored").array(1);
+        w.buf.push(0xd3);
+        w.buf.extend_from_slice(&(i64::MIN + 5).to_be_bytes());
+        w.nil().array(1).uint(42).uint(1).uint(0);
+        let batch = decode_batch(&w.buf, 0, Engine::Sglang).unwrap();
+        let mut idx = Index::new(IndexConfig::new(1));
+        idx.apply("p", "m", &batch, Engine::Sglang);
+        assert_eq!(idx.stats.stores_accepted, 1);
+        assert_eq!(idx.lookup_tokens("p", "m", &[42]), 1);
+    }
+}
