@@ -53,7 +53,7 @@ pub struct Message {
 
 const MAX_TOPIC: usize = 1 << 16;
 const MAX_PAYLOAD: usize = 1 << 30;
-const CHUNK: usize = 1 << 18;
+const CHUNK: usize = 1 << 20;
 
 pub struct CaptureReader<R: Read> {
     inner: R,
