@@ -115,6 +115,33 @@ struct Tally {
     wrong: Vec<String>,
 }
 
+impl Tally {
+    /// Compare kvaudit's render with the reference's; `check` looks further at a text match
+    /// (token ids) and names what differs. Both refusing counts as agreement.
+    fn record(
+        &mut self,
+        shape: &str,
+        case: &Json,
+        ours: Result<String, String>,
+        check: impl FnOnce(&str) -> Option<String>,
+    ) {
+        self.total += 1;
+        match (case.get("text").and_then(Json::as_str), ours) {
+            (Some(want), Ok(got)) if want == got => match check(&got) {
+                None => self.pass += 1,
+                Some(what) => self.wrong.push(format!("{shape}: {what}")),
+            },
+            (Some(_), Ok(_)) => self.wrong.push(format!("{shape}: different text")),
+            (Some(_), Err(e)) => self.problems.push(format!("{shape}: kvaudit refused: {e}")),
+            (None, Err(_)) => self.pass += 1,
+            (None, Ok(_)) => self.wrong.push(format!(
+                "{shape}: transformers raised ({}) but kvaudit rendered",
+                case["error"].as_str().unwrap_or("")
+            )),
+        }
+    }
+}
+
 #[test]
 fn model_directories_render_like_transformers() {
     let Some(reference) = reference("model_directories_render_like_transformers") else {
@@ -132,39 +159,25 @@ fn model_directories_render_like_transformers() {
             let both = tokenizers_both_ways(&files.tokenizer_path);
             (files, both)
         });
-        let tally = per_model.entry(model.clone()).or_default();
-        tally.total += 1;
         let has_tools = case["tools"].as_array().is_some_and(|a| !a.is_empty());
         let template = files.select_template(None, has_tools).unwrap();
         let renderer =
             ChatRenderer::new(&template.text, files.special_tokens.clone(), DEFAULT_FUEL).unwrap();
         let ours = render_case(&renderer, case);
-        match (case.get("text").and_then(Json::as_str), ours) {
-            (Some(want), Ok(got)) if want == got => {
+        let [json_tok, prepared_tok] = &*tok;
+        per_model
+            .entry(model.clone())
+            .or_default()
+            .record(shape, case, ours, |got| {
                 let want_ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
-                let [json_tok, prepared_tok] = &*tok;
-                if json_tok.encode(&got).unwrap() != want_ids {
-                    tally
-                        .wrong
-                        .push(format!("{shape}: same text, different token ids"));
-                } else if prepared_tok.encode(&got).unwrap() != want_ids {
-                    tally
-                        .wrong
-                        .push(format!("{shape}: prepared tokenizer gives other ids"));
+                if json_tok.encode(got).unwrap() != want_ids {
+                    Some("same text, different token ids".into())
+                } else if prepared_tok.encode(got).unwrap() != want_ids {
+                    Some("prepared tokenizer gives other ids".into())
                 } else {
-                    tally.pass += 1;
+                    None
                 }
-            }
-            (Some(_), Ok(_)) => tally.wrong.push(format!("{shape}: different text")),
-            (Some(_), Err(e)) => tally
-                .problems
-                .push(format!("{shape}: kvaudit refused: {e}")),
-            (None, Err(_)) => tally.pass += 1,
-            (None, Ok(_)) => tally.wrong.push(format!(
-                "{shape}: transformers raised ({}) but kvaudit rendered",
-                case["error"].as_str().unwrap_or("")
-            )),
-        }
+            });
     }
     let mut text = String::from("model directories (render + token ids vs transformers):\n");
     let mut all_pass = true;
@@ -203,24 +216,14 @@ fn template_collection_renders_like_transformers() {
             ChatRenderer::new(&text, obj(&case["special_tokens"]), DEFAULT_FUEL)
                 .map_err(|e| e.to_string())
         });
-        let tally = per_template.entry(name.clone()).or_default();
-        tally.total += 1;
         let ours = match renderer {
             Ok(r) => render_case(r, case),
             Err(e) => Err(e.clone()),
         };
-        match (case.get("text").and_then(Json::as_str), ours) {
-            (Some(want), Ok(got)) if want == got => tally.pass += 1,
-            (Some(_), Ok(_)) => tally.wrong.push(format!("{shape}: different text")),
-            (Some(_), Err(e)) => tally
-                .problems
-                .push(format!("{shape}: kvaudit refused: {e}")),
-            (None, Err(_)) => tally.pass += 1,
-            (None, Ok(_)) => tally.wrong.push(format!(
-                "{shape}: transformers raised ({}) but kvaudit rendered",
-                case["error"].as_str().unwrap_or("")
-            )),
-        }
+        per_template
+            .entry(name.clone())
+            .or_default()
+            .record(shape, case, ours, |_| None);
     }
     let mut text = String::from("template collection (render vs transformers):\n");
     for (name, t) in &per_template {

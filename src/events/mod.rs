@@ -740,22 +740,46 @@ mod sglang_tests {
     #[test]
     fn sglang_map_events_decode_but_llm_d_drops_them() {
         let mut w = Writer::default();
-        w.array(3).f64(2.0).array(1).map(7).str("type").str("BlockStored");
+        w.array(3)
+            .f64(2.0)
+            .array(1)
+            .map(7)
+            .str("type")
+            .str("BlockStored");
         w.str("block_hashes").array(1).int(i64::MIN + 5);
-        w.str("parent_block_hash").nil().str("token_ids").array(1).uint(42);
-        w.str("block_size").uint(1).str("lora_id").nil().str("cache_salt").str("tenant");
+        w.str("parent_block_hash")
+            .nil()
+            .str("token_ids")
+            .array(1)
+            .uint(42);
+        w.str("block_size")
+            .uint(1)
+            .str("lora_id")
+            .nil()
+            .str("cache_salt")
+            .str("tenant");
         w.uint(0);
         let batch = decode_batch(&w.buf, 0, Engine::Sglang).unwrap();
-        let EventKind::Stored(s) = &batch.events[0].kind else { panic!() };
+        let EventKind::Stored(s) = &batch.events[0].kind else {
+            panic!()
+        };
         assert_eq!(s.cache_salt.as_deref(), Some("tenant"));
         assert_eq!(s.block_hashes[0].as_u64(), (i64::MIN + 5) as u64);
         let mut idx = Index::new(IndexConfig::new(1));
         idx.apply("p", "m", &batch, Engine::Sglang);
-        assert_eq!(idx.stats.messages_dropped.get(MSG_BATCH_DECODE_ERROR), Some(&1));
+        assert_eq!(
+            idx.stats.messages_dropped.get(MSG_BATCH_DECODE_ERROR),
+            Some(&1)
+        );
 
         // The same event as an array (what llm-d's adapter expects) is indexed.
         let mut w = Writer::default();
-        w.array(3).f64(2.0).array(1).array(5).str("BlockStored").array(1);
+        w.array(3)
+            .f64(2.0)
+            .array(1)
+            .array(5)
+            .str("BlockStored")
+            .array(1);
         w.buf.push(0xd3);
         w.buf.extend_from_slice(&(i64::MIN + 5).to_be_bytes());
         w.nil().array(1).uint(42).uint(1).uint(0);
