@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 
 use crate::events::capture::Message;
 use crate::events::msgpack::DecodeError;
-use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch};
+use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, parse_topic};
 
 #[derive(Debug, Clone)]
@@ -33,10 +33,12 @@ pub struct Malformed {
     pub reason: String,
 }
 
-/// One block the engine holds (for sequence reconstruction).
+/// One block the engine holds (for sequence reconstruction); its tokens live in the pod's
+/// arena, so storing a block costs no allocation of its own.
 struct Node {
     parent: Option<u64>,
-    tokens: Vec<u32>,
+    start: usize,
+    len: usize,
     children: u32,
     order: u64,
 }
@@ -44,6 +46,40 @@ struct Node {
 #[derive(Default)]
 struct PodTree {
     nodes: FxHashMap<u64, Node>,
+    arena: Vec<u32>,
+    live_tokens: usize,
+}
+
+impl PodTree {
+    fn tokens(&self, node: &Node) -> &[u32] {
+        &self.arena[node.start..node.start + node.len]
+    }
+
+    fn remove(&mut self, hash: u64) {
+        if let Some(node) = self.nodes.remove(&hash) {
+            self.live_tokens -= node.len;
+            if let Some(p) = node.parent.and_then(|p| self.nodes.get_mut(&p)) {
+                p.children = p.children.saturating_sub(1);
+            }
+        }
+        // Evicted blocks leave holes; compact once they outweigh the live tokens, so memory
+        // follows what the engine holds, not the length of the capture.
+        if self.arena.len() > 2 * self.live_tokens + (1 << 16) {
+            let mut arena = Vec::with_capacity(self.live_tokens * 2);
+            for node in self.nodes.values_mut() {
+                let start = arena.len();
+                arena.extend_from_slice(&self.arena[node.start..node.start + node.len]);
+                node.start = start;
+            }
+            self.arena = arena;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.nodes.clear();
+        self.arena.clear();
+        self.live_tokens = 0;
+    }
 }
 
 /// A chain of blocks the engine holds, root to leaf, and what each view's lookup finds.
@@ -117,6 +153,7 @@ pub struct Replayer {
     malformed: Vec<Malformed>,
     order: u64,
     bytes: u64,
+    pool: crate::events::Pool,
 }
 
 impl Replayer {
@@ -132,6 +169,7 @@ impl Replayer {
             malformed: Vec::new(),
             order: 0,
             bytes: 0,
+            pool: crate::events::Pool::default(),
         }
     }
 
@@ -151,8 +189,12 @@ impl Replayer {
     }
 
     fn feed_as(&mut self, msg: &Message, pod: &str, model: &str) -> Result<(), DecodeError> {
-        let batch = match decode_batch(&msg.payload, msg.payload_offset as usize, self.opts.engine)
-        {
+        let batch = match decode_batch_with(
+            &msg.payload,
+            msg.payload_offset as usize,
+            self.opts.engine,
+            &mut self.pool,
+        ) {
             Ok(b) => b,
             Err(e) => {
                 if !self.opts.keep_going {
@@ -173,6 +215,7 @@ impl Replayer {
             }
         };
         self.apply(pod, model, &batch);
+        self.pool.recycle(batch);
         Ok(())
     }
 
@@ -209,14 +252,10 @@ impl Replayer {
                 }
                 EventKind::Removed(r) if on_gpu(r.medium.as_deref()) => {
                     for h in &r.block_hashes {
-                        if let Some(node) = tree.nodes.remove(&h.as_u64())
-                            && let Some(p) = node.parent.and_then(|p| tree.nodes.get_mut(&p))
-                        {
-                            p.children = p.children.saturating_sub(1);
-                        }
+                        tree.remove(h.as_u64());
                     }
                 }
-                EventKind::AllCleared => tree.nodes.clear(),
+                EventKind::AllCleared => tree.clear(),
                 _ => {}
             }
         }
@@ -327,11 +366,16 @@ fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
             if let Some(p) = parent.and_then(|p| tree.nodes.get_mut(&p)) {
                 p.children += 1;
             }
+            let start = tree.arena.len();
+            tree.arena
+                .extend_from_slice(&s.token_ids[i * bs..(i + 1) * bs]);
+            tree.live_tokens += bs;
             tree.nodes.insert(
                 h,
                 Node {
                     parent,
-                    tokens: s.token_ids[i * bs..(i + 1) * bs].to_vec(),
+                    start,
+                    len: bs,
                     children: 0,
                     order,
                 },
@@ -357,7 +401,7 @@ fn chain_tokens(tree: &PodTree, leaf: u64) -> Option<Vec<u32>> {
         blocks
             .iter()
             .rev()
-            .flat_map(|n| n.tokens.iter().copied())
+            .flat_map(|n| tree.tokens(n).iter().copied())
             .collect(),
     )
 }

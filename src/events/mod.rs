@@ -174,6 +174,16 @@ pub struct Batch {
 /// Decode one payload (a whole msgpack value; trailing bytes are an error).
 /// `base` is the payload's offset in its file, for error positions.
 pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch, DecodeError> {
+    decode_batch_with(payload, base, engine, &mut Pool::default())
+}
+
+/// [`decode_batch`], taking vectors from `pool` (give batches back with [`Pool::recycle`]).
+pub fn decode_batch_with(
+    payload: &[u8],
+    base: usize,
+    engine: Engine,
+    pool: &mut Pool,
+) -> Result<Batch, DecodeError> {
     let mut r = Reader::new(payload, base);
     let at = r.position();
     let batch = match r.head()? {
@@ -185,7 +195,7 @@ pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch
                 ));
             }
             let ts = read_ts(&mut r)?;
-            let events = read_events(&mut r, engine)?;
+            let events = read_events(&mut r, engine, pool)?;
             let rank = if n >= 3 {
                 r.opt_int("data_parallel_rank")?
             } else {
@@ -206,7 +216,7 @@ pub fn decode_batch(payload: &[u8], base: usize, engine: Engine) -> Result<Batch
             for _ in 0..n {
                 match r.key("batch key")? {
                     b"ts" => ts = Some(read_ts(&mut r)?),
-                    b"events" => events = Some(read_events(&mut r, engine)?),
+                    b"events" => events = Some(read_events(&mut r, engine, pool)?),
                     b"data_parallel_rank" | b"attn_dp_rank" => {
                         rank = r.opt_int("data_parallel_rank")?
                     }
@@ -247,11 +257,12 @@ fn read_ts(r: &mut Reader) -> Result<f64, DecodeError> {
     }
 }
 
-fn read_events(r: &mut Reader, engine: Engine) -> Result<Vec<Event>, DecodeError> {
+fn read_events(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Vec<Event>, DecodeError> {
     let n = r.array("events")?;
-    let mut out = Vec::with_capacity(n.min(1 << 16));
+    let mut out = pool.events.pop().unwrap_or_default();
+    out.reserve(n.min(1 << 16));
     for _ in 0..n {
-        out.push(read_event(r, engine)?);
+        out.push(read_event(r, engine, pool)?);
     }
     Ok(out)
 }
@@ -291,7 +302,7 @@ const REMOVED_POSITIONS: [&str; 5] = [
     "ownership",
 ];
 
-fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
+fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, DecodeError> {
     let at = r.position();
     match r.head()? {
         Head::Array(n) => {
@@ -300,14 +311,16 @@ fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
             }
             let tag_at = r.position();
             let tag = r.str("event tag")?;
-            let positions: &[&str] = match (tag, engine) {
-                ("BlockStored", Engine::Vllm) => &STORED_POSITIONS_VLLM,
-                ("BlockStored", Engine::Sglang) => &STORED_POSITIONS_SGLANG,
-                ("BlockRemoved", _) => &REMOVED_POSITIONS,
-                ("AllBlocksCleared", _) => &[],
-                _ => return Err(r.error(tag_at, format!("unknown event tag {tag:?}"))),
+            let Some(tag) = tag_of(tag) else {
+                return Err(r.error(tag_at, format!("unknown event tag {tag:?}")));
             };
-            let mut fields = Fields::new(tag);
+            let positions: &[&str] = match (tag, engine) {
+                (Tag::Stored, Engine::Vllm) => &STORED_POSITIONS_VLLM,
+                (Tag::Stored, Engine::Sglang) => &STORED_POSITIONS_SGLANG,
+                (Tag::Removed, _) => &REMOVED_POSITIONS,
+                (Tag::Cleared, _) => &[],
+            };
+            let mut fields = Fields::new(tag, pool);
             for i in 1..n {
                 match positions.get(i - 1) {
                     Some(name) => fields.read(r, name.as_bytes())?,
@@ -318,18 +331,14 @@ fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
         }
         Head::Map(n) => {
             let check = |r: &Reader, tag: &str| {
-                if matches!(tag, "BlockStored" | "BlockRemoved" | "AllBlocksCleared") {
-                    Ok(())
-                } else {
-                    Err(r.error(at, format!("unknown event tag {tag:?}")))
-                }
+                tag_of(tag).ok_or_else(|| r.error(at, format!("unknown event tag {tag:?}")))
             };
             let start = r.position();
             // vLLM writes the tag first: one pass. Otherwise find it, then read the fields.
             if n > 0 && r.key("event key")? == b"type" {
-                let tag = r.str("event type")?;
-                check(r, tag)?;
-                let mut fields = Fields::new(tag);
+                let name = r.str("event type")?;
+                let tag = check(r, name)?;
+                let mut fields = Fields::new(tag, pool);
                 for _ in 1..n {
                     let key = r.key("event key")?;
                     fields.read(r, key)?;
@@ -350,8 +359,8 @@ fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
             }
             let end = r.position();
             let tag = tag.ok_or_else(|| r.error(at, "event map has no \"type\""))?;
-            check(r, tag)?;
-            let mut fields = Fields::new(tag);
+            let tag = check(r, tag)?;
+            let mut fields = Fields::new(tag, pool);
             for (key, pos) in pending {
                 let mut sub = r.sub_reader(pos);
                 fields.read(&mut sub, key)?;
@@ -369,40 +378,121 @@ fn read_event(r: &mut Reader, engine: Engine) -> Result<Event, DecodeError> {
     }
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    Stored,
+    Removed,
+    Cleared,
+}
+
+fn tag_of(tag: &str) -> Option<Tag> {
+    match tag {
+        "BlockStored" => Some(Tag::Stored),
+        "BlockRemoved" => Some(Tag::Removed),
+        "AllBlocksCleared" => Some(Tag::Cleared),
+        _ => None,
+    }
+}
+
+/// Cleared event bodies kept from earlier batches, so decoding a long stream reuses their
+/// vectors instead of allocating new ones per event.
+#[derive(Default)]
+pub struct Pool {
+    stored: Vec<BlockStored>,
+    removed: Vec<BlockRemoved>,
+    extra: Vec<Vec<Owned>>,
+    events: Vec<Vec<Event>>,
+}
+
+impl Pool {
+    /// Take a decoded batch back for reuse.
+    pub fn recycle(&mut self, batch: Batch) {
+        let mut events = batch.events;
+        for ev in events.drain(..) {
+            match ev.kind {
+                EventKind::Stored(mut s) => {
+                    if let Some(mut e) = s.extra_keys.take() {
+                        e.clear();
+                        self.extra.push(e);
+                    }
+                    s.block_hashes.clear();
+                    s.token_ids.clear();
+                    let (hashes, tokens) = (
+                        std::mem::take(&mut s.block_hashes),
+                        std::mem::take(&mut s.token_ids),
+                    );
+                    self.stored.push(BlockStored {
+                        block_hashes: hashes,
+                        token_ids: tokens,
+                        ..BlockStored::default()
+                    });
+                }
+                EventKind::Removed(mut r) => {
+                    r.block_hashes.clear();
+                    let hashes = std::mem::take(&mut r.block_hashes);
+                    self.removed.push(BlockRemoved {
+                        block_hashes: hashes,
+                        ..BlockRemoved::default()
+                    });
+                }
+                EventKind::AllCleared => {}
+            }
+        }
+        self.events.push(events);
+    }
+}
+
 /// Fields of one event as they are read, in any order.
 struct Fields<'a> {
-    tag: &'a str,
+    tag: Tag,
+    _src: std::marker::PhantomData<&'a ()>,
     stored: BlockStored,
     removed: BlockRemoved,
     has_hashes: bool,
     has_tokens: bool,
     has_block_size: bool,
+    spare_extra: Option<Vec<Owned>>,
 }
 
 impl<'a> Fields<'a> {
-    fn new(tag: &'a str) -> Self {
+    fn new(tag: Tag, pool: &mut Pool) -> Self {
         Fields {
             tag,
-            stored: BlockStored::default(),
-            removed: BlockRemoved::default(),
+            _src: std::marker::PhantomData,
+            stored: if tag == Tag::Stored {
+                pool.stored.pop().unwrap_or_default()
+            } else {
+                BlockStored::default()
+            },
+            removed: if tag == Tag::Removed {
+                pool.removed.pop().unwrap_or_default()
+            } else {
+                BlockRemoved::default()
+            },
             has_hashes: false,
             has_tokens: false,
             has_block_size: false,
+            spare_extra: if tag == Tag::Stored {
+                pool.extra.pop()
+            } else {
+                None
+            },
         }
     }
 
     fn read(&mut self, r: &mut Reader<'a>, key: &[u8]) -> Result<(), DecodeError> {
-        let stored = self.tag == "BlockStored";
-        let removed = self.tag == "BlockRemoved";
+        let stored = self.tag == Tag::Stored;
+        let removed = self.tag == Tag::Removed;
         match key {
             b"block_hashes" if stored || removed => {
-                let hashes = read_hashes(r)?;
                 self.has_hashes = true;
-                if stored {
-                    self.stored.block_hashes = hashes;
+                let into = if stored {
+                    &mut self.stored.block_hashes
                 } else {
-                    self.removed.block_hashes = hashes;
-                }
+                    &mut self.removed.block_hashes
+                };
+                into.clear();
+                read_hashes(r, into)?;
             }
             b"parent_block_hash" if stored => {
                 let at = r.position();
@@ -412,7 +502,8 @@ impl<'a> Fields<'a> {
                 };
             }
             b"token_ids" if stored => {
-                self.stored.token_ids = r.u32_list("token_ids")?;
+                self.stored.token_ids.clear();
+                r.u32_list_into("token_ids", &mut self.stored.token_ids)?;
                 self.has_tokens = true;
             }
             b"block_size" if stored => {
@@ -438,7 +529,8 @@ impl<'a> Fields<'a> {
                 self.stored.extra_keys = match r.head()? {
                     Head::Nil => None,
                     Head::Array(n) => {
-                        let mut items = Vec::with_capacity(n.min(1 << 16));
+                        let mut items = self.spare_extra.take().unwrap_or_default();
+                        items.reserve(n.min(1 << 16));
                         for _ in 0..n {
                             // vLLM sends one nil per plain block: skip the value tree for those.
                             if r.peek() == Some(0xc0) {
@@ -545,7 +637,7 @@ impl<'a> Fields<'a> {
 
     fn finish(self, r: &Reader, at: usize, wire: EventWire) -> Result<Event, DecodeError> {
         let kind = match self.tag {
-            "BlockStored" => {
+            Tag::Stored => {
                 if !self.has_hashes || !self.has_tokens || !self.has_block_size {
                     return Err(r.error(
                         at,
@@ -554,13 +646,13 @@ impl<'a> Fields<'a> {
                 }
                 EventKind::Stored(self.stored)
             }
-            "BlockRemoved" => {
+            Tag::Removed => {
                 if !self.has_hashes {
                     return Err(r.error(at, "BlockRemoved lacks block_hashes"));
                 }
                 EventKind::Removed(self.removed)
             }
-            _ => EventKind::AllCleared,
+            Tag::Cleared => EventKind::AllCleared,
         };
         Ok(Event { kind, wire })
     }
@@ -582,9 +674,9 @@ fn hash_of(r: &Reader, at: usize, v: Val) -> Result<WireHash, DecodeError> {
     }
 }
 
-fn read_hashes(r: &mut Reader) -> Result<Vec<WireHash>, DecodeError> {
+fn read_hashes(r: &mut Reader, out: &mut Vec<WireHash>) -> Result<(), DecodeError> {
     let n = r.array("block_hashes")?;
-    let mut out = Vec::with_capacity(n.min(1 << 16));
+    out.reserve(n.min(1 << 16));
     for _ in 0..n {
         if let Some(v) = r.u64_wide() {
             out.push(WireHash::Uint(v, IntWidth::U64));
@@ -594,7 +686,7 @@ fn read_hashes(r: &mut Reader) -> Result<Vec<WireHash>, DecodeError> {
         let v = r.value()?;
         out.push(hash_of(r, at, v)?);
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

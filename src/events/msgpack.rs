@@ -412,8 +412,15 @@ impl<'a> Reader<'a> {
 
     /// An array of integers as u32 (token ids: any width; negatives wrap, as llm-d casts them).
     pub fn u32_list(&mut self, what: &str) -> Result<Vec<u32>, DecodeError> {
+        let mut out = Vec::new();
+        self.u32_list_into(what, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`u32_list`](Self::u32_list) appending to `out` (reusing its allocation).
+    pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<(), DecodeError> {
         let n = self.array(what)?;
-        let mut out = Vec::with_capacity(n.min(1 << 20));
+        out.reserve(n.min(1 << 20));
         for _ in 0..n {
             let at = self.pos;
             let b = *self
@@ -439,7 +446,7 @@ impl<'a> Reader<'a> {
             };
             out.push(v as u32);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
