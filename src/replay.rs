@@ -405,3 +405,69 @@ fn chain_tokens(tree: &PodTree, leaf: u64) -> Option<Vec<u32>> {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{BatchWire, BlockRemoved, Event, EventWire, WireHash};
+    use crate::index::router::generation_events;
+
+    fn batch(events: Vec<Event>) -> Batch {
+        Batch {
+            ts: 0.0,
+            events,
+            data_parallel_rank: Some(0),
+            wire: BatchWire::Array(3),
+        }
+    }
+
+    #[test]
+    fn evicted_blocks_are_compacted_away_and_sequences_stay_exact() {
+        let mut r = Replayer::new(ReplayOptions {
+            views: vec![IndexConfig::new(16)],
+            engine: Engine::Vllm,
+            keep_going: false,
+            default_pod: "p".into(),
+        });
+        let kept: Vec<u32> = (1..=128).collect();
+        r.apply("p", "m", &batch(generation_events(64, &kept, 16)));
+        // Many short-lived chains: stored, then evicted, far more tokens than are held.
+        for i in 0..6000u32 {
+            let tokens: Vec<u32> = (0..16).map(|t| 1_000_000 + i * 16 + t).collect();
+            let events = generation_events(16, &tokens, 16);
+            let hashes: Vec<WireHash> = events
+                .iter()
+                .flat_map(|e| match &e.kind {
+                    EventKind::Stored(s) => s.block_hashes.clone(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            r.apply("p", "m", &batch(events));
+            let removed = BlockRemoved {
+                block_hashes: hashes,
+                medium: Some("GPU".into()),
+                ..BlockRemoved::default()
+            };
+            r.apply(
+                "p",
+                "m",
+                &batch(vec![Event {
+                    kind: EventKind::Removed(removed),
+                    wire: EventWire::Map,
+                }]),
+            );
+        }
+        let tree = &r.trees["p"];
+        assert!(
+            tree.arena.len() < 3 * tree.live_tokens + (1 << 16) + 16,
+            "arena {} for {} live",
+            tree.arena.len(),
+            tree.live_tokens
+        );
+        assert_eq!(tree.live_tokens, 128);
+        let report = r.finish(&[]);
+        assert_eq!(report.sequences.len(), 1);
+        assert_eq!(report.sequences[0].engine_tokens, 128);
+        assert_eq!(report.sequences[0].index_tokens, vec![128]);
+    }
+}
