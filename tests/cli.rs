@@ -502,3 +502,51 @@ fn router_view_simulates_decode_events_and_the_decider() {
         assert_eq!(r["decider"]["verdict"], want, "block {index_bs}, {decider}");
     }
 }
+
+#[test]
+fn tokenizer_and_template_overrides() {
+    // The same tokenizer given explicitly gives the same numbers; a missing one is named.
+    let base = json_run(&["diff-turns", "--model", &model("tiny-think")], 1);
+    let over = json_run(
+        &[
+            "diff-turns",
+            "--model",
+            &model("tiny-think"),
+            "--tokenizer",
+            "fixtures/models/tiny-plain/tokenizer.json",
+        ],
+        1,
+    );
+    assert_eq!(base["conversations"], over["conversations"]);
+    fails_with(
+        &[
+            "diff-turns",
+            "--model",
+            &model("tiny-think"),
+            "--tokenizer",
+            "fixtures/models/none.json",
+        ],
+        "tokenizer file fixtures/models/none.json does not exist",
+    );
+    // The template under review replaces the model's: tiny-plain's template extends.
+    let v = json_run(
+        &[
+            "diff-turns",
+            "--model",
+            &model("tiny-think"),
+            "--template",
+            "fixtures/models/tiny-plain/../../templates/dated.jinja",
+        ],
+        0,
+    );
+    assert!(
+        v["model"]["template"]
+            .as_str()
+            .unwrap()
+            .ends_with("dated.jinja")
+    );
+    assert_eq!(
+        v["conversations"][0]["transitions"][0]["rewrite"],
+        Json::Null
+    );
+}

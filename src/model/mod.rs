@@ -106,10 +106,13 @@ impl ModelFiles {
             None => dir.join("tokenizer.json"),
         };
         if !tokenizer_path.is_file() {
-            return Err(ModelError::Missing(format!(
-                "no tokenizer.json in {} (pass --tokenizer FILE to use another)",
-                dir.display()
-            )));
+            return Err(ModelError::Missing(match tokenizer {
+                Some(p) => format!("tokenizer file {} does not exist", p.display()),
+                None => format!(
+                    "no tokenizer.json in {} (pass --tokenizer FILE to use another)",
+                    dir.display()
+                ),
+            }));
         }
         let config_path = dir.join("tokenizer_config.json");
         let config = if config_path.is_file() {
