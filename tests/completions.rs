@@ -11,17 +11,27 @@ use kvaudit::cli::Cli;
 fn completions_match_the_cli() {
     let dir = common::repo_root().join("completions");
     let update = std::env::var("KVAUDIT_UPDATE_COMPLETIONS").is_ok_and(|v| v == "1");
-    for (shell, file) in [(Shell::Bash, "kvaudit.bash"), (Shell::Zsh, "_kvaudit"), (Shell::Fish, "kvaudit.fish")] {
+    for (shell, file) in [
+        (Shell::Bash, "kvaudit.bash"),
+        (Shell::Zsh, "_kvaudit"),
+        (Shell::Fish, "kvaudit.fish"),
+    ] {
         let mut out = Vec::new();
         generate(shell, &mut Cli::command(), "kvaudit", &mut out);
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("replay") && text.contains("--index-block-size"), "{file}");
+        assert!(
+            text.contains("replay") && text.contains("index-block-size"),
+            "{file}"
+        );
         let path = dir.join(file);
         if update {
             std::fs::write(&path, &text).unwrap();
             continue;
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(on_disk == text, "completions/{file} is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions");
+        assert!(
+            on_disk == text,
+            "completions/{file} is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions"
+        );
     }
 }

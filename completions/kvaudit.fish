@@ -1,0 +1,171 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_kvaudit_global_optspecs
+    string join \n color= h/help V/version
+end
+
+function __fish_kvaudit_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_kvaudit_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_kvaudit_using_subcommand
+    set -l cmd (__fish_kvaudit_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -s h -l help -d 'Print help'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s c -l conversation -d 'A conversation JSON file (repeatable; each is audited separately)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l system -d 'Quick form: a system prompt' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l user -d 'Quick form: the first user message' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reply -d 'Quick form: the assistant\'s answer (content)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reasoning -d 'Quick form: the assistant\'s reasoning, for reasoning models' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l follow-up -d 'Quick form: a follow-up user message (repeatable; each is a separate conversation)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l resend -d 'Quick form and probes: how the client sends the reply back' -r -f -a "content\t'Content only, as a server with a reasoning parser returns it'
+raw\t'The generated text verbatim, reasoning block included'
+reasoning-field\t'Content plus `reasoning_content` / `thinking`'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
+think_nl\t''
+think_tight\t''
+harmony\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l block-sizes -d 'KV block sizes for the uncached counts' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l index-block-size -d 'llm-d\'s index block size (blockSizeTokens) for the router view' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
+xxh64\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l hash-seed -d 'llm-d\'s hashSeed' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
+router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l decider -d 'The prefix-based P/D decider\'s settings' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l format -d 'Output format' -r -f -a "human\t''
+json\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l color -d 'When to colour the output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l date-rollover -d 'Also render each prompt one day after the previous (23:59 -> 00:01) and report whether the divergence moves'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l revision -d 'Revision (branch, tag or commit)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l color -d 'When to colour the output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l offline -d 'Check the cache only'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s h -l help -d 'Print help'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
+xxh64\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l hash-seed -d 'llm-d\'s hashSeed' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
+router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l engine -d 'The engine that publishes the events' -r -f -a "vllm\t''
+sglang\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l lookup -d 'Explicit lookups: a JSON list of token-id lists or {"tokens", "pod", "model"} objects' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l pod -d 'Pod name for captures without topics (raw msgpack)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l format -d 'Output format' -r -f -a "human\t''
+json\t''
+prometheus\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l color -d 'When to colour the output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l keep-going -d 'Count undecodable messages as malformed and go on, instead of stopping'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l tokens -d 'Token ids, comma separated' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l tokens-file -d 'A file of token ids (a JSON list, or ids separated by commas or whitespace)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s m -l model -d 'Render conversations with this model and print the keys of every prompt' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template -d 'With --model: use this chat template file instead of the model\'s' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s c -l conversation -d 'A conversation JSON file (repeatable; each is audited separately)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l system -d 'Quick form: a system prompt' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l user -d 'Quick form: the first user message' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reply -d 'Quick form: the assistant\'s answer (content)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reasoning -d 'Quick form: the assistant\'s reasoning, for reasoning models' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l follow-up -d 'Quick form: a follow-up user message (repeatable; each is a separate conversation)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l resend -d 'Quick form and probes: how the client sends the reply back' -r -f -a "content\t'Content only, as a server with a reasoning parser returns it'
+raw\t'The generated text verbatim, reasoning block included'
+reasoning-field\t'Content plus `reasoning_content` / `thinking`'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
+think_nl\t''
+think_tight\t''
+harmony\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l index-block-size -d 'llm-d\'s block size (blockSizeTokens)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
+xxh64\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l hash-seed -d 'llm-d\'s hashSeed' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
+router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l format -d 'Output format' -r -f -a "human\t''
+json\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l color -d 'When to colour the output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l offline -d 'With --model: use the Hugging Face cache only'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l endpoint -d 'A publisher to connect to, e.g. tcp://10.0.0.5:5557 (repeatable; one SUB socket each)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l bind -d 'Bind here instead, for publishers that connect out (e.g. tcp://0.0.0.0:5557)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l topic -d 'Only topics starting with this prefix (ZMQ subscription; default: everything)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l out -d 'The capture file to write (`.frames` layout, readable by `replay`)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l max-messages -d 'Stop after this many messages written' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l duration -d 'Stop after this long, e.g. 90s, 5m' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l replay-endpoint -d 'The replay (ROUTER) socket of each --endpoint, same order, to recover gaps' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
+xxh64\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l hash-seed -d 'llm-d\'s hashSeed' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
+router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l engine -d 'The engine that publishes the events' -r -f -a "vllm\t''
+sglang\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l connect-timeout -d 'How long to wait for each publisher to accept the connection' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l replay-timeout -d 'How long to wait for a replay socket to answer a gap' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l format -d 'Output format of the summary' -r -f -a "human\t''
+json\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l color -d 'When to colour the output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l live-replay -d 'Run the llm-d emulation on the stream as it arrives (status line each second on a terminal)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
