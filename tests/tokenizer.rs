@@ -104,6 +104,22 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
             .is_prepared()
     );
 
+    // A flipped bit anywhere in the body is caught by its checksum.
+    let mut flipped = std::fs::read(&files[0]).unwrap();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 1;
+    std::fs::write(&files[0], &flipped).unwrap();
+    assert!(
+        !Tokenizer::load(&src, Some(cache.path()))
+            .unwrap()
+            .is_prepared()
+    );
+    assert!(
+        Tokenizer::load(&src, Some(cache.path()))
+            .unwrap()
+            .is_prepared()
+    );
+
     // Another tokenizer.json (one byte changed) gets its own entry.
     let dir = tempfile::tempdir().unwrap();
     let changed = dir.path().join("tokenizer.json");

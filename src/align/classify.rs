@@ -99,14 +99,16 @@ pub fn classify(e: &Evidence) -> RewriteClass {
     }
     if let Some(end) = reasoning_block_end(e.generated_text) {
         // The reply opened with a reasoning block (possibly empty) that history does not repeat.
-        let block_end = prompt_len + end;
+        let block_end = (prompt_len + end).min(held.len());
         let reasoning = e.reasoning.map(str::trim).unwrap_or("");
-        let kept = if reasoning.is_empty() {
-            next[at..].starts_with(&held[at..block_end.min(held.len())])
-        } else {
-            next[at..].contains(reasoning)
+        let kept = || {
+            if reasoning.is_empty() {
+                next[at..].starts_with(&held[at..block_end])
+            } else {
+                next[at..].contains(reasoning)
+            }
         };
-        if at < block_end && !kept {
+        if at < block_end && !kept() {
             return RewriteClass::ReasoningDropped;
         }
     }

@@ -20,7 +20,7 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Model, Token, TokenizerImpl};
 
-const MAGIC: &[u8; 8] = b"KVTOKv01";
+const MAGIC: &[u8; 8] = b"KVTOKv02";
 const EMPTY32: u32 = u32::MAX;
 const EMPTY64: u64 = u64::MAX;
 
@@ -413,6 +413,8 @@ pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String
     ));
     w.0.extend_from_slice(MAGIC);
     w.0.extend_from_slice(&key.to_le_bytes());
+    // Checksum of everything after it, filled in below: a damaged cache is never trusted.
+    w.u64(0);
     w.bytes(sha256.as_bytes());
     w.bytes(
         serde_json::to_string(&rest)
@@ -439,8 +441,14 @@ pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String
     for v in &merge_vals {
         w.u64(*v);
     }
+    let body = CHECKSUM_AT + 8;
+    let sum = xxhash_rust::xxh3::xxh3_64(&w.0[body..]);
+    w.0[CHECKSUM_AT..body].copy_from_slice(&sum.to_le_bytes());
     Ok(w.0)
 }
+
+/// Offset of the body checksum: after the magic and the source key.
+const CHECKSUM_AT: usize = 8 + 16;
 
 /// A tokenizer read back from its prepared form, with the SHA-256 of its source.
 pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
@@ -452,6 +460,10 @@ pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
     let stored = u128::from_le_bytes(r.take(16).ok_or_else(bad)?.try_into().map_err(|_| bad())?);
     if stored != key {
         return Err("prepared for another tokenizer.json".into());
+    }
+    let sum = r.u64().ok_or_else(bad)?;
+    if data.len() < CHECKSUM_AT + 8 || xxhash_rust::xxh3::xxh3_64(&data[CHECKSUM_AT + 8..]) != sum {
+        return Err(bad());
     }
     let sha256 = String::from_utf8(r.bytes().ok_or_else(bad)?.to_vec()).map_err(|_| bad())?;
     let rest: Json =
@@ -467,6 +479,23 @@ pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
     let merge_keys = r.u64s(mtable_len).ok_or_else(bad)?;
     let merge_vals = r.u64s(mtable_len).ok_or_else(bad)?;
     if !table_len.is_power_of_two() || !mtable_len.is_power_of_two() {
+        return Err(bad());
+    }
+    // A damaged file must fail here, not panic on a later lookup.
+    let in_blob = tok_start.iter().zip(&tok_len).all(|(&s, &l)| {
+        l == EMPTY32
+            || (s as usize)
+                .checked_add(l as usize)
+                .is_some_and(|e| e <= blob.len())
+    });
+    let ids_ok = vocab_table
+        .iter()
+        .all(|&id| id == EMPTY32 || (id as usize) < n_ids)
+        && merge_vals
+            .iter()
+            .zip(&merge_keys)
+            .all(|(&v, &k)| k == EMPTY64 || ((v as u32) as usize) < n_ids);
+    if !in_blob || !ids_ok {
         return Err(bad());
     }
     let model = &rest["model"];
