@@ -146,8 +146,10 @@ impl ReplayReport {
 pub struct Replayer {
     opts: ReplayOptions,
     views: Vec<Index>,
-    trees: BTreeMap<String, PodTree>,
-    models: BTreeMap<String, String>,
+    /// Every pod seen: name, topic model, the blocks its engine holds.
+    pods: Vec<(String, String, PodTree)>,
+    /// Index of the pod of the previous message (captures come in runs of one pod).
+    last_pod: usize,
     messages: u64,
     events: EventCounts,
     malformed: Vec<Malformed>,
@@ -162,8 +164,8 @@ impl Replayer {
         Replayer {
             opts,
             views,
-            trees: BTreeMap::new(),
-            models: BTreeMap::new(),
+            pods: Vec::new(),
+            last_pod: 0,
             messages: 0,
             events: EventCounts::default(),
             malformed: Vec::new(),
@@ -221,9 +223,7 @@ impl Replayer {
 
     /// Apply an already decoded batch (used by simulations as well as files).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch) {
-        self.models
-            .entry(pod.to_string())
-            .or_insert_with(|| model.to_string());
+        let at = self.pod_slot(pod, model);
         for ev in &batch.events {
             match &ev.kind {
                 EventKind::Stored(_) => self.events.block_stored += 1,
@@ -234,16 +234,27 @@ impl Replayer {
         for v in &mut self.views {
             v.apply(pod, model, batch, self.opts.engine);
         }
-        self.track_engine(pod, batch);
+        self.track_engine(at, batch);
     }
 
-    fn track_engine(&mut self, pod: &str, batch: &Batch) {
-        if !self.trees.contains_key(pod) {
-            self.trees.insert(pod.to_string(), PodTree::default());
+    fn pod_slot(&mut self, pod: &str, model: &str) -> usize {
+        if self.pods.get(self.last_pod).is_some_and(|p| p.0 == pod) {
+            return self.last_pod;
         }
-        let Some(tree) = self.trees.get_mut(pod) else {
-            return;
+        let at = match self.pods.iter().position(|p| p.0 == pod) {
+            Some(i) => i,
+            None => {
+                self.pods
+                    .push((pod.to_string(), model.to_string(), PodTree::default()));
+                self.pods.len() - 1
+            }
         };
+        self.last_pod = at;
+        at
+    }
+
+    fn track_engine(&mut self, at: usize, batch: &Batch) {
+        let tree = &mut self.pods[at].2;
         for ev in &batch.events {
             match &ev.kind {
                 EventKind::Stored(s) if on_gpu(s.medium.as_deref()) => {
@@ -280,8 +291,8 @@ impl Replayer {
     pub fn finish(mut self, lookups: &[LookupRequest]) -> ReplayReport {
         let mut sequences = Vec::new();
         let mut incomplete = 0;
-        for (pod, tree) in &self.trees {
-            let model = self.models.get(pod).cloned().unwrap_or_default();
+        self.pods.sort_by(|a, b| a.0.cmp(&b.0));
+        for (pod, model, tree) in &self.pods {
             let mut leaves: Vec<(&u64, &Node)> =
                 tree.nodes.iter().filter(|(_, n)| n.children == 0).collect();
             leaves.sort_by_key(|(_, n)| n.order);
@@ -307,13 +318,13 @@ impl Replayer {
         for l in lookups {
             let pods: Vec<String> = match &l.pod {
                 Some(p) => vec![p.clone()],
-                None => self.models.keys().cloned().collect(),
+                None => self.pods.iter().map(|p| p.0.clone()).collect(),
             };
             for pod in pods {
                 let model = l
                     .model
                     .clone()
-                    .or_else(|| self.models.get(&pod).cloned())
+                    .or_else(|| self.pods.iter().find(|p| p.0 == pod).map(|p| p.1.clone()))
                     .unwrap_or_default();
                 let index_tokens = self
                     .views
@@ -457,7 +468,7 @@ mod tests {
                 }]),
             );
         }
-        let tree = &r.trees["p"];
+        let tree = &r.pods[0].2;
         assert!(
             tree.arena.len() < 3 * tree.live_tokens + (1 << 16) + 16,
             "arena {} for {} live",

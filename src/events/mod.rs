@@ -31,6 +31,12 @@ const COMMON: [&str; 14] = [
 ];
 
 fn text(s: &str) -> Text {
+    // vLLM's two constant values first: they are on every event.
+    match s {
+        "GPU" => return Cow::Borrowed("GPU"),
+        "full_attention" => return Cow::Borrowed("full_attention"),
+        _ => {}
+    }
     match COMMON.iter().find(|c| **c == s) {
         Some(c) => Cow::Borrowed(c),
         None => Cow::Owned(s.to_string()),
@@ -248,6 +254,9 @@ pub fn decode_batch_with(
 }
 
 fn read_ts(r: &mut Reader) -> Result<f64, DecodeError> {
+    if let Some(f) = r.f64_fast() {
+        return Ok(f);
+    }
     let at = r.position();
     match r.value()? {
         Val::Float(f) => Ok(f),
@@ -495,6 +504,10 @@ impl<'a> Fields<'a> {
                 read_hashes(r, into)?;
             }
             b"parent_block_hash" if stored => {
+                if let Some(v) = r.u64_wide() {
+                    self.stored.parent_block_hash = Some(WireHash::Uint(v, IntWidth::U64));
+                    return Ok(());
+                }
                 let at = r.position();
                 self.stored.parent_block_hash = match r.value()? {
                     Val::Nil => None,

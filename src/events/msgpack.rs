@@ -289,6 +289,17 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).map_err(|_| self.error(at, "string is not valid UTF-8"))
     }
 
+    /// The batch timestamp's fast path: a float64 (what msgspec writes).
+    #[inline]
+    pub fn f64_fast(&mut self) -> Option<f64> {
+        if self.buf.get(self.pos) == Some(&0xcb) {
+            let v = self.be_at(self.pos + 1, 8)?;
+            self.pos += 9;
+            return Some(f64::from_bits(v));
+        }
+        None
+    }
+
     /// Skip one value without building it.
     pub fn skip(&mut self) -> Result<(), DecodeError> {
         let at = self.pos;
@@ -366,6 +377,17 @@ impl<'a> Reader<'a> {
     /// A string or nil.
     pub fn opt_str(&mut self, what: &str) -> Result<Option<&'a str>, DecodeError> {
         let at = self.pos;
+        match self.buf.get(at) {
+            Some(0xc0) => {
+                self.pos += 1;
+                return Ok(None);
+            }
+            Some(&b) if (0xa0..=0xbf).contains(&b) => {
+                self.pos += 1;
+                return self.str_body((b & 0x1f) as usize, at).map(Some);
+            }
+            _ => {}
+        }
         match self.head()? {
             Head::Nil => Ok(None),
             Head::Str(n) => self.str_body(n, at).map(Some),
@@ -382,6 +404,17 @@ impl<'a> Reader<'a> {
     /// An integer (any width) or nil.
     pub fn opt_int(&mut self, what: &str) -> Result<Option<i64>, DecodeError> {
         let at = self.pos;
+        match self.buf.get(at) {
+            Some(0xc0) => {
+                self.pos += 1;
+                return Ok(None);
+            }
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                return Ok(Some(b as i64));
+            }
+            _ => {}
+        }
         match self.head()? {
             Head::Nil => Ok(None),
             Head::Uint(v, _) => i64::try_from(v)

@@ -133,6 +133,8 @@ pub struct Index {
     catalog: FxHashMap<(u32, i64), GroupInfo>,
     dedup: FxHashMap<u32, FxHashMap<(u32, i64, u64), u32>>,
     pods: Interner,
+    /// The pod of the previous message (captures come in runs of one pod).
+    last_pod: Option<u32>,
     tiers: Interner,
     pub stats: Stats,
 }
@@ -298,6 +300,7 @@ impl Index {
             catalog: FxHashMap::default(),
             dedup: FxHashMap::default(),
             pods: Interner::default(),
+            last_pod: None,
             tiers: {
                 let mut t = Interner::default();
                 t.id("gpu");
@@ -328,11 +331,20 @@ impl Index {
         *self.stats.stores_skipped.entry(reason).or_default() += 1;
         if llm_d_counts(reason, self.cfg.profile) {
             let kind = if kind.is_empty() { "unknown" } else { kind };
-            *self
+            // Found without building a key: no allocation per skipped event.
+            match self
                 .stats
                 .stores_skipped_by_kind
-                .entry((kind.to_string(), reason))
-                .or_default() += 1;
+                .iter_mut()
+                .find(|((k, r), _)| k == kind && *r == reason)
+            {
+                Some((_, n)) => *n += 1,
+                None => {
+                    self.stats
+                        .stores_skipped_by_kind
+                        .insert((kind.to_string(), reason), 1);
+                }
+            }
         }
     }
 
@@ -342,19 +354,25 @@ impl Index {
             *self.stats.messages_dropped.entry(reason).or_default() += 1;
             return;
         }
-        let model = self
-            .cfg
-            .model_name
-            .clone()
-            .unwrap_or_else(|| model.to_string());
-        let pod_id = self.pods.id(pod);
+        // Borrowed out of the config for the loop, so no name is copied per message.
+        let model_override = self.cfg.model_name.take();
+        let model = model_override.as_deref().unwrap_or(model);
+        let pod_id = match self.last_pod {
+            Some(id) if self.pods.names[id as usize] == pod => id,
+            _ => {
+                let id = self.pods.id(pod);
+                self.last_pod = Some(id);
+                id
+            }
+        };
         for ev in &batch.events {
             match &ev.kind {
-                EventKind::Stored(s) => self.stored(pod_id, &model, s),
+                EventKind::Stored(s) => self.stored(pod_id, model, s),
                 EventKind::Removed(r) => self.removed(pod_id, r),
                 EventKind::AllCleared => self.clear(pod_id),
             }
         }
+        self.cfg.model_name = model_override;
     }
 
     fn tier_id(&mut self, medium: Option<&str>) -> u32 {
@@ -577,7 +595,7 @@ impl Index {
     }
 
     fn evict(&mut self, engine_key: u64, entry: PodEntry) {
-        let Some(keys) = self.engine_to_request.get(&engine_key).cloned() else {
+        let Some(keys) = self.engine_to_request.remove(&engine_key) else {
             return;
         };
         for k in &keys {
@@ -588,8 +606,9 @@ impl Index {
                 }
             }
         }
-        if keys.iter().all(|k| !self.data.contains_key(k)) {
-            self.engine_to_request.remove(&engine_key);
+        // The mapping goes only once every key it names is gone.
+        if keys.iter().any(|k| self.data.contains_key(k)) {
+            self.engine_to_request.insert(engine_key, keys);
         }
     }
 
