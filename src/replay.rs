@@ -304,7 +304,7 @@ impl Replayer {
                 let index_tokens = self
                     .views
                     .iter_mut()
-                    .map(|v| v.lookup_tokens(pod, &model, &tokens))
+                    .map(|v| v.lookup_tokens(pod, model, &tokens))
                     .collect();
                 sequences.push(Sequence {
                     pod: pod.clone(),
