@@ -463,7 +463,7 @@ mod tests {
                 "p",
                 "m",
                 &batch(vec![Event {
-                    kind: EventKind::Removed(removed),
+                    kind: EventKind::Removed(Box::new(removed)),
                     wire: EventWire::Map,
                 }]),
             );

@@ -146,12 +146,12 @@ pub struct BlockRemoved {
     pub ownership: Option<Text>,
 }
 
-// Most events are BlockStored: boxing it would add an allocation per event for no space saved.
-#[allow(clippy::large_enum_variant)]
+/// Boxed so events move as pointers; a decoder's [`Pool`] recycles the boxes, so a long
+/// replay allocates none per event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
-    Stored(BlockStored),
-    Removed(BlockRemoved),
+    Stored(Box<BlockStored>),
+    Removed(Box<BlockRemoved>),
     AllCleared,
 }
 
@@ -336,7 +336,7 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
                     None => r.skip()?,
                 }
             }
-            fields.finish(r, at, EventWire::Array(n))
+            fields.finish(r, at, EventWire::Array(n), pool)
         }
         Head::Map(n) => {
             let check = |r: &Reader, tag: &str| {
@@ -352,7 +352,7 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
                     let key = r.key("event key")?;
                     fields.read(r, key)?;
                 }
-                return fields.finish(r, at, EventWire::Map);
+                return fields.finish(r, at, EventWire::Map, pool);
             }
             r.seek(start);
             let mut tag: Option<&str> = None;
@@ -375,7 +375,7 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
                 fields.read(&mut sub, key)?;
             }
             r.seek(end);
-            fields.finish(r, at, EventWire::Map)
+            fields.finish(r, at, EventWire::Map, pool)
         }
         other => Err(r.error(
             at,
@@ -407,8 +407,8 @@ fn tag_of(tag: &str) -> Option<Tag> {
 /// vectors instead of allocating new ones per event.
 #[derive(Default)]
 pub struct Pool {
-    stored: Vec<BlockStored>,
-    removed: Vec<BlockRemoved>,
+    stored: Vec<Box<BlockStored>>,
+    removed: Vec<Box<BlockRemoved>>,
     extra: Vec<Vec<Owned>>,
     events: Vec<Vec<Event>>,
 }
@@ -424,25 +424,27 @@ impl Pool {
                         e.clear();
                         self.extra.push(e);
                     }
-                    s.block_hashes.clear();
-                    s.token_ids.clear();
-                    let (hashes, tokens) = (
+                    let (mut hashes, mut tokens) = (
                         std::mem::take(&mut s.block_hashes),
                         std::mem::take(&mut s.token_ids),
                     );
-                    self.stored.push(BlockStored {
+                    hashes.clear();
+                    tokens.clear();
+                    *s = BlockStored {
                         block_hashes: hashes,
                         token_ids: tokens,
                         ..BlockStored::default()
-                    });
+                    };
+                    self.stored.push(s);
                 }
                 EventKind::Removed(mut r) => {
-                    r.block_hashes.clear();
-                    let hashes = std::mem::take(&mut r.block_hashes);
-                    self.removed.push(BlockRemoved {
+                    let mut hashes = std::mem::take(&mut r.block_hashes);
+                    hashes.clear();
+                    *r = BlockRemoved {
                         block_hashes: hashes,
                         ..BlockRemoved::default()
-                    });
+                    };
+                    self.removed.push(r);
                 }
                 EventKind::AllCleared => {}
             }
@@ -455,8 +457,8 @@ impl Pool {
 struct Fields<'a> {
     tag: Tag,
     _src: std::marker::PhantomData<&'a ()>,
-    stored: BlockStored,
-    removed: BlockRemoved,
+    stored: Box<BlockStored>,
+    removed: Box<BlockRemoved>,
     has_hashes: bool,
     has_tokens: bool,
     has_block_size: bool,
@@ -468,16 +470,9 @@ impl<'a> Fields<'a> {
         Fields {
             tag,
             _src: std::marker::PhantomData,
-            stored: if tag == Tag::Stored {
-                pool.stored.pop().unwrap_or_default()
-            } else {
-                BlockStored::default()
-            },
-            removed: if tag == Tag::Removed {
-                pool.removed.pop().unwrap_or_default()
-            } else {
-                BlockRemoved::default()
-            },
+            // Both bodies come from the pool; `finish` hands back the one the tag leaves unused.
+            stored: pool.stored.pop().unwrap_or_default(),
+            removed: pool.removed.pop().unwrap_or_default(),
             has_hashes: false,
             has_tokens: false,
             has_block_size: false,
@@ -648,24 +643,49 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    fn finish(self, r: &Reader, at: usize, wire: EventWire) -> Result<Event, DecodeError> {
-        let kind = match self.tag {
+    fn finish(
+        self,
+        r: &Reader,
+        at: usize,
+        wire: EventWire,
+        pool: &mut Pool,
+    ) -> Result<Event, DecodeError> {
+        let Fields {
+            tag,
+            stored,
+            removed,
+            has_hashes,
+            has_tokens,
+            has_block_size,
+            spare_extra,
+            ..
+        } = self;
+        if let Some(v) = spare_extra {
+            pool.extra.push(v);
+        }
+        let kind = match tag {
             Tag::Stored => {
-                if !self.has_hashes || !self.has_tokens || !self.has_block_size {
+                pool.removed.push(removed);
+                if !has_hashes || !has_tokens || !has_block_size {
                     return Err(r.error(
                         at,
                         "BlockStored lacks block_hashes, token_ids or block_size",
                     ));
                 }
-                EventKind::Stored(self.stored)
+                EventKind::Stored(stored)
             }
             Tag::Removed => {
-                if !self.has_hashes {
+                pool.stored.push(stored);
+                if !has_hashes {
                     return Err(r.error(at, "BlockRemoved lacks block_hashes"));
                 }
-                EventKind::Removed(self.removed)
+                EventKind::Removed(removed)
             }
-            Tag::Cleared => EventKind::AllCleared,
+            Tag::Cleared => {
+                pool.stored.push(stored);
+                pool.removed.push(removed);
+                EventKind::AllCleared
+            }
         };
         Ok(Event { kind, wire })
     }

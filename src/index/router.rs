@@ -65,7 +65,7 @@ fn stored(blocks: &[&[u32]], parent: Option<u64>, bs: usize) -> (Event, u64) {
     };
     (
         Event {
-            kind: EventKind::Stored(ev),
+            kind: EventKind::Stored(Box::new(ev)),
             wire: EventWire::Map,
         },
         prev,
