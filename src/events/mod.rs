@@ -405,6 +405,8 @@ fn tag_of(tag: &str) -> Option<Tag> {
 
 /// Cleared event bodies kept from earlier batches, so decoding a long stream reuses their
 /// vectors instead of allocating new ones per event.
+// The boxes themselves are what is recycled (their allocations), hence Vec<Box<_>>.
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 pub struct Pool {
     stored: Vec<Box<BlockStored>>,
