@@ -104,6 +104,11 @@ struct GroupInfo {
     kind: crate::events::Text,
 }
 
+/// The entries of one request key (llm-d's per-key LRU, most recent last).
+type PodCache = smallvec::SmallVec<[PodEntry; 2]>;
+/// The request keys one engine hash maps to.
+type RequestKeys = smallvec::SmallVec<[u64; 2]>;
+
 /// Counters of one view.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
@@ -128,8 +133,8 @@ pub struct Index {
     cfg: IndexConfig,
     hasher: KeyHasher,
     roots: FxHashMap<String, u64>,
-    data: FxHashMap<u64, Vec<PodEntry>>,
-    engine_to_request: FxHashMap<u64, Vec<u64>>,
+    data: FxHashMap<u64, PodCache>,
+    engine_to_request: FxHashMap<u64, RequestKeys>,
     catalog: FxHashMap<(u32, i64), GroupInfo>,
     dedup: FxHashMap<u32, FxHashMap<(u32, i64, u64), u32>>,
     pods: Interner,
@@ -499,14 +504,15 @@ impl Index {
         let (ne, nr) = (engine.len(), request.len());
         let n = ne.max(nr);
         if ne > 0 && nr > 0 {
-            let mut fresh: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
-            for i in 0..n {
-                fresh
-                    .entry(engine[i * ne / n])
-                    .or_default()
-                    .push(request[i * nr / n]);
-            }
-            for (e, keys) in fresh {
+            // Engine indices rise with i, so each engine key's run is contiguous.
+            let mut i = 0;
+            while i < n {
+                let e = engine[i * ne / n];
+                let mut keys = RequestKeys::new();
+                while i < n && engine[i * ne / n] == e {
+                    keys.push(request[i * nr / n]);
+                    i += 1;
+                }
                 self.engine_to_request.insert(e, keys);
             }
         }
@@ -688,14 +694,14 @@ mod tests {
             group: None,
         };
         idx.add(&[10, 11, 12], &[1, 2], e);
-        assert_eq!(idx.engine_to_request[&10], vec![1]);
-        assert_eq!(idx.engine_to_request[&11], vec![1]);
-        assert_eq!(idx.engine_to_request[&12], vec![2]);
+        assert_eq!(idx.engine_to_request[&10].as_slice(), [1]);
+        assert_eq!(idx.engine_to_request[&11].as_slice(), [1]);
+        assert_eq!(idx.engine_to_request[&12].as_slice(), [2]);
         idx.add(&[20, 21], &[3, 4, 5], e);
-        assert_eq!(idx.engine_to_request[&20], vec![3, 4]);
-        assert_eq!(idx.engine_to_request[&21], vec![5]);
+        assert_eq!(idx.engine_to_request[&20].as_slice(), [3, 4]);
+        assert_eq!(idx.engine_to_request[&21].as_slice(), [5]);
         idx.add(&[30, 31], &[6, 7, 8, 9], e);
-        assert_eq!(idx.engine_to_request[&30], vec![6, 7]);
+        assert_eq!(idx.engine_to_request[&30].as_slice(), [6, 7]);
     }
 
     #[test]
