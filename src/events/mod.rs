@@ -293,16 +293,8 @@ const STORED_POSITIONS_VLLM: [&str; 15] = [
     "session_id",
     "lookahead_token_ids",
 ];
-const STORED_POSITIONS_SGLANG: [&str; 8] = [
-    "block_hashes",
-    "parent_block_hash",
-    "token_ids",
-    "block_size",
-    "lora_id",
-    "medium",
-    "lora_name",
-    "extra_keys",
-];
+/// llm-d's SGLang adapter reads the first eight of the same positions.
+const STORED_POSITIONS_SGLANG: &[&str] = STORED_POSITIONS_VLLM.split_at(8).0;
 const REMOVED_POSITIONS: [&str; 5] = [
     "block_hashes",
     "medium",
@@ -325,7 +317,7 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
             };
             let positions: &[&str] = match (tag, engine) {
                 (Tag::Stored, Engine::Vllm) => &STORED_POSITIONS_VLLM,
-                (Tag::Stored, Engine::Sglang) => &STORED_POSITIONS_SGLANG,
+                (Tag::Stored, Engine::Sglang) => STORED_POSITIONS_SGLANG,
                 (Tag::Removed, _) => &REMOVED_POSITIONS,
                 (Tag::Cleared, _) => &[],
             };

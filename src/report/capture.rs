@@ -8,6 +8,15 @@ use crate::events::live::CaptureSummary;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The live replay's input: the file being captured.
+fn captured(path: &str) -> crate::report::replay::InputInfo<'_> {
+    crate::report::replay::InputInfo {
+        path,
+        format: "frames",
+        error: None,
+    }
+}
+
 pub fn to_json(s: &CaptureSummary) -> Json {
     let mut v = json!({
         "schema_version": SCHEMA_VERSION,
@@ -34,12 +43,7 @@ pub fn to_json(s: &CaptureSummary) -> Json {
     });
     if let Some(r) = &s.replay {
         let path = s.out.display().to_string();
-        let input = crate::report::replay::InputInfo {
-            path: &path,
-            format: "frames",
-            error: None,
-        };
-        v["replay"] = crate::report::replay::to_json(r, &input);
+        v["replay"] = crate::report::replay::to_json(r, &captured(&path));
     }
     v
 }
@@ -92,11 +96,7 @@ pub fn to_human(s: &CaptureSummary) -> String {
     }
     if let Some(r) = &s.replay {
         let path = s.out.display().to_string();
-        let input = crate::report::replay::InputInfo {
-            path: &path,
-            format: "frames",
-            error: None,
-        };
+        let input = captured(&path);
         let _ = writeln!(out);
         out.push_str(&crate::report::replay::to_human(r, &input));
     }
