@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde_json::{Value as Json, json};
 
 use crate::align::{AlignOptions, RewriteClass, Transition, align_plan};
-use crate::model::{HubOptions, HubSettings, ModelFiles, fetch_from_hub, is_hub_id};
+use crate::model::{HubSettings, ModelFiles, fetch_from_hub, is_hub_id};
 use crate::render::{
     ChatRenderer, Clock, Conversation, ResendMode, plan_turns, reply::PlanOptions,
 };
@@ -29,10 +29,7 @@ pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let dir = if path.is_dir() {
         path.to_path_buf()
     } else if is_hub_id(&spec.model) {
-        let settings = HubSettings::from_env(&HubOptions {
-            offline: spec.offline,
-            progress: spec.progress,
-        });
+        let settings = HubSettings::from_env(spec.offline);
         fetch_from_hub(
             &spec.model,
             spec.revision.as_deref(),

@@ -111,7 +111,6 @@ pub struct LookupResult {
 pub struct ViewReport {
     pub config: IndexConfig,
     pub stats: crate::index::Stats,
-    pub live_keys: usize,
 }
 
 pub struct ReplayReport {
@@ -178,31 +177,27 @@ impl Replayer {
     /// Decode and apply one message. A payload kvaudit cannot decode is an error, unless
     /// `keep_going`, in which case it is counted as malformed (llm-d drops it too).
     pub fn feed(&mut self, msg: &Message) -> Result<(), DecodeError> {
-        self.messages += 1;
         self.bytes = msg.payload_offset + msg.payload.len() as u64;
-        let default_pod = std::mem::take(&mut self.opts.default_pod);
-        let (pod, model) = match &msg.topic {
-            Some(t) => parse_topic(t),
-            None => (default_pod.as_str(), ""),
-        };
-        let result = self.feed_as(msg, pod, model);
-        self.opts.default_pod = default_pod;
-        result
-    }
-
-    fn feed_as(&mut self, msg: &Message, pod: &str, model: &str) -> Result<(), DecodeError> {
-        let batch = match decode_batch_with(
+        let decoded = decode_batch_with(
             &msg.payload,
             msg.payload_offset as usize,
             self.opts.engine,
             &mut self.pool,
-        ) {
+        );
+        self.feed_decoded(msg.topic.as_deref(), decoded)
+    }
+
+    /// A message decoded by the caller (live capture decodes once for its own counts too).
+    pub fn feed_decoded(
+        &mut self,
+        topic: Option<&str>,
+        decoded: Result<Batch, DecodeError>,
+    ) -> Result<(), DecodeError> {
+        let batch = match decoded {
             Ok(b) => b,
+            Err(e) if !self.opts.keep_going => return Err(e),
             Err(e) => {
-                if !self.opts.keep_going {
-                    self.messages -= 1;
-                    return Err(e);
-                }
+                self.messages += 1;
                 self.malformed.push(Malformed {
                     offset: e.offset as u64,
                     reason: e.reason,
@@ -216,7 +211,14 @@ impl Replayer {
                 return Ok(());
             }
         };
+        self.messages += 1;
+        let default_pod = std::mem::take(&mut self.opts.default_pod);
+        let (pod, model) = match topic {
+            Some(t) => parse_topic(t),
+            None => (default_pod.as_str(), ""),
+        };
         self.apply(pod, model, &batch);
+        self.opts.default_pod = default_pod;
         self.pool.recycle(batch);
         Ok(())
     }
@@ -348,7 +350,6 @@ impl Replayer {
                 .into_iter()
                 .map(|v| ViewReport {
                     config: v.config().clone(),
-                    live_keys: v.live_keys(),
                     stats: v.stats,
                 })
                 .collect(),

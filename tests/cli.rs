@@ -176,7 +176,12 @@ fn colour_on_request_only() {
         .args(["--color", "always"])
         .assert()
         .code(1);
-    assert!(String::from_utf8_lossy(&coloured.get_output().stdout).contains("\u{1b}["));
+    let text = String::from_utf8_lossy(&coloured.get_output().stdout).into_owned();
+    assert!(text.contains("\u{1b}["));
+    // Long diff lines are cut; a coloured line must still end its colour.
+    for line in text.lines().filter(|l| l.starts_with("\u{1b}[3")) {
+        assert!(line.ends_with("\u{1b}[39m"), "colour left open: {line:?}");
+    }
     let plain = kvaudit()
         .args(args)
         .args(["--color", "never"])

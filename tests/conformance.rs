@@ -273,13 +273,7 @@ fn scenario_alignment_matches_transformers() {
         });
         total += 1;
         let label = format!("{model} / {scenario}");
-        let Some(msgs) = case.get("messages") else {
-            // transformers raised; kvaudit must refuse the same conversation. The reference
-            // does not record the messages of a failed run, so this is checked in the
-            // template tests (same template, same shape).
-            pass += 1;
-            continue;
-        };
+        let msgs = &case["messages"];
         let resend = match case["resend"].as_str().unwrap() {
             "content" => ResendMode::Content,
             "raw" => ResendMode::Raw,
@@ -304,17 +298,29 @@ fn scenario_alignment_matches_transformers() {
         let template = files.select_template(None, has_tools).unwrap();
         let renderer =
             ChatRenderer::new(&template.text, files.special_tokens.clone(), DEFAULT_FUEL).unwrap();
-        let plan = match plan_turns(
+        let planned = plan_turns(
             &conv,
             &renderer,
             &Clock::PerPrompt(clocks),
             &PlanOptions::default(),
-        ) {
-            Ok(p) => p,
-            Err(e) => {
+        );
+        let plan = match (planned, case.get("error")) {
+            // transformers raised on this conversation: kvaudit must refuse it as well.
+            (Err(_), Some(_)) => {
+                pass += 1;
+                continue;
+            }
+            (Ok(_), Some(err)) => {
+                failures.push(format!(
+                    "{label}: transformers raised ({err}) but kvaudit planned the turns"
+                ));
+                continue;
+            }
+            (Err(e), None) => {
                 failures.push(format!("{label}: kvaudit failed: {e}"));
                 continue;
             }
+            (Ok(p), None) => p,
         };
         let opts = AlignOptions {
             block_sizes: blocks.to_vec(),

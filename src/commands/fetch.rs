@@ -4,7 +4,7 @@ use anyhow::{Result, bail};
 
 use super::Outcome;
 use crate::cli::FetchArgs;
-use crate::model::{HubOptions, HubSettings, fetch_from_hub, is_hub_id};
+use crate::model::{HubSettings, fetch_from_hub, is_hub_id};
 
 pub fn run(args: &FetchArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if !is_hub_id(&args.model) {
@@ -14,10 +14,7 @@ pub fn run(args: &FetchArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         );
     }
     let progress = std::io::stderr().is_terminal();
-    let settings = HubSettings::from_env(&HubOptions {
-        offline: args.offline,
-        progress,
-    });
+    let settings = HubSettings::from_env(args.offline);
     let dir = fetch_from_hub(&args.model, args.revision.as_deref(), &settings, progress)?;
     writeln!(out, "{}", dir.display())?;
     Ok(Outcome::Clean)

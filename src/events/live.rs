@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
-use super::capture::{Message, write_frame};
+use super::capture::write_frame;
 use super::msgpack::value_len;
 use super::{Engine, decode_batch};
 use crate::replay::{ReplayOptions, ReplayReport, Replayer};
@@ -181,14 +181,13 @@ impl CaptureSummary {
 }
 
 /// Shown once a second while capturing.
-pub struct Progress<'a> {
+pub struct Progress {
     pub messages: u64,
     pub events: u64,
     pub gaps: usize,
     pub malformed: usize,
     pub skipped: BTreeMap<&'static str, u64>,
     pub elapsed: Duration,
-    pub _out: &'a PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -319,7 +318,6 @@ pub async fn capture(
                     malformed: s.malformed.len(),
                     skipped,
                     elapsed: started.elapsed(),
-                    _out: &opts.out,
                 });
                 continue;
             }
@@ -378,11 +376,17 @@ pub async fn capture(
                     )
                     .await;
                     for (rseq, payload) in got {
-                        write_one(&mut file, &mut frame, &frames[0], rseq, &payload, &path)?;
-                        count(&mut s, &payload, opts.engine);
-                        feed_live(&mut live, &topic, rseq, &payload);
-                        s.messages += 1;
-                        s.bytes += frame.len() as u64;
+                        record(
+                            &mut s,
+                            &mut live,
+                            opts.engine,
+                            &mut file,
+                            &mut frame,
+                            &frames[0],
+                            rseq,
+                            &payload,
+                            &path,
+                        )?;
                         recovered += 1;
                     }
                 }
@@ -396,11 +400,17 @@ pub async fn capture(
             }
             SeqVerdict::First | SeqVerdict::Next => {}
         }
-        write_one(&mut file, &mut frame, &frames[0], seq, &frames[2], &path)?;
-        s.bytes += frame.len() as u64;
-        s.messages += 1;
-        count(&mut s, &frames[2], opts.engine);
-        feed_live(&mut live, &topic, seq, &frames[2]);
+        record(
+            &mut s,
+            &mut live,
+            opts.engine,
+            &mut file,
+            &mut frame,
+            &frames[0],
+            seq,
+            &frames[2],
+            &path,
+        )?;
     }
     use std::io::Write;
     file.flush().map_err(|source| CaptureFailure::Write {
@@ -413,25 +423,32 @@ pub async fn capture(
     Ok(s)
 }
 
-fn count(s: &mut CaptureSummary, payload: &[u8], engine: Engine) {
-    match decode_batch(payload, 0, engine) {
+/// Write one message and count it: decoded once, for the summary and the live emulation.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    s: &mut CaptureSummary,
+    live: &mut Option<Replayer>,
+    engine: Engine,
+    file: &mut std::fs::File,
+    frame: &mut Vec<u8>,
+    topic: &[u8],
+    seq: u64,
+    payload: &[u8],
+    path: &str,
+) -> Result<(), CaptureFailure> {
+    write_one(file, frame, topic, seq, payload, path)?;
+    s.bytes += frame.len() as u64;
+    s.messages += 1;
+    let decoded = decode_batch(payload, 0, engine);
+    match &decoded {
         Ok(b) => s.events += b.events.len() as u64,
         Err(_) => s.undecodable += 1,
     }
-}
-
-fn feed_live(live: &mut Option<Replayer>, topic: &str, seq: u64, payload: &[u8]) {
     if let Some(r) = live {
-        let msg = Message {
-            topic: Some(topic.to_string()),
-            seq: Some(seq),
-            payload: payload.to_vec(),
-            offset: 0,
-            payload_offset: 0,
-        };
-        // Undecodable payloads are counted by the summary; the emulation skips them.
-        let _ = r.feed(&msg);
+        // Undecodable payloads are counted above; the emulation counts them as dropped.
+        let _ = r.feed_decoded(Some(&String::from_utf8_lossy(topic)), decoded);
     }
+    Ok(())
 }
 
 /// One frame in one write: a stop at any moment leaves only whole frames in the file.

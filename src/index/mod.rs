@@ -656,11 +656,6 @@ impl Index {
     pub fn lookup_tokens(&mut self, pod: &str, model: &str, tokens: &[u32]) -> usize {
         self.cached_blocks(pod, model, tokens) * self.cfg.block_size
     }
-
-    /// Request keys currently holding at least one entry.
-    pub fn live_keys(&self) -> usize {
-        self.data.len()
-    }
 }
 
 #[cfg(test)]

@@ -18,16 +18,10 @@ pub struct HubSettings {
     pub offline: bool,
 }
 
-/// What the user asked for beyond the environment.
-#[derive(Debug, Clone, Default)]
-pub struct HubOptions {
-    pub offline: bool,
-    pub progress: bool,
-}
-
 impl HubSettings {
-    /// Read the variables huggingface_hub reads, in its order of precedence.
-    pub fn from_env(options: &HubOptions) -> HubSettings {
+    /// Read the variables huggingface_hub reads, in its order of precedence; `offline` is
+    /// the command line's --offline (HF_HUB_OFFLINE turns it on too).
+    pub fn from_env(offline: bool) -> HubSettings {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let home = || -> PathBuf {
             var("HOME")
@@ -65,7 +59,7 @@ impl HubSettings {
                 .to_string(),
             cache_dir,
             token,
-            offline: options.offline || env_offline,
+            offline: offline || env_offline,
         }
     }
 }

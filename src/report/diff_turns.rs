@@ -148,20 +148,19 @@ pub fn to_human(report: &DiffTurnsReport) -> String {
             if t.rewrite.is_some() {
                 let _ = writeln!(out, "    before  {}", tokens(&t.before));
                 for step in &t.diff {
+                    // Cut the plain text first: cutting a coloured line would drop its reset code.
                     let line = match step {
-                        DiffStep::Same(v) => format!("    same    {}", tokens(v)),
-                        DiffStep::Held(v) => format!(
-                            "{}",
-                            format!("  - held    {}", tokens(v))
-                                .if_supports_color(Stream::Stdout, |t| t.red())
-                        ),
-                        DiffStep::Next(v) => format!(
-                            "{}",
-                            format!("  + next    {}", tokens(v))
-                                .if_supports_color(Stream::Stdout, |t| t.green())
-                        ),
+                        DiffStep::Same(v) => truncate(&format!("    same    {}", tokens(v)), 160),
+                        DiffStep::Held(v) => {
+                            let plain = truncate(&format!("  - held    {}", tokens(v)), 160);
+                            format!("{}", plain.if_supports_color(Stream::Stdout, |t| t.red()))
+                        }
+                        DiffStep::Next(v) => {
+                            let plain = truncate(&format!("  + next    {}", tokens(v)), 160);
+                            format!("{}", plain.if_supports_color(Stream::Stdout, |t| t.green()))
+                        }
                     };
-                    let _ = writeln!(out, "{}", truncate(&line, 160));
+                    let _ = writeln!(out, "{line}");
                 }
             }
             if let Some(d) = &t.retokenization_drift {

@@ -41,6 +41,7 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
                 "stores_accepted": v.stats.stores_accepted,
                 "stores_skipped": v.stats.stores_skipped,
                 "stores_with_dropped_tail": v.stats.stores_with_dropped_tail,
+                "tier_updates": v.stats.tier_updates,
                 "tokens_stored": v.stats.tokens_stored,
                 "tokens_indexed": v.stats.tokens_indexed,
                 "removed_hashes_forwarded": v.stats.removed_hashes_forwarded,

@@ -200,6 +200,7 @@ def scenario_cases(shared, spec):
                 entry.update(run_scenario(tok, spec, sc, fmt, stops))
             except Exception as e:
                 entry["error"] = f"{type(e).__name__}: {e}"
+                entry.update(getattr(e, "conversation", {}))
             out.append(entry)
     return out
 
@@ -219,19 +220,24 @@ def run_scenario(tok, spec, sc, fmt, stops):
 
     # Try the tool-call message shapes in the reference order: "" before None, object before string.
     variants = [("", call["arguments"]), (None, call["arguments"]), ("", json.dumps(call["arguments"])), (None, json.dumps(call["arguments"]))] if sc.get("tool_scenario") else [None]
-    last_err = None
+    last_err, trace = None, {}
     for variant in variants:
+        trace = {}
         try:
-            return run_variant(tok, spec, sc, fmt, stops, mode, kwargs, tools, apply, variant)
+            return run_variant(tok, spec, sc, fmt, stops, mode, kwargs, tools, apply, variant, trace)
         except Exception as e:
             last_err = e
+    # The conversation that made transformers raise, so kvaudit can be checked to refuse it too.
+    last_err.conversation = {"messages": trace.get("client", []), "resend": mode, "kwargs": kwargs, "tools": tools,
+                              "now_per_prompt": sc.get("now_per_turn") or [FIXED_NOW]}
     raise last_err
 
 
-def run_variant(tok, spec, sc, fmt, stops, mode, kwargs, tools, apply, variant):
+def run_variant(tok, spec, sc, fmt, stops, mode, kwargs, tools, apply, variant, trace):
     t = spec["texts"]
     call = spec["tool_call"]
     client = []  # messages as kvaudit receives them (before the resend mode is applied)
+    trace["client"] = client
     history = []  # messages as the client sends them back
     if sc.get("system"):
         client.append({"role": "system", "content": t["system"]})
