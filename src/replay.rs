@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::events::capture::Message;
+use crate::events::capture::MessageRef;
 use crate::events::msgpack::DecodeError;
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, parse_topic};
@@ -176,15 +176,15 @@ impl Replayer {
 
     /// Decode and apply one message. A payload kvaudit cannot decode is an error, unless
     /// `keep_going`, in which case it is counted as malformed (llm-d drops it too).
-    pub fn feed(&mut self, msg: &Message) -> Result<(), DecodeError> {
+    pub fn feed(&mut self, msg: MessageRef) -> Result<(), DecodeError> {
         self.bytes = msg.payload_offset + msg.payload.len() as u64;
         let decoded = decode_batch_with(
-            &msg.payload,
+            msg.payload,
             msg.payload_offset as usize,
             self.opts.engine,
             &mut self.pool,
         );
-        self.feed_decoded(msg.topic.as_deref(), decoded)
+        self.feed_decoded(msg.topic, decoded)
     }
 
     /// A message decoded by the caller (live capture decodes once for its own counts too).
@@ -197,6 +197,7 @@ impl Replayer {
             Ok(b) => b,
             Err(e) if !self.opts.keep_going => return Err(e),
             Err(e) => {
+                let e = e.into_info();
                 self.messages += 1;
                 self.malformed.push(Malformed {
                     offset: e.offset as u64,

@@ -6,7 +6,9 @@ mod common;
 use std::path::Path;
 
 use kvaudit::events::capture::CaptureReader;
-use kvaudit::events::{BatchWire, Engine, EventKind, EventWire, Owned, WireHash, decode_batch};
+use kvaudit::events::{
+    BatchWire, Engine, EventKind, EventWire, Owned, Pool, WireHash, decode_batch, decode_batch_with,
+};
 use serde_json::{Value as Json, json};
 
 fn hash_json(h: &WireHash) -> Json {
@@ -169,6 +171,83 @@ fn every_fixture_decodes_to_its_truth_file() {
         "decoded {files} capture files, {checked_events} events identical to their truth files"
     );
     assert!(files >= 38, "expected every fixture, found {files}");
+}
+
+/// The decoder's fast path (vLLM's usual layout) and its general path give identical batches
+/// for every fixture and for thousands of mutations of them; the fast path must actually
+/// take the fixtures' events, or the comparison would prove nothing.
+#[test]
+fn fast_and_general_decoding_agree() {
+    let Some(shared) = common::shared_dir("fast_and_general_decoding_agree") else {
+        return;
+    };
+    let dir = shared.join("fixtures/vllm-events");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "frames"))
+        .collect();
+    paths.sort();
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut rand = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut fast, mut compared, mut mutated_ok) = (Pool::default(), 0, 0);
+    let mut declined = Vec::new();
+    for path in &paths {
+        let fast_before = fast.fast_decoded();
+        for m in read_all(path) {
+            for engine in [Engine::Vllm, Engine::Sglang] {
+                let mut payloads = vec![m.payload.clone()];
+                for _ in 0..8 {
+                    let mut p = m.payload.clone();
+                    let at = rand() as usize % p.len();
+                    match rand() % 3 {
+                        0 => p[at] ^= 1 << (rand() % 8),
+                        1 => {
+                            p[at] = [0xc0, 0xcf, 0xce, 0xa3, 0x91, 0xdc, 0x00][rand() as usize % 7]
+                        }
+                        _ => {
+                            p.remove(at);
+                        }
+                    }
+                    payloads.push(p);
+                }
+                for (i, p) in payloads.iter().enumerate() {
+                    let a = decode_batch_with(p, 0, engine, &mut fast);
+                    let b = decode_batch_with(p, 0, engine, &mut Pool::general_only());
+                    assert_eq!(a, b, "{} (mutation {i})", path.display());
+                    compared += 1;
+                    if i > 0 && a.is_ok() {
+                        mutated_ok += 1;
+                    }
+                    if let Ok(batch) = a {
+                        fast.recycle(batch);
+                    }
+                }
+            }
+        }
+        if fast.fast_decoded() == fast_before {
+            declined.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    eprintln!(
+        "{compared} payloads decoded alike by both paths ({mutated_ok} mutated ones still decodable), {} events on the fast path",
+        fast.fast_decoded()
+    );
+    // Only the captures whose hashes are bytes (s6) or narrow ints (s7) are left to the
+    // general path entirely.
+    assert!(
+        declined
+            .iter()
+            .all(|n| n.ends_with("s6") || n.ends_with("s7")),
+        "the fast path declined {declined:?}"
+    );
+    assert!(paths.len() >= 19 && mutated_ok > 100);
 }
 
 #[test]

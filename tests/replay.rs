@@ -451,7 +451,7 @@ fn mutated_captures_never_panic() {
         });
         let mut reader = CaptureReader::new(&data[..]).unwrap();
         while let Some(Ok(msg)) = reader.next_message() {
-            if replayer.feed(&msg).is_err() {
+            if replayer.feed(msg.as_ref()).is_err() {
                 break;
             }
         }

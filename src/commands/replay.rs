@@ -61,14 +61,16 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let progress = progress_bar(size);
     let mut error: Option<(u64, String)> = None;
     let mut n: u64 = 0;
-    let mut msg = crate::events::capture::Message::default();
-    while let Some(read) = reader.read_into(&mut msg) {
-        if let Err(e) = read {
-            error = Some((e.offset, e.reason));
-            break;
-        }
-        if let Err(e) = replayer.feed(&msg) {
-            error = Some((e.offset as u64, e.reason));
+    while let Some(read) = reader.next_ref() {
+        let msg = match read {
+            Ok(m) => m,
+            Err(e) => {
+                error = Some((e.offset, e.reason));
+                break;
+            }
+        };
+        if let Err(e) = replayer.feed(msg) {
+            error = Some((e.offset as u64, e.into_info().reason));
             break;
         }
         n += 1;

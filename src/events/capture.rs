@@ -51,6 +51,28 @@ pub struct Message {
     pub payload_offset: u64,
 }
 
+/// A message borrowed from the reader's buffer (valid until the next read).
+#[derive(Debug, Clone, Copy)]
+pub struct MessageRef<'a> {
+    pub topic: Option<&'a str>,
+    pub seq: Option<u64>,
+    pub payload: &'a [u8],
+    pub offset: u64,
+    pub payload_offset: u64,
+}
+
+impl Message {
+    pub fn as_ref(&self) -> MessageRef<'_> {
+        MessageRef {
+            topic: self.topic.as_deref(),
+            seq: self.seq,
+            payload: &self.payload,
+            offset: self.offset,
+            payload_offset: self.payload_offset,
+        }
+    }
+}
+
 const MAX_TOPIC: usize = 1 << 16;
 const MAX_PAYLOAD: usize = 1 << 30;
 const CHUNK: usize = 1 << 20;
@@ -61,10 +83,27 @@ pub struct CaptureReader<R: Read> {
     /// Bytes read from `inner` but not consumed yet.
     buf: Vec<u8>,
     start: usize,
+    /// End of the bytes read into `buf` (the rest is spare room, never zeroed again).
+    end: usize,
     /// File offset of `buf[start]`.
     offset: u64,
     eof: bool,
     failed: bool,
+    /// The last topic read: a capture repeats a few topics, so one that equals the previous
+    /// is neither validated nor copied again.
+    topic: String,
+    /// Where the last message lies in `buf` (returned by [`next_ref`](Self::next_ref)).
+    last: Last,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Last {
+    has_topic: bool,
+    seq: Option<u64>,
+    payload_start: usize,
+    payload_len: usize,
+    offset: u64,
+    payload_offset: u64,
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -72,16 +111,18 @@ impl<R: Read> CaptureReader<R> {
     pub fn new(mut inner: R) -> io::Result<Self> {
         let mut buf = vec![0u8; CHUNK];
         let n = read_some(&mut inner, &mut buf)?;
-        buf.truncate(n);
         let format = CaptureFormat::detect(&buf);
         Ok(CaptureReader {
             inner,
             format,
             buf,
             start: 0,
+            end: n,
             offset: 0,
             eof: n == 0,
             failed: false,
+            topic: String::new(),
+            last: Last::default(),
         })
     }
 
@@ -95,21 +136,23 @@ impl<R: Read> CaptureReader<R> {
     }
 
     fn available(&self) -> usize {
-        self.buf.len() - self.start
+        self.end - self.start
     }
 
     /// Make at least `n` unconsumed bytes available; false at end of input.
     fn fill(&mut self, n: usize) -> io::Result<bool> {
         while self.available() < n && !self.eof {
             if self.start > 0 {
-                self.buf.drain(..self.start);
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
                 self.start = 0;
             }
-            let have = self.buf.len();
-            let want = (n - have).max(CHUNK);
-            self.buf.resize(have + want, 0);
-            let got = read_some(&mut self.inner, &mut self.buf[have..])?;
-            self.buf.truncate(have + got);
+            let want = self.end + (n - self.end).max(CHUNK);
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+            let got = read_some(&mut self.inner, &mut self.buf[self.end..])?;
+            self.end += got;
             if got == 0 {
                 self.eof = true;
             }
@@ -136,19 +179,50 @@ impl<R: Read> CaptureReader<R> {
         self.read_into(&mut msg).map(|r| r.map(|()| msg))
     }
 
-    /// Like [`next_message`](Self::next_message), reusing `msg`'s buffers (no allocation per
-    /// message on a long replay).
+    /// Like [`next_message`](Self::next_message), reusing `msg`'s buffers.
     pub fn read_into(&mut self, msg: &mut Message) -> Option<Result<(), CaptureError>> {
+        Some(self.next_ref()?.map(|m| {
+            match m.topic {
+                Some(t) => {
+                    let topic = msg.topic.get_or_insert_with(String::new);
+                    topic.clear();
+                    topic.push_str(t);
+                }
+                None => msg.topic = None,
+            }
+            msg.seq = m.seq;
+            msg.offset = m.offset;
+            msg.payload_offset = m.payload_offset;
+            msg.payload.clear();
+            msg.payload.extend_from_slice(m.payload);
+        }))
+    }
+
+    /// The next message, borrowed from the reader's buffer: no copy of the payload.
+    pub fn next_ref(&mut self) -> Option<Result<MessageRef<'_>, CaptureError>> {
         if self.failed {
             return None;
         }
-        match self.format {
-            CaptureFormat::Frames => self.next_frame(msg),
-            CaptureFormat::Msgpack => self.next_payload(msg),
+        let read = match self.format {
+            CaptureFormat::Frames => self.next_frame(),
+            CaptureFormat::Msgpack => self.next_payload(),
+        };
+        match read? {
+            Err(e) => Some(Err(e)),
+            Ok(()) => {
+                let l = self.last;
+                Some(Ok(MessageRef {
+                    topic: l.has_topic.then_some(self.topic.as_str()),
+                    seq: l.seq,
+                    payload: &self.buf[l.payload_start..l.payload_start + l.payload_len],
+                    offset: l.offset,
+                    payload_offset: l.payload_offset,
+                }))
+            }
         }
     }
 
-    fn next_frame(&mut self, msg: &mut Message) -> Option<Result<(), CaptureError>> {
+    fn next_frame(&mut self) -> Option<Result<(), CaptureError>> {
         let at = self.offset;
         match self.fill(1) {
             Ok(false) => return None,
@@ -183,11 +257,15 @@ impl<R: Read> CaptureReader<R> {
         }
         need!(topic_len, "topic");
         let topic_at = self.offset;
-        let topic = msg.topic.get_or_insert_with(String::new);
-        topic.clear();
-        match std::str::from_utf8(&self.buf[self.start..self.start + topic_len]) {
-            Ok(t) => topic.push_str(t),
-            Err(_) => return self.fail(topic_at, "topic is not valid UTF-8".into()),
+        let bytes = &self.buf[self.start..self.start + topic_len];
+        if bytes != self.topic.as_bytes() {
+            match std::str::from_utf8(bytes) {
+                Ok(t) => {
+                    self.topic.clear();
+                    self.topic.push_str(t);
+                }
+                Err(_) => return self.fail(topic_at, "topic is not valid UTF-8".into()),
+            }
         }
         self.consume(topic_len);
         need!(8, "sequence number");
@@ -200,17 +278,19 @@ impl<R: Read> CaptureReader<R> {
             return self.fail(len_at, format!("implausible payload length {payload_len}"));
         }
         need!(payload_len, "payload");
-        msg.payload_offset = self.offset;
-        msg.offset = at;
-        msg.seq = Some(seq);
-        msg.payload.clear();
-        msg.payload
-            .extend_from_slice(&self.buf[self.start..self.start + payload_len]);
+        self.last = Last {
+            has_topic: true,
+            seq: Some(seq),
+            payload_start: self.start,
+            payload_len,
+            offset: at,
+            payload_offset: self.offset,
+        };
         self.consume(payload_len);
         Some(Ok(()))
     }
 
-    fn next_payload(&mut self, msg: &mut Message) -> Option<Result<(), CaptureError>> {
+    fn next_payload(&mut self) -> Option<Result<(), CaptureError>> {
         let at = self.offset;
         match self.fill(1) {
             Ok(false) => return None,
@@ -218,15 +298,16 @@ impl<R: Read> CaptureReader<R> {
             Err(e) => return self.fail(at, format!("read error: {e}")),
         }
         loop {
-            match value_len(&self.buf[self.start..]) {
+            match value_len(&self.buf[self.start..self.end]) {
                 Ok(Some(n)) => {
-                    msg.topic = None;
-                    msg.seq = None;
-                    msg.offset = at;
-                    msg.payload_offset = at;
-                    msg.payload.clear();
-                    msg.payload
-                        .extend_from_slice(&self.buf[self.start..self.start + n]);
+                    self.last = Last {
+                        has_topic: false,
+                        seq: None,
+                        payload_start: self.start,
+                        payload_len: n,
+                        offset: at,
+                        payload_offset: at,
+                    };
                     self.consume(n);
                     return Some(Ok(()));
                 }
@@ -238,7 +319,7 @@ impl<R: Read> CaptureReader<R> {
                     match self.fill(want) {
                         Ok(_) if self.eof && self.available() < want => {
                             // One more try with everything there is.
-                            if let Ok(Some(_)) = value_len(&self.buf[self.start..]) {
+                            if let Ok(Some(_)) = value_len(&self.buf[self.start..self.end]) {
                                 continue;
                             }
                             let have = self.available();

@@ -3,6 +3,7 @@
 
 pub mod capture;
 pub mod encode;
+mod fast;
 pub mod live;
 pub mod msgpack;
 
@@ -276,95 +277,217 @@ fn read_events(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Vec<Ev
     Ok(out)
 }
 
-const STORED_POSITIONS_VLLM: [&str; 15] = [
-    "block_hashes",
-    "parent_block_hash",
-    "token_ids",
-    "block_size",
-    "lora_id",
-    "medium",
-    "lora_name",
-    "extra_keys",
-    "group_idx",
-    "kv_cache_spec_kind",
-    "kv_cache_spec_sliding_window",
-    "locality",
-    "ownership",
-    "session_id",
-    "lookahead_token_ids",
+/// The fields of BlockStored and BlockRemoved, by name on maps and by position on arrays.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Field {
+    BlockHashes,
+    ParentBlockHash,
+    TokenIds,
+    BlockSize,
+    LoraId,
+    Medium,
+    LoraName,
+    ExtraKeys,
+    GroupIdx,
+    KvCacheSpecKind,
+    KvCacheSpecSlidingWindow,
+    Locality,
+    Ownership,
+    SessionId,
+    LookaheadTokenIds,
+    CacheSalt,
+    /// A field of a later release: skipped, as vLLM's own decoder would.
+    Other,
+}
+
+impl Field {
+    const NAMED: [Field; 16] = [
+        Field::BlockHashes,
+        Field::ParentBlockHash,
+        Field::TokenIds,
+        Field::BlockSize,
+        Field::LoraId,
+        Field::Medium,
+        Field::LoraName,
+        Field::ExtraKeys,
+        Field::GroupIdx,
+        Field::KvCacheSpecKind,
+        Field::KvCacheSpecSlidingWindow,
+        Field::Locality,
+        Field::Ownership,
+        Field::SessionId,
+        Field::LookaheadTokenIds,
+        Field::CacheSalt,
+    ];
+
+    const fn name(self) -> &'static str {
+        match self {
+            Field::BlockHashes => "block_hashes",
+            Field::ParentBlockHash => "parent_block_hash",
+            Field::TokenIds => "token_ids",
+            Field::BlockSize => "block_size",
+            Field::LoraId => "lora_id",
+            Field::Medium => "medium",
+            Field::LoraName => "lora_name",
+            Field::ExtraKeys => "extra_keys",
+            Field::GroupIdx => "group_idx",
+            Field::KvCacheSpecKind => "kv_cache_spec_kind",
+            Field::KvCacheSpecSlidingWindow => "kv_cache_spec_sliding_window",
+            Field::Locality => "locality",
+            Field::Ownership => "ownership",
+            Field::SessionId => "session_id",
+            Field::LookaheadTokenIds => "lookahead_token_ids",
+            Field::CacheSalt => "cache_salt",
+            Field::Other => "",
+        }
+    }
+
+    fn of(key: &[u8]) -> Field {
+        Field::NAMED
+            .into_iter()
+            .find(|f| f.name().as_bytes() == key)
+            .unwrap_or(Field::Other)
+    }
+}
+
+/// A field with its name as the fixstr bytes encoders put on the wire (marker included), so
+/// the expected next key is matched with one compare.
+struct Key {
+    field: Field,
+    wire: [u8; 32],
+    len: usize,
+}
+
+const fn key(field: Field) -> Key {
+    let name = field.name().as_bytes();
+    let mut wire = [0u8; 32];
+    wire[0] = 0xa0 | name.len() as u8;
+    let mut i = 0;
+    while i < name.len() {
+        wire[i + 1] = name[i];
+        i += 1;
+    }
+    Key {
+        field,
+        wire,
+        len: name.len() + 1,
+    }
+}
+
+impl Key {
+    fn wire(&self) -> &[u8] {
+        &self.wire[..self.len]
+    }
+}
+
+/// vLLM's BlockStored fields in wire order: array positions after the tag, and the key order
+/// of its map events.
+const STORED_ORDER_VLLM: [Key; 15] = [
+    key(Field::BlockHashes),
+    key(Field::ParentBlockHash),
+    key(Field::TokenIds),
+    key(Field::BlockSize),
+    key(Field::LoraId),
+    key(Field::Medium),
+    key(Field::LoraName),
+    key(Field::ExtraKeys),
+    key(Field::GroupIdx),
+    key(Field::KvCacheSpecKind),
+    key(Field::KvCacheSpecSlidingWindow),
+    key(Field::Locality),
+    key(Field::Ownership),
+    key(Field::SessionId),
+    key(Field::LookaheadTokenIds),
 ];
 /// llm-d's SGLang adapter reads the first eight of the same positions.
-const STORED_POSITIONS_SGLANG: &[&str] = STORED_POSITIONS_VLLM.split_at(8).0;
-const REMOVED_POSITIONS: [&str; 5] = [
-    "block_hashes",
-    "medium",
-    "group_idx",
-    "locality",
-    "ownership",
+const STORED_ORDER_SGLANG: &[Key] = STORED_ORDER_VLLM.split_at(8).0;
+const REMOVED_ORDER: [Key; 5] = [
+    key(Field::BlockHashes),
+    key(Field::Medium),
+    key(Field::GroupIdx),
+    key(Field::Locality),
+    key(Field::Ownership),
 ];
 
+fn field_order(tag: Tag, engine: Engine) -> &'static [Key] {
+    match (tag, engine) {
+        (Tag::Stored, Engine::Vllm) => &STORED_ORDER_VLLM,
+        (Tag::Stored, Engine::Sglang) => STORED_ORDER_SGLANG,
+        (Tag::Removed, _) => &REMOVED_ORDER,
+        (Tag::Cleared, _) => &[],
+    }
+}
+
+/// The event tag, read as a string (its fixstr encodings matched directly).
+fn read_tag(r: &mut Reader, what: &str) -> Result<Tag, DecodeError> {
+    if r.eat_str(b"BlockStored") {
+        return Ok(Tag::Stored);
+    }
+    if r.eat_str(b"BlockRemoved") {
+        return Ok(Tag::Removed);
+    }
+    let at = r.position();
+    let name = r.str(what)?;
+    tag_of(name).ok_or_else(|| r.error(at, format!("unknown event tag {name:?}")))
+}
+
 fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, DecodeError> {
+    if !pool.general_only
+        && let Some(ev) = fast::event(r, engine, pool)
+    {
+        pool.fast_decoded += 1;
+        return Ok(ev);
+    }
     let at = r.position();
     match r.head()? {
         Head::Array(n) => {
             if n == 0 {
                 return Err(r.error(at, "event is an empty array (no tag)"));
             }
-            let tag_at = r.position();
-            let tag = r.str("event tag")?;
-            let Some(tag) = tag_of(tag) else {
-                return Err(r.error(tag_at, format!("unknown event tag {tag:?}")));
-            };
-            let positions: &[&str] = match (tag, engine) {
-                (Tag::Stored, Engine::Vllm) => &STORED_POSITIONS_VLLM,
-                (Tag::Stored, Engine::Sglang) => STORED_POSITIONS_SGLANG,
-                (Tag::Removed, _) => &REMOVED_POSITIONS,
-                (Tag::Cleared, _) => &[],
-            };
+            let tag = read_tag(r, "event tag")?;
+            let order = field_order(tag, engine);
             let mut fields = Fields::new(tag, pool);
             for i in 1..n {
-                match positions.get(i - 1) {
-                    Some(name) => fields.read(r, name.as_bytes())?,
+                match order.get(i - 1) {
+                    Some(k) => fields.read(r, k.field)?,
                     None => r.skip()?,
                 }
             }
             fields.finish(r, at, EventWire::Array(n), pool)
         }
         Head::Map(n) => {
-            let check = |r: &Reader, tag: &str| {
-                tag_of(tag).ok_or_else(|| r.error(at, format!("unknown event tag {tag:?}")))
-            };
-            let start = r.position();
-            // vLLM writes the tag first: one pass. Otherwise find it, then read the fields.
-            if n > 0 && r.key("event key")? == b"type" {
-                let name = r.str("event type")?;
-                let tag = check(r, name)?;
+            // vLLM writes the tag first and the fields in its struct order: one pass, each key
+            // checked against the one expected next. Otherwise find the tag, then the fields.
+            if n > 0 && r.eat_str(b"type") {
+                let tag = read_tag(r, "event type")?;
+                let order = field_order(tag, engine);
                 let mut fields = Fields::new(tag, pool);
-                for _ in 1..n {
-                    let key = r.key("event key")?;
-                    fields.read(r, key)?;
+                for i in 1..n {
+                    let field = match order.get(i - 1) {
+                        Some(k) if r.eat_raw(k.wire()) => k.field,
+                        _ => Field::of(r.key("event key")?),
+                    };
+                    fields.read(r, field)?;
                 }
                 return fields.finish(r, at, EventWire::Map, pool);
             }
-            r.seek(start);
-            let mut tag: Option<&str> = None;
-            let mut pending: Vec<(&[u8], usize)> = Vec::new();
+            let mut tag = None;
+            let mut pending: Vec<(Field, usize)> = Vec::new();
             for _ in 0..n {
                 let key = r.key("event key")?;
                 if key == b"type" {
-                    tag = Some(r.str("event type")?);
+                    tag = Some(read_tag(r, "event type")?);
                 } else {
-                    pending.push((key, r.position()));
+                    pending.push((Field::of(key), r.position()));
                     r.skip()?;
                 }
             }
             let end = r.position();
             let tag = tag.ok_or_else(|| r.error(at, "event map has no \"type\""))?;
-            let tag = check(r, tag)?;
             let mut fields = Fields::new(tag, pool);
-            for (key, pos) in pending {
+            for (field, pos) in pending {
                 let mut sub = r.sub_reader(pos);
-                fields.read(&mut sub, key)?;
+                fields.read(&mut sub, field)?;
             }
             r.seek(end);
             fields.finish(r, at, EventWire::Map, pool)
@@ -405,45 +528,65 @@ pub struct Pool {
     removed: Vec<Box<BlockRemoved>>,
     extra: Vec<Vec<Owned>>,
     events: Vec<Vec<Event>>,
+    general_only: bool,
+    fast_decoded: u64,
 }
 
 impl Pool {
+    /// A pool whose decoder never takes the fast path (to check the two paths agree).
+    pub fn general_only() -> Pool {
+        Pool {
+            general_only: true,
+            ..Pool::default()
+        }
+    }
+
+    /// Events decoded by the fast path so far.
+    pub fn fast_decoded(&self) -> u64 {
+        self.fast_decoded
+    }
+
     /// Take a decoded batch back for reuse.
     pub fn recycle(&mut self, batch: Batch) {
         let mut events = batch.events;
         for ev in events.drain(..) {
             match ev.kind {
-                EventKind::Stored(mut s) => {
-                    if let Some(mut e) = s.extra_keys.take() {
-                        e.clear();
-                        self.extra.push(e);
-                    }
-                    let (mut hashes, mut tokens) = (
-                        std::mem::take(&mut s.block_hashes),
-                        std::mem::take(&mut s.token_ids),
-                    );
-                    hashes.clear();
-                    tokens.clear();
-                    *s = BlockStored {
-                        block_hashes: hashes,
-                        token_ids: tokens,
-                        ..BlockStored::default()
-                    };
-                    self.stored.push(s);
-                }
-                EventKind::Removed(mut r) => {
-                    let mut hashes = std::mem::take(&mut r.block_hashes);
-                    hashes.clear();
-                    *r = BlockRemoved {
-                        block_hashes: hashes,
-                        ..BlockRemoved::default()
-                    };
-                    self.removed.push(r);
-                }
+                EventKind::Stored(s) => self.give_back_stored(s),
+                EventKind::Removed(r) => self.give_back_removed(r),
                 EventKind::AllCleared => {}
             }
         }
         self.events.push(events);
+    }
+
+    /// Reset a body to its defaults (keeping its vectors' allocations) and keep it.
+    fn give_back_stored(&mut self, mut s: Box<BlockStored>) {
+        if let Some(mut e) = s.extra_keys.take() {
+            e.clear();
+            self.extra.push(e);
+        }
+        let (mut hashes, mut tokens) = (
+            std::mem::take(&mut s.block_hashes),
+            std::mem::take(&mut s.token_ids),
+        );
+        hashes.clear();
+        tokens.clear();
+        *s = BlockStored {
+            block_hashes: hashes,
+            token_ids: tokens,
+            ..BlockStored::default()
+        };
+        self.stored.push(s);
+    }
+
+    fn give_back_removed(&mut self, mut r: Box<BlockRemoved>) {
+        let mut hashes = std::mem::take(&mut r.block_hashes);
+        hashes.clear();
+        *r = BlockRemoved {
+            block_hashes: hashes,
+            ..BlockRemoved::default()
+        };
+        self.removed.push(r);
     }
 }
 
@@ -478,11 +621,11 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn read(&mut self, r: &mut Reader<'a>, key: &[u8]) -> Result<(), DecodeError> {
+    fn read(&mut self, r: &mut Reader<'a>, field: Field) -> Result<(), DecodeError> {
         let stored = self.tag == Tag::Stored;
         let removed = self.tag == Tag::Removed;
-        match key {
-            b"block_hashes" if stored || removed => {
+        match field {
+            Field::BlockHashes if stored || removed => {
                 self.has_hashes = true;
                 let into = if stored {
                     &mut self.stored.block_hashes
@@ -492,9 +635,13 @@ impl<'a> Fields<'a> {
                 into.clear();
                 read_hashes(r, into)?;
             }
-            b"parent_block_hash" if stored => {
+            Field::ParentBlockHash if stored => {
                 if let Some(v) = r.u64_wide() {
                     self.stored.parent_block_hash = Some(WireHash::Uint(v, IntWidth::U64));
+                    return Ok(());
+                }
+                if r.eat_nil() {
+                    self.stored.parent_block_hash = None;
                     return Ok(());
                 }
                 let at = r.position();
@@ -503,30 +650,30 @@ impl<'a> Fields<'a> {
                     v => Some(hash_of(r, at, v)?),
                 };
             }
-            b"token_ids" if stored => {
+            Field::TokenIds if stored => {
                 self.stored.token_ids.clear();
                 r.u32_list_into("token_ids", &mut self.stored.token_ids)?;
                 self.has_tokens = true;
             }
-            b"block_size" if stored => {
+            Field::BlockSize if stored => {
                 let at = r.position();
                 self.stored.block_size = r
                     .opt_int("block_size")?
                     .ok_or_else(|| r.error(at, "block_size is nil"))?;
                 self.has_block_size = true;
             }
-            b"lora_id" if stored => self.stored.lora_id = r.opt_int("lora_id")?,
-            b"medium" => {
-                let m = r.opt_str("medium")?.map(text);
+            Field::LoraId if stored => self.stored.lora_id = r.opt_int("lora_id")?,
+            Field::Medium => {
+                let m = opt_text(r, "medium")?;
                 if stored {
                     self.stored.medium = m;
                 } else {
                     self.removed.medium = m;
                 }
             }
-            b"lora_name" if stored => self.stored.lora_name = r.opt_str("lora_name")?.map(text),
-            b"cache_salt" if stored => self.stored.cache_salt = r.opt_str("cache_salt")?.map(text),
-            b"extra_keys" if stored => {
+            Field::LoraName if stored => self.stored.lora_name = opt_text(r, "lora_name")?,
+            Field::CacheSalt if stored => self.stored.cache_salt = opt_text(r, "cache_salt")?,
+            Field::ExtraKeys if stored => {
                 let at = r.position();
                 self.stored.extra_keys = match r.head()? {
                     Head::Nil => None,
@@ -535,8 +682,7 @@ impl<'a> Fields<'a> {
                         items.reserve(n.min(1 << 16));
                         for _ in 0..n {
                             // vLLM sends one nil per plain block: skip the value tree for those.
-                            if r.peek() == Some(0xc0) {
-                                r.skip()?;
+                            if r.eat_nil() {
                                 items.push(Owned::Nil);
                                 continue;
                             }
@@ -567,7 +713,7 @@ impl<'a> Fields<'a> {
                     }
                 };
             }
-            b"group_idx" => {
+            Field::GroupIdx => {
                 let g = r.opt_int("group_idx")?;
                 if stored {
                     self.stored.group_idx = g;
@@ -575,18 +721,16 @@ impl<'a> Fields<'a> {
                     self.removed.group_idx = g;
                 }
             }
-            b"kv_cache_spec_kind" if stored => {
-                self.stored.kv_cache_spec_kind = r.opt_str("kv_cache_spec_kind")?.map(text)
+            Field::KvCacheSpecKind if stored => {
+                self.stored.kv_cache_spec_kind = opt_text(r, "kv_cache_spec_kind")?
             }
-            b"kv_cache_spec_sliding_window" if stored => {
+            Field::KvCacheSpecSlidingWindow if stored => {
                 self.stored.kv_cache_spec_sliding_window =
                     r.opt_int("kv_cache_spec_sliding_window")?
             }
-            b"locality" | b"ownership" => {
-                let locality = key == b"locality";
-                let v = r
-                    .opt_str(if locality { "locality" } else { "ownership" })?
-                    .map(text);
+            Field::Locality | Field::Ownership => {
+                let locality = field == Field::Locality;
+                let v = opt_text(r, field.name())?;
                 match (locality, stored) {
                     (true, true) => self.stored.locality = v,
                     (true, false) => self.removed.locality = v,
@@ -594,8 +738,8 @@ impl<'a> Fields<'a> {
                     (_, false) => self.removed.ownership = v,
                 }
             }
-            b"session_id" if stored => self.stored.session_id = r.opt_str("session_id")?.map(text),
-            b"lookahead_token_ids" if stored => {
+            Field::SessionId if stored => self.stored.session_id = opt_text(r, "session_id")?,
+            Field::LookaheadTokenIds if stored => {
                 let at = r.position();
                 self.stored.lookahead_token_ids = match r.value()? {
                     Val::Nil => None,
@@ -699,6 +843,18 @@ fn hash_of(r: &Reader, at: usize, v: Val) -> Result<WireHash, DecodeError> {
             ),
         )),
     }
+}
+
+/// A string field or nil; vLLM's constant values matched on the wire, without validation or
+/// a lookup.
+fn opt_text(r: &mut Reader, what: &str) -> Result<Option<Text>, DecodeError> {
+    if r.eat_str(b"GPU") {
+        return Ok(Some(Cow::Borrowed("GPU")));
+    }
+    if r.eat_str(b"full_attention") {
+        return Ok(Some(Cow::Borrowed("full_attention")));
+    }
+    Ok(r.opt_str(what)?.map(text))
 }
 
 fn read_hashes(r: &mut Reader, out: &mut Vec<WireHash>) -> Result<(), DecodeError> {

@@ -21,10 +21,28 @@ pub enum IntWidth {
 
 /// Why bytes could not be decoded, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError {
+pub struct DecodeErrorInfo {
     /// Offset of the offending byte, relative to the start of the decoded buffer.
     pub offset: usize,
     pub reason: String,
+}
+
+/// A [`DecodeErrorInfo`], boxed: errors are rare, and a one-word error keeps every `Result`
+/// the decoder returns on its hot path small enough to travel in registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(Box<DecodeErrorInfo>);
+
+impl DecodeError {
+    pub fn into_info(self) -> DecodeErrorInfo {
+        *self.0
+    }
+}
+
+impl std::ops::Deref for DecodeError {
+    type Target = DecodeErrorInfo;
+    fn deref(&self) -> &DecodeErrorInfo {
+        &self.0
+    }
 }
 
 impl fmt::Display for DecodeError {
@@ -112,6 +130,11 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// The whole buffer being read.
+    pub fn buffer(&self) -> &'a [u8] {
+        self.buf
+    }
+
     /// A reader over the same buffer starting at `pos` (to revisit a map value).
     pub fn sub_reader(&self, pos: usize) -> Reader<'a> {
         Reader {
@@ -136,10 +159,10 @@ impl<'a> Reader<'a> {
     }
 
     pub fn error(&self, at: usize, reason: impl Into<String>) -> DecodeError {
-        DecodeError {
+        DecodeError(Box::new(DecodeErrorInfo {
             offset: self.base + at,
             reason: reason.into(),
-        }
+        }))
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
@@ -454,33 +477,112 @@ impl<'a> Reader<'a> {
     pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<(), DecodeError> {
         let n = self.array(what)?;
         out.reserve(n.min(1 << 20));
-        for _ in 0..n {
-            let at = self.pos;
-            let b = *self
-                .buf
-                .get(at)
-                .ok_or_else(|| self.error(at, "truncated msgpack: token id expected"))?;
-            // Fast path: positive fixint and the unsigned widths vLLM's encoder uses.
-            let v = match b {
-                0x00..=0x7f => {
-                    self.pos += 1;
-                    b as u64
+        // Fast path: the unsigned widths an encoder picks for token ids, read straight from
+        // the buffer; anything else (negative ids, truncation, a wrong type) takes the
+        // general path from that element on, which reports it.
+        let buf = self.buf;
+        let mut pos = self.pos;
+        let mut done = 0;
+        while done < n {
+            let v = match buf.get(pos..pos + 5) {
+                Some(&[b, ..]) if b < 0x80 => {
+                    pos += 1;
+                    b as u32
                 }
-                _ => match self.head()? {
-                    Head::Uint(v, _) => v,
-                    Head::Int(v, _) => v as u64,
-                    other => {
-                        return Err(self.error(
-                            at,
-                            format!("{what}: expected an integer, found {}", head_kind(other)),
-                        ));
-                    }
-                },
+                Some(&[0xcd, a, b, ..]) => {
+                    pos += 3;
+                    u16::from_be_bytes([a, b]) as u32
+                }
+                Some(&[0xce, a, b, c, d]) => {
+                    pos += 5;
+                    u32::from_be_bytes([a, b, c, d])
+                }
+                Some(&[0xcc, a, ..]) => {
+                    pos += 2;
+                    a as u32
+                }
+                _ => break,
+            };
+            out.push(v);
+            done += 1;
+        }
+        self.pos = pos;
+        for _ in done..n {
+            let at = self.pos;
+            let v = match self.head()? {
+                Head::Uint(v, _) => v,
+                Head::Int(v, _) => v as u64,
+                other => {
+                    return Err(self.error(
+                        at,
+                        format!("{what}: expected an integer, found {}", head_kind(other)),
+                    ));
+                }
             };
             out.push(v as u32);
         }
         Ok(())
     }
+
+    /// Consume `name` if it is next, encoded as a fixstr (how every encoder writes the short
+    /// field names and tags of KV events): the hot path's key and tag match in one compare.
+    #[inline]
+    pub fn eat_str(&mut self, name: &[u8]) -> bool {
+        let n = name.len();
+        debug_assert!(n < 32);
+        match self.buf.get(self.pos..self.pos + 1 + n) {
+            Some(s) if s[0] == 0xa0 | n as u8 && short_eq(&s[1..], name) => {
+                self.pos += 1 + n;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Consume `wire` if these exact bytes are next.
+    #[inline]
+    pub fn eat_raw(&mut self, wire: &[u8]) -> bool {
+        match self.buf.get(self.pos..self.pos + wire.len()) {
+            Some(s) if short_eq(s, wire) => {
+                self.pos += wire.len();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Consume a nil if it is next.
+    #[inline]
+    pub fn eat_nil(&mut self) -> bool {
+        if self.buf.get(self.pos) == Some(&0xc0) {
+            self.pos += 1;
+            return true;
+        }
+        false
+    }
+}
+
+/// Equality of two short slices of the same length without a call into libc's memcmp (which
+/// dominated the key matching): overlapping 8-byte words, then the rest bytewise.
+#[inline]
+pub(crate) fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n >= 8 {
+        let word =
+            |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
+        let mut at = 0;
+        while at + 8 < n {
+            if word(a, at) != word(b, at) {
+                return false;
+            }
+            at += 8;
+        }
+        return word(a, n - 8) == word(b, n - 8);
+    }
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 pub fn head_kind(h: Head) -> &'static str {
@@ -679,6 +781,20 @@ mod tests {
             Reader::new(&w.buf, 0).value().unwrap(),
             Val::Uint(u64::MAX, IntWidth::U64)
         );
+    }
+
+    #[test]
+    fn short_eq_compares_every_byte() {
+        let a: Vec<u8> = (0..40).collect();
+        for n in 0..40 {
+            assert!(short_eq(&a[..n], &a[..n]));
+            for i in 0..n {
+                let mut b = a[..n].to_vec();
+                b[i] ^= 0x20;
+                assert!(!short_eq(&a[..n], &b), "len {n}, byte {i}");
+            }
+        }
+        assert!(!short_eq(b"abc", b"ab"));
     }
 
     #[test]
