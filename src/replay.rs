@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::events::capture::MessageRef;
-use crate::events::msgpack::DecodeError;
+use crate::events::msgpack::{DecodeError, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, parse_topic};
 
@@ -204,10 +204,7 @@ impl Replayer {
                     reason: e.reason,
                 });
                 for v in &mut self.views {
-                    *v.stats
-                        .messages_dropped
-                        .entry(MSG_BATCH_DECODE_ERROR)
-                        .or_default() += 1;
+                    v.stats.messages_dropped.add(MSG_BATCH_DECODE_ERROR);
                 }
                 return Ok(());
             }
@@ -241,7 +238,11 @@ impl Replayer {
     }
 
     fn pod_slot(&mut self, pod: &str, model: &str) -> usize {
-        if self.pods.get(self.last_pod).is_some_and(|p| p.0 == pod) {
+        if self
+            .pods
+            .get(self.last_pod)
+            .is_some_and(|p| short_eq(p.0.as_bytes(), pod.as_bytes()))
+        {
             return self.last_pod;
         }
         let at = match self.pods.iter().position(|p| p.0 == pod) {
@@ -285,7 +286,7 @@ impl Replayer {
                 .iter()
                 .chain(v.stats.messages_dropped.iter())
             {
-                *out.entry(*k).or_default() += n;
+                *out.entry(k).or_default() += n;
             }
         }
         out

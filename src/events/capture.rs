@@ -75,7 +75,7 @@ impl Message {
 
 const MAX_TOPIC: usize = 1 << 16;
 const MAX_PAYLOAD: usize = 1 << 30;
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 1 << 18;
 
 pub struct CaptureReader<R: Read> {
     inner: R,

@@ -104,18 +104,21 @@ impl Cur<'_> {
         ))
     }
 
-    // The lists are written into slots sized up front, with the cursor in a local: pushing
-    // through `&mut` kept the vector's length and the position in memory on every element.
+    // Lists are decoded into a stack chunk with the cursor in a local, then appended a chunk
+    // at a time: pushing element by element through `&mut` kept the vector's length and the
+    // position in memory on every element.
     fn hashes(&mut self, out: &mut Vec<WireHash>) -> Option<()> {
         let n = self.array()?;
-        let start = out.len();
-        out.resize(start + n, WireHash::Uint(0, IntWidth::U64));
+        out.reserve(n);
+        let buf = self.buf;
         let mut pos = self.pos;
-        for slot in &mut out[start..] {
-            match self.buf.get(pos..pos + 9) {
+        for _ in 0..n {
+            match buf.get(pos..pos + 9) {
                 Some(&[0xcf, a, b, c, d, e, f, g, h]) => {
-                    *slot =
-                        WireHash::Uint(u64::from_be_bytes([a, b, c, d, e, f, g, h]), IntWidth::U64);
+                    out.push(WireHash::Uint(
+                        u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+                        IntWidth::U64,
+                    ));
                     pos += 9;
                 }
                 _ => return None,
@@ -126,34 +129,40 @@ impl Cur<'_> {
     }
 
     fn tokens(&mut self, out: &mut Vec<u32>) -> Option<()> {
-        let n = self.array()?;
-        let start = out.len();
-        out.resize(start + n, 0);
+        const CHUNK: usize = 64;
+        let mut left = self.array()?;
+        out.reserve(left);
         let buf = self.buf;
         let mut pos = self.pos;
-        for slot in &mut out[start..] {
-            *slot = match *buf.get(pos)? {
-                b @ 0x00..=0x7f => {
-                    pos += 1;
-                    b as u32
-                }
-                0xcd => {
-                    let v = buf.get(pos + 1..pos + 3)?;
-                    pos += 3;
-                    u16::from_be_bytes([v[0], v[1]]) as u32
-                }
-                0xce => {
-                    let v = buf.get(pos + 1..pos + 5)?;
-                    pos += 5;
-                    u32::from_be_bytes([v[0], v[1], v[2], v[3]])
-                }
-                0xcc => {
-                    let v = *buf.get(pos + 1)?;
-                    pos += 2;
-                    v as u32
-                }
-                _ => return None,
-            };
+        let mut chunk = [0u32; CHUNK];
+        while left > 0 {
+            let take = left.min(CHUNK);
+            for slot in &mut chunk[..take] {
+                *slot = match *buf.get(pos)? {
+                    b @ 0x00..=0x7f => {
+                        pos += 1;
+                        b as u32
+                    }
+                    0xcd => {
+                        let v = buf.get(pos + 1..pos + 3)?;
+                        pos += 3;
+                        u16::from_be_bytes([v[0], v[1]]) as u32
+                    }
+                    0xce => {
+                        let v = buf.get(pos + 1..pos + 5)?;
+                        pos += 5;
+                        u32::from_be_bytes([v[0], v[1], v[2], v[3]])
+                    }
+                    0xcc => {
+                        let v = *buf.get(pos + 1)?;
+                        pos += 2;
+                        v as u32
+                    }
+                    _ => return None,
+                };
+            }
+            out.extend_from_slice(&chunk[..take]);
+            left -= take;
         }
         self.pos = pos;
         Some(())

@@ -1044,7 +1044,7 @@ mod sglang_tests {
         idx.apply("p", "m", &batch, Engine::Sglang);
         assert_eq!(
             idx.stats.messages_dropped.get(MSG_BATCH_DECODE_ERROR),
-            Some(&1)
+            Some(1)
         );
 
         // The same event as an array (what llm-d's adapter expects) is indexed.

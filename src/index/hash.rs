@@ -158,6 +158,19 @@ impl KeyHasher {
         features: Option<&[Option<Vec<String>>]>,
     ) -> Vec<u64> {
         let mut out = Vec::with_capacity(tokens.len() / block_size);
+        self.keys_into(parent, tokens, block_size, features, &mut out);
+        out
+    }
+
+    /// [`keys`](Self::keys), appended to `out`.
+    pub fn keys_into(
+        &self,
+        parent: u64,
+        tokens: &[u32],
+        block_size: usize,
+        features: Option<&[Option<Vec<String>>]>,
+        out: &mut Vec<u64>,
+    ) {
         let mut prev = parent;
         for (i, chunk) in tokens.chunks_exact(block_size).enumerate() {
             let extra = match features.and_then(|f| f.get(i)).and_then(|f| f.as_deref()) {
@@ -167,7 +180,6 @@ impl KeyHasher {
             prev = self.hash(prev, Some(chunk), extra);
             out.push(prev);
         }
-        out
     }
 }
 

@@ -4,16 +4,16 @@
 pub mod decider;
 pub mod hash;
 pub mod router;
-
-use std::collections::BTreeMap;
+pub mod stats;
 
 use rustc_hash::FxHashMap;
 
-use crate::events::msgpack::IntWidth;
+use crate::events::msgpack::{IntWidth, short_eq};
 use crate::events::{
     Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash,
 };
 pub use hash::{HashAlgo, KeyHasher};
+pub use stats::{Counts, Stats};
 
 /// Which llm-d behaviour to reproduce for events shorter than one index block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,9 +84,20 @@ impl IndexConfig {
 
 /// `kv@<pod>@<model>` → (pod, model); any other topic is the pod, with no model.
 pub fn parse_topic(topic: &str) -> (&str, &str) {
-    let mut parts = topic.split('@');
-    match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some(_), Some(pod), Some(model), None) => (pod, model),
+    // One pass over the bytes for the two separators (called once per message).
+    let mut at = [0usize; 2];
+    let mut found = 0;
+    for (i, &b) in topic.as_bytes().iter().enumerate() {
+        if b == b'@' {
+            if found == 2 {
+                return (topic, "");
+            }
+            at[found] = i;
+            found += 1;
+        }
+    }
+    match found {
+        2 => (&topic[at[0] + 1..at[1]], &topic[at[1] + 1..]),
         _ => (topic, ""),
     }
 }
@@ -109,25 +120,6 @@ type PodCache = smallvec::SmallVec<[PodEntry; 2]>;
 /// The request keys one engine hash maps to.
 type RequestKeys = smallvec::SmallVec<[u64; 2]>;
 
-/// Counters of one view.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Stats {
-    pub messages_dropped: BTreeMap<&'static str, u64>,
-    pub stores_accepted: u64,
-    pub stores_skipped: BTreeMap<&'static str, u64>,
-    /// (cache_kind, reason) → count, for the llm-d metric.
-    pub stores_skipped_by_kind: BTreeMap<(String, &'static str), u64>,
-    pub removals_skipped: BTreeMap<(String, &'static str), u64>,
-    pub stores_with_dropped_tail: u64,
-    pub tier_updates: u64,
-    /// Tokens in BlockStored events of messages llm-d decoded.
-    pub tokens_stored: u64,
-    /// Tokens the index covers with keys from those events.
-    pub tokens_indexed: u64,
-    pub removed_hashes_forwarded: u64,
-    pub removed_hashes_suppressed: u64,
-}
-
 /// The state of one llm-d index at one block size.
 pub struct Index {
     cfg: IndexConfig,
@@ -141,6 +133,8 @@ pub struct Index {
     /// The pod of the previous message (captures come in runs of one pod).
     last_pod: Option<u32>,
     tiers: Interner,
+    /// Request and engine keys of the store being applied (reused).
+    scratch: (Vec<u64>, Vec<u64>),
     pub stats: Stats,
 }
 
@@ -236,7 +230,9 @@ pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(&'static st
             EventKind::Removed(r) => (&r.block_hashes, None, r.group_idx),
             EventKind::AllCleared => continue,
         };
-        if hashes.iter().chain(parent).any(|h| llm_d_hash(h).is_none()) {
+        if !hashes.iter().all(|h| llm_d_hash(h).is_some())
+            || parent.is_some_and(|h| llm_d_hash(h).is_none())
+        {
             return Some((
                 MSG_BATCH_DECODE_ERROR,
                 "a block hash is packed narrower than 64 bits (unsupported hash type)".into(),
@@ -311,6 +307,7 @@ impl Index {
                 t.id("gpu");
                 t
             },
+            scratch: Default::default(),
             stats: Stats::default(),
         }
     }
@@ -332,38 +329,26 @@ impl Index {
         r
     }
 
-    fn skip(&mut self, reason: &'static str, kind: &str) {
-        *self.stats.stores_skipped.entry(reason).or_default() += 1;
+    fn skip(&mut self, reason: &'static str, kind: &crate::events::Text) {
+        self.stats.stores_skipped.add(reason);
         if llm_d_counts(reason, self.cfg.profile) {
-            let kind = if kind.is_empty() { "unknown" } else { kind };
-            // Found without building a key: no allocation per skipped event.
-            match self
-                .stats
-                .stores_skipped_by_kind
-                .iter_mut()
-                .find(|((k, r), _)| k == kind && *r == reason)
-            {
-                Some((_, n)) => *n += 1,
-                None => {
-                    self.stats
-                        .stores_skipped_by_kind
-                        .insert((kind.to_string(), reason), 1);
-                }
-            }
+            const UNKNOWN: crate::events::Text = crate::events::Text::Borrowed("unknown");
+            let kind = if kind.is_empty() { &UNKNOWN } else { kind };
+            self.stats.stores_skipped_by_kind.add(kind, reason);
         }
     }
 
     /// Apply one decoded message from `pod` (topic model `model`).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch, engine: Engine) {
         if let Some((reason, _)) = message_drop_reason(batch, engine) {
-            *self.stats.messages_dropped.entry(reason).or_default() += 1;
+            self.stats.messages_dropped.add(reason);
             return;
         }
         // Borrowed out of the config for the loop, so no name is copied per message.
         let model_override = self.cfg.model_name.take();
         let model = model_override.as_deref().unwrap_or(model);
         let pod_id = match self.last_pod {
-            Some(id) if self.pods.names[id as usize] == pod => id,
+            Some(id) if short_eq(self.pods.names[id as usize].as_bytes(), pod.as_bytes()) => id,
             _ => {
                 let id = self.pods.id(pod);
                 self.last_pod = Some(id);
@@ -408,8 +393,15 @@ impl Index {
                     kind = info.kind.clone();
                 }
             } else {
-                self.catalog
-                    .insert((pod, g), GroupInfo { kind: kind.clone() });
+                // Every event names its group's kind again: write only what changes.
+                match self.catalog.get_mut(&(pod, g)) {
+                    Some(info) if info.kind == kind => {}
+                    Some(info) => info.kind = kind.clone(),
+                    None => {
+                        self.catalog
+                            .insert((pod, g), GroupInfo { kind: kind.clone() });
+                    }
+                }
             }
             // Digestibility (S1–S3): only for events that carry a group.
             if !indexable(&kind) {
@@ -442,9 +434,12 @@ impl Index {
             self.root(hash_model)
         };
         let chunks = tokens / bs;
+        // vLLM sends a nil per block when nothing extra applies: features that are all absent
+        // hash like none at all (and realign to any positive count), so skip building them.
         let features = s
             .extra_keys
             .as_deref()
+            .filter(|raw| raw.is_empty() || raw.iter().any(|e| *e != Owned::Nil))
             .map(parse_extra_keys)
             .and_then(|f| realign(f, chunks));
         if let Some(f) = &features
@@ -452,23 +447,34 @@ impl Index {
         {
             return self.skip(EXTRA_FEATURES_MISMATCH, &kind);
         }
-        let request_keys = self
-            .hasher
-            .keys(parent_key, &s.token_ids, bs, features.as_deref());
-        let engine_keys: Vec<u64> = s.block_hashes.iter().map(WireHash::as_u64).collect();
+        // Scratch vectors kept between events: no allocation per accepted store.
+        let (mut request_keys, mut engine_keys) = std::mem::take(&mut self.scratch);
+        request_keys.clear();
+        engine_keys.clear();
+        self.hasher.keys_into(
+            parent_key,
+            &s.token_ids,
+            bs,
+            features.as_deref(),
+            &mut request_keys,
+        );
+        engine_keys.extend(s.block_hashes.iter().map(WireHash::as_u64));
         if request_keys.is_empty() {
             if tokens == 0 && !engine_keys.is_empty() {
-                return self.tier_update(pod, tier, entry, &engine_keys, &kind);
+                self.tier_update(pod, tier, entry, &engine_keys, &kind);
+            } else {
+                self.skip(INCOMPLETE_CANONICAL_BLOCK, &kind);
             }
-            return self.skip(INCOMPLETE_CANONICAL_BLOCK, &kind);
+        } else {
+            if !tokens.is_multiple_of(bs) {
+                self.stats.stores_with_dropped_tail += 1;
+            }
+            self.stats.stores_accepted += 1;
+            self.stats.tokens_indexed += (request_keys.len() * bs) as u64;
+            self.add(&engine_keys, &request_keys, entry);
+            self.track_store(pod, tier, s.group_idx, &engine_keys);
         }
-        if !tokens.is_multiple_of(bs) {
-            self.stats.stores_with_dropped_tail += 1;
-        }
-        self.stats.stores_accepted += 1;
-        self.stats.tokens_indexed += (request_keys.len() * bs) as u64;
-        self.add(&engine_keys, &request_keys, entry);
-        self.track_store(pod, tier, s.group_idx, &engine_keys);
+        self.scratch = (request_keys, engine_keys);
     }
 
     fn tier_update(
@@ -477,7 +483,7 @@ impl Index {
         tier: u32,
         entry: PodEntry,
         engine_keys: &[u64],
-        kind: &str,
+        kind: &crate::events::Text,
     ) {
         let mut resolved: Vec<u64> = Vec::new();
         for e in engine_keys {
@@ -673,6 +679,9 @@ mod tests {
             ("pod-123@llama-2-7b", "")
         );
         assert_eq!(parse_topic("fallback"), ("fallback", ""));
+        assert_eq!(parse_topic("a@b@c@d"), ("a@b@c@d", ""));
+        assert_eq!(parse_topic("@@"), ("", ""));
+        assert_eq!(parse_topic(""), ("", ""));
         assert_eq!(
             parse_topic("kv@10.0.0.1:8000@Qwen/Qwen3-32B"),
             ("10.0.0.1:8000", "Qwen/Qwen3-32B")

@@ -131,7 +131,7 @@ pub fn simulate(
         engine_cached_tokens: engine_cached,
         index_visible_tokens: blocks * settings.index.block_size,
         events_emitted: emitted,
-        events_skipped: index.stats.stores_skipped.clone(),
+        events_skipped: index.stats.stores_skipped.to_map(),
         decision,
     }
 }

@@ -86,7 +86,7 @@ pub fn to_prometheus(r: &ReplayReport) -> String {
     out.push_str("# HELP llm_d_epp_kv_cache_events_stores_skipped_total BlockStored events llm-d skips, by the reasons it counts.\n");
     out.push_str("# TYPE llm_d_epp_kv_cache_events_stores_skipped_total counter\n");
     for v in &r.views {
-        for ((kind, reason), n) in &v.stats.stores_skipped_by_kind {
+        for (kind, reason, n) in v.stats.stores_skipped_by_kind.iter() {
             let _ = writeln!(
                 out,
                 "llm_d_epp_kv_cache_events_stores_skipped_total{{cache_kind=\"{}\",reason=\"{}\",index_block_size=\"{}\",profile=\"{}\"}} {n}",
@@ -185,9 +185,9 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             "{:>6}  {:<15} {:>9} {:>9} {:>9} {:>11} {:>11}  {:>16}",
             v.config.block_size,
             v.config.profile.name(),
-            v.stats.messages_dropped.values().sum::<u64>(),
+            v.stats.messages_dropped.total(),
             v.stats.stores_accepted,
-            v.stats.stores_skipped.values().sum::<u64>(),
+            v.stats.stores_skipped.total(),
             v.stats.tokens_stored,
             v.stats.tokens_indexed,
             format!("{engine}/{index}"),
@@ -202,8 +202,8 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             "\nblock {}: why llm-d loses events",
             v.config.block_size
         );
-        for (reason, n) in &v.stats.messages_dropped {
-            let what = match *reason {
+        for (reason, n) in v.stats.messages_dropped.iter() {
+            let what = match reason {
                 MSG_BATCH_DECODE_ERROR => "whole messages llm-d cannot decode",
                 MSG_BATCH_IS_MAP => "messages whose batch is a map (zero events)",
                 MSG_FRAME_MALFORMED => "malformed frames",
@@ -211,7 +211,7 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             };
             let _ = writeln!(out, "  {n:>8}  {reason} ({what})");
         }
-        for (reason, n) in &v.stats.stores_skipped {
+        for (reason, n) in v.stats.stores_skipped.iter() {
             let counted = if crate::index::llm_d_counts(reason, v.config.profile) {
                 "counted by llm-d"
             } else {
