@@ -34,12 +34,13 @@ pub struct Malformed {
 }
 
 /// One block the engine holds (for sequence reconstruction); its tokens live in the pod's
-/// arena, so storing a block costs no allocation of its own.
+/// arena, so storing a block costs no allocation of its own. Which blocks are leaves is
+/// worked out once at the end, so storing and evicting a block touch only its own entry
+/// (evictions hit old, cache-cold blocks; a parent's child count cost a second miss each).
 struct Node {
     parent: Option<u64>,
     start: usize,
-    len: usize,
-    children: u32,
+    len: u32,
     order: u64,
 }
 
@@ -52,15 +53,12 @@ struct PodTree {
 
 impl PodTree {
     fn tokens(&self, node: &Node) -> &[u32] {
-        &self.arena[node.start..node.start + node.len]
+        &self.arena[node.start..node.start + node.len as usize]
     }
 
     fn remove(&mut self, hash: u64) {
         if let Some(node) = self.nodes.remove(&hash) {
-            self.live_tokens -= node.len;
-            if let Some(p) = node.parent.and_then(|p| self.nodes.get_mut(&p)) {
-                p.children = p.children.saturating_sub(1);
-            }
+            self.live_tokens -= node.len as usize;
         }
         // Evicted blocks leave holes; compact once they outweigh the live tokens, so memory
         // follows what the engine holds, not the length of the capture.
@@ -68,11 +66,25 @@ impl PodTree {
             let mut arena = Vec::with_capacity(self.live_tokens * 2);
             for node in self.nodes.values_mut() {
                 let start = arena.len();
-                arena.extend_from_slice(&self.arena[node.start..node.start + node.len]);
+                arena.extend_from_slice(&self.arena[node.start..node.start + node.len as usize]);
                 node.start = start;
             }
             self.arena = arena;
         }
+    }
+
+    /// Blocks no held block names as its parent, oldest first.
+    fn leaves(&self) -> Vec<u64> {
+        let parents: rustc_hash::FxHashSet<u64> =
+            self.nodes.values().filter_map(|n| n.parent).collect();
+        let mut leaves: Vec<(u64, u64)> = self
+            .nodes
+            .iter()
+            .filter(|(h, _)| !parents.contains(h))
+            .map(|(h, n)| (n.order, *h))
+            .collect();
+        leaves.sort_unstable();
+        leaves.into_iter().map(|(_, h)| h).collect()
     }
 
     fn clear(&mut self) {
@@ -297,11 +309,8 @@ impl Replayer {
         let mut incomplete = 0;
         self.pods.sort_by(|a, b| a.0.cmp(&b.0));
         for (pod, model, tree) in &self.pods {
-            let mut leaves: Vec<(&u64, &Node)> =
-                tree.nodes.iter().filter(|(_, n)| n.children == 0).collect();
-            leaves.sort_by_key(|(_, n)| n.order);
-            for (hash, _) in leaves {
-                let Some(tokens) = chain_tokens(tree, *hash) else {
+            for hash in tree.leaves() {
+                let Some(tokens) = chain_tokens(tree, hash) else {
                     incomplete += 1;
                     continue;
                 };
@@ -376,24 +385,17 @@ fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
     let mut parent = s.parent_block_hash.as_ref().map(|h| h.as_u64());
     for (i, h) in s.block_hashes.iter().enumerate() {
         let h = h.as_u64();
-        if !tree.nodes.contains_key(&h) {
-            if let Some(p) = parent.and_then(|p| tree.nodes.get_mut(&p)) {
-                p.children += 1;
-            }
+        if let std::collections::hash_map::Entry::Vacant(slot) = tree.nodes.entry(h) {
             let start = tree.arena.len();
             tree.arena
                 .extend_from_slice(&s.token_ids[i * bs..(i + 1) * bs]);
             tree.live_tokens += bs;
-            tree.nodes.insert(
-                h,
-                Node {
-                    parent,
-                    start,
-                    len: bs,
-                    children: 0,
-                    order,
-                },
-            );
+            slot.insert(Node {
+                parent,
+                start,
+                len: bs as u32,
+                order,
+            });
         }
         parent = Some(h);
     }
@@ -433,6 +435,26 @@ mod tests {
             data_parallel_rank: Some(0),
             wire: BatchWire::Array(3),
         }
+    }
+
+    /// A leaf is a block no held block extends, whatever order the events came in: a child
+    /// stored before its parent leaves one sequence, not two.
+    #[test]
+    fn leaves_do_not_depend_on_event_order() {
+        let mut r = Replayer::new(ReplayOptions {
+            views: vec![IndexConfig::new(16)],
+            engine: Engine::Vllm,
+            keep_going: false,
+            default_pod: "p".into(),
+        });
+        let tokens: Vec<u32> = (1..=48).collect();
+        let mut events = generation_events(16, &tokens, 16);
+        events.reverse();
+        r.apply("p", "m", &batch(events));
+        let report = r.finish(&[]);
+        assert_eq!(report.sequences.len(), 1);
+        assert_eq!(report.sequences[0].engine_tokens, 48);
+        assert_eq!(report.incomplete_sequences, 0);
     }
 
     #[test]

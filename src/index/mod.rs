@@ -113,6 +113,32 @@ struct PodEntry {
 #[derive(Debug, Clone)]
 struct GroupInfo {
     kind: crate::events::Text,
+    /// `indexable(kind)`, worked out when the kind is recorded rather than per event.
+    indexable: bool,
+}
+
+impl GroupInfo {
+    fn new(kind: &crate::events::Text) -> GroupInfo {
+        GroupInfo {
+            kind: kind.clone(),
+            indexable: indexable(kind),
+        }
+    }
+}
+
+/// What the index keeps per pod, found by the pod's id rather than hashed per event.
+#[derive(Default)]
+struct PodState {
+    /// Group index → cache kind as the pod's events named it (a pod has a few groups: a scan).
+    groups: Vec<(i64, GroupInfo)>,
+    /// Stores per (tier, group, engine hash): a removal is forwarded once the last is gone.
+    dedup: FxHashMap<(u32, i64, u64), u32>,
+}
+
+impl PodState {
+    fn group(&self, g: i64) -> Option<&GroupInfo> {
+        self.groups.iter().find(|(id, _)| *id == g).map(|(_, i)| i)
+    }
 }
 
 /// The entries of one request key (llm-d's per-key LRU, most recent last).
@@ -127,8 +153,8 @@ pub struct Index {
     roots: FxHashMap<String, u64>,
     data: FxHashMap<u64, PodCache>,
     engine_to_request: FxHashMap<u64, RequestKeys>,
-    catalog: FxHashMap<(u32, i64), GroupInfo>,
-    dedup: FxHashMap<u32, FxHashMap<(u32, i64, u64), u32>>,
+    /// Indexed by pod id.
+    pod_state: Vec<PodState>,
     pods: Interner,
     /// The pod of the previous message (captures come in runs of one pod).
     last_pod: Option<u32>,
@@ -298,8 +324,7 @@ impl Index {
             roots: FxHashMap::default(),
             data: FxHashMap::default(),
             engine_to_request: FxHashMap::default(),
-            catalog: FxHashMap::default(),
-            dedup: FxHashMap::default(),
+            pod_state: Vec::new(),
             pods: Interner::default(),
             last_pod: None,
             tiers: {
@@ -351,6 +376,10 @@ impl Index {
             Some(id) if short_eq(self.pods.names[id as usize].as_bytes(), pod.as_bytes()) => id,
             _ => {
                 let id = self.pods.id(pod);
+                if self.pod_state.len() <= id as usize {
+                    self.pod_state
+                        .resize_with(id as usize + 1, PodState::default);
+                }
                 self.last_pod = Some(id);
                 id
             }
@@ -388,23 +417,32 @@ impl Index {
             group: s.group_idx,
         };
         if let Some(g) = s.group_idx {
-            if kind.is_empty() {
-                if let Some(info) = self.catalog.get(&(pod, g)) {
-                    kind = info.kind.clone();
+            let groups = &mut self.pod_state[pod as usize].groups;
+            let at = groups.iter().position(|(id, _)| *id == g);
+            let ok = if kind.is_empty() {
+                match at {
+                    Some(i) => {
+                        kind = groups[i].1.kind.clone();
+                        groups[i].1.indexable
+                    }
+                    None => false,
                 }
             } else {
-                // Every event names its group's kind again: write only what changes.
-                match self.catalog.get_mut(&(pod, g)) {
-                    Some(info) if info.kind == kind => {}
-                    Some(info) => info.kind = kind.clone(),
+                // Every event names its group's kind again: record only what changes.
+                match at {
+                    Some(i) if stats::same(&groups[i].1.kind, &kind) => groups[i].1.indexable,
+                    Some(i) => {
+                        groups[i].1 = GroupInfo::new(&kind);
+                        groups[i].1.indexable
+                    }
                     None => {
-                        self.catalog
-                            .insert((pod, g), GroupInfo { kind: kind.clone() });
+                        groups.push((g, GroupInfo::new(&kind)));
+                        indexable(&kind)
                     }
                 }
-            }
+            };
             // Digestibility (S1–S3): only for events that carry a group.
-            if !indexable(&kind) {
+            if !ok {
                 return self.skip(UNSUPPORTED_CACHE_KIND, &kind);
             }
             if !s.token_ids.is_empty() {
@@ -540,7 +578,7 @@ impl Index {
     }
 
     fn track_store(&mut self, pod: u32, tier: u32, group: Option<i64>, hashes: &[u64]) {
-        let scope = self.dedup.entry(pod).or_default();
+        let scope = &mut self.pod_state[pod as usize].dedup;
         for &h in hashes {
             *scope.entry((tier, group.unwrap_or(-1), h)).or_default() += 1;
         }
@@ -549,7 +587,7 @@ impl Index {
     fn removed(&mut self, pod: u32, r: &BlockRemoved) {
         let tier = self.tier_id(r.medium.as_deref());
         if let Some(g) = r.group_idx {
-            match self.catalog.get(&(pod, g)) {
+            match self.pod_state[pod as usize].group(g) {
                 None => {
                     *self
                         .stats
@@ -558,7 +596,7 @@ impl Index {
                         .or_default() += 1;
                     return;
                 }
-                Some(info) if !indexable(&info.kind) => {
+                Some(info) if !info.indexable => {
                     let kind = info.kind.to_string();
                     *self
                         .stats
@@ -578,22 +616,18 @@ impl Index {
         };
         for h in &r.block_hashes {
             let hash = h.as_u64();
-            let forward = match self.dedup.get_mut(&pod) {
+            let scope = &mut self.pod_state[pod as usize].dedup;
+            let key = (tier, r.group_idx.unwrap_or(-1), hash);
+            let forward = match scope.get_mut(&key) {
                 None => true,
-                Some(scope) => {
-                    let key = (tier, r.group_idx.unwrap_or(-1), hash);
-                    match scope.get_mut(&key) {
-                        None => true,
-                        Some(c) if *c == 0 => true,
-                        Some(c) => {
-                            *c -= 1;
-                            if *c == 0 {
-                                scope.remove(&key);
-                                true
-                            } else {
-                                false
-                            }
-                        }
+                Some(c) if *c == 0 => true,
+                Some(c) => {
+                    *c -= 1;
+                    if *c == 0 {
+                        scope.remove(&key);
+                        true
+                    } else {
+                        false
                     }
                 }
             };
@@ -629,7 +663,7 @@ impl Index {
             cache.retain(|e| e.pod != pod);
             !cache.is_empty()
         });
-        self.dedup.remove(&pod);
+        self.pod_state[pod as usize].dedup.clear();
     }
 
     /// Request keys of a token sequence from the model's root.

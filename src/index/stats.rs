@@ -12,7 +12,7 @@ pub struct Counts(Vec<(&'static str, u64)>);
 
 /// The same label: its address when it is the same constant, else its text.
 #[inline]
-fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     std::ptr::eq(a, b) || a == b
 }
 
