@@ -4,13 +4,16 @@
 Inputs: ../shared/fixtures/vllm-events/s5.frames (2000 messages, 6478 events), and generated
 vLLM 0.33-style streams of 1M and 2M events (decode-time 16-token BlockStored events from 16
 concurrent requests, 256-token prefills, a 4096-block pool whose evictions emit single-hash
-BlockRemoved events first, as vLLM does). Peak memory comes from the child's max RSS, so the
+BlockRemoved events first, as vLLM does). Token ids are drawn uniformly (fixed seed) from a
+151,936-id vocabulary (Qwen's), so the decoder meets the mix of integer widths real prompts
+and replies have; consecutive ids would make every width branch predictable and flatter it. Peak memory comes from the child's max RSS, so the
 two generated sizes show whether memory grows with the file.
 
     cargo build --release && python3 benches/replay.py [--runs N]
 """
 import argparse
 import os
+import random
 import resource
 import statistics
 import struct
@@ -65,6 +68,8 @@ def removed(h):
 
 
 def generate(path, n_events):
+    rng = random.Random(20261129)
+    vocab = 151936
     topic = b"kv@decode-0@bench-model"
     pool, events, seq = deque(), 0, 0
     next_hash = 1 << 63
@@ -76,14 +81,14 @@ def generate(path, n_events):
                 if reqs[r] is None or reqs[r][1] >= 64:
                     hashes = [next_hash + i for i in range(16)]
                     next_hash += 16
-                    tokens = [(seq * 7 + i) % 150000 for i in range(256)]
+                    tokens = [rng.randrange(vocab) for _ in range(256)]
                     evs.append(stored(hashes, None, tokens))
                     reqs[r] = [hashes[-1], 0]
                     pool.extend(hashes)
                 else:
                     h = next_hash
                     next_hash += 1
-                    evs.append(stored([h], reqs[r][0], [(seq + i) % 150000 for i in range(16)]))
+                    evs.append(stored([h], reqs[r][0], [rng.randrange(vocab) for _ in range(16)]))
                     reqs[r] = [h, reqs[r][1] + 1]
                     pool.append(h)
                 evictions = []

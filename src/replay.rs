@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use crate::events::capture::MessageRef;
 use crate::events::msgpack::{DecodeError, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
-use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, parse_topic};
+use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, message_drop_reason, parse_topic};
 
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
@@ -236,15 +236,9 @@ impl Replayer {
     /// Apply an already decoded batch (used by simulations as well as files).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch) {
         let at = self.pod_slot(pod, model);
-        for ev in &batch.events {
-            match &ev.kind {
-                EventKind::Stored(_) => self.events.block_stored += 1,
-                EventKind::Removed(_) => self.events.block_removed += 1,
-                EventKind::AllCleared => self.events.all_blocks_cleared += 1,
-            }
-        }
+        let dropped = message_drop_reason(batch, self.opts.engine).map(|(reason, _)| reason);
         for v in &mut self.views {
-            v.apply(pod, model, batch, self.opts.engine);
+            v.apply_checked(pod, model, batch, dropped);
         }
         self.track_engine(at, batch);
     }
@@ -269,21 +263,30 @@ impl Replayer {
         at
     }
 
+    /// Count the events and apply them to the pod's engine tree (one pass).
     fn track_engine(&mut self, at: usize, batch: &Batch) {
         let tree = &mut self.pods[at].2;
         for ev in &batch.events {
             match &ev.kind {
-                EventKind::Stored(s) if on_gpu(s.medium.as_deref()) => {
-                    self.order += 1;
-                    insert_blocks(tree, s, self.order);
-                }
-                EventKind::Removed(r) if on_gpu(r.medium.as_deref()) => {
-                    for h in &r.block_hashes {
-                        tree.remove(h.as_u64());
+                EventKind::Stored(s) => {
+                    self.events.block_stored += 1;
+                    if on_gpu(s.medium.as_deref()) {
+                        self.order += 1;
+                        insert_blocks(tree, s, self.order);
                     }
                 }
-                EventKind::AllCleared => tree.clear(),
-                _ => {}
+                EventKind::Removed(r) => {
+                    self.events.block_removed += 1;
+                    if on_gpu(r.medium.as_deref()) {
+                        for h in &r.block_hashes {
+                            tree.remove(h.as_u64());
+                        }
+                    }
+                }
+                EventKind::AllCleared => {
+                    self.events.all_blocks_cleared += 1;
+                    tree.clear();
+                }
             }
         }
     }

@@ -138,27 +138,29 @@ impl Cur<'_> {
         while left > 0 {
             let take = left.min(CHUNK);
             for slot in &mut chunk[..take] {
-                *slot = match *buf.get(pos)? {
-                    b @ 0x00..=0x7f => {
-                        pos += 1;
-                        b as u32
+                // Token ids of a large vocabulary mix all four widths, so a branch per width
+                // mispredicts often: read the marker's size from a table and the value from
+                // the next four bytes, choosing without a branch. Near the end of the buffer
+                // (fewer than five bytes left) the plain form reads it.
+                *slot = match buf.get(pos..pos + 5) {
+                    Some(&[m, a, b, c, d]) => {
+                        let size = TOKEN_SIZE[m as usize];
+                        if size == 0 {
+                            return None;
+                        }
+                        let word = u32::from_be_bytes([a, b, c, d]) as u64;
+                        pos += size as usize;
+                        if size == 1 {
+                            m as u32
+                        } else {
+                            (word >> ((5 - size as u64) * 8)) as u32
+                        }
                     }
-                    0xcd => {
-                        let v = buf.get(pos + 1..pos + 3)?;
-                        pos += 3;
-                        u16::from_be_bytes([v[0], v[1]]) as u32
+                    _ => {
+                        let (v, size) = token_tail(&buf[pos.min(buf.len())..])?;
+                        pos += size;
+                        v
                     }
-                    0xce => {
-                        let v = buf.get(pos + 1..pos + 5)?;
-                        pos += 5;
-                        u32::from_be_bytes([v[0], v[1], v[2], v[3]])
-                    }
-                    0xcc => {
-                        let v = *buf.get(pos + 1)?;
-                        pos += 2;
-                        v as u32
-                    }
-                    _ => return None,
                 };
             }
             out.extend_from_slice(&chunk[..take]);
@@ -175,6 +177,30 @@ impl Cur<'_> {
             return Some(None);
         }
         self.eat(wire).then_some(Some(Cow::Borrowed(value)))
+    }
+}
+
+/// Bytes taken by a token id with this marker (0: not an unsigned int of ≤ 32 bits).
+const TOKEN_SIZE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut m = 0;
+    while m < 0x80 {
+        t[m] = 1;
+        m += 1;
+    }
+    t[0xcc] = 2;
+    t[0xcd] = 3;
+    t[0xce] = 5;
+    t
+};
+
+/// A token id from the last few bytes of a buffer: (value, bytes taken).
+fn token_tail(b: &[u8]) -> Option<(u32, usize)> {
+    match *b {
+        [m, ..] if m < 0x80 => Some((m as u32, 1)),
+        [0xcc, v, ..] => Some((v as u32, 2)),
+        [0xcd, a, c, ..] => Some((u16::from_be_bytes([a, c]) as u32, 3)),
+        _ => None, // a 0xce id needs five bytes, which the main loop had
     }
 }
 
@@ -218,7 +244,7 @@ pub(super) fn event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Option<E
         }
         _ => {
             let mut rm = pool.removed.pop().unwrap_or_default();
-            match removed(&mut c, fields, keyed, &mut rm) {
+            match removed(&mut c, fields, keyed, &mut rm, &mut pool.removed_tail) {
                 Some(()) => EventKind::Removed(rm),
                 None => {
                     pool.give_back_removed(rm);
@@ -238,6 +264,26 @@ pub(super) fn event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Option<E
     })
 }
 
+/// The end of a BlockStored (every field after `token_ids`) as last decoded. vLLM repeats
+/// the same bytes there on event after event (block size, medium, the nil extra keys, group,
+/// cache kind), so when the next event's end is byte for byte the same, its values are the
+/// same too and one comparison replaces reading seven fields.
+#[derive(Default)]
+pub(super) struct StoredTail {
+    bytes: Vec<u8>,
+    /// Field count and form of the event the bytes came from (they decode alike only then).
+    shape: Option<(usize, bool)>,
+    block_size: i64,
+    lora_id: Option<i64>,
+    /// The fast path's strings are vLLM's constants (or absent).
+    medium: Option<&'static str>,
+    /// Length of an all-nil `extra_keys`, if it was present.
+    extra_nils: Option<usize>,
+    group_idx: Option<i64>,
+    kind: Option<&'static str>,
+    sliding_window: Option<i64>,
+}
+
 /// The BlockStored fields in `fields` (a prefix of the wire order, at least the three the
 /// event needs) into a clean pooled body.
 fn stored(
@@ -250,7 +296,8 @@ fn stored(
     if fields.len() < 4 {
         return None; // the general path reports the missing field
     }
-    for key in fields {
+    let (head, tail) = fields.split_at(3);
+    for key in head {
         if keyed && !c.eat(key.wire()) {
             return None;
         }
@@ -261,7 +308,31 @@ fn stored(
                     s.parent_block_hash = Some(c.hash()?);
                 }
             }
-            Field::TokenIds => c.tokens(&mut s.token_ids)?,
+            _ => c.tokens(&mut s.token_ids)?,
+        }
+    }
+    let shape = Some((fields.len(), keyed));
+    let memo = &pool.stored_tail;
+    if memo.shape == shape && c.eat(&memo.bytes) {
+        s.block_size = memo.block_size;
+        s.lora_id = memo.lora_id;
+        s.medium = memo.medium.map(Cow::Borrowed);
+        s.group_idx = memo.group_idx;
+        s.kv_cache_spec_kind = memo.kind.map(Cow::Borrowed);
+        s.kv_cache_spec_sliding_window = memo.sliding_window;
+        if let Some(n) = memo.extra_nils {
+            let mut items = pool.extra.pop().unwrap_or_default();
+            items.resize(n, Owned::Nil);
+            s.extra_keys = Some(items);
+        }
+        return Some(());
+    }
+    let start = c.pos;
+    for key in tail {
+        if keyed && !c.eat(key.wire()) {
+            return None;
+        }
+        match key.field {
             Field::BlockSize => s.block_size = c.small_uint()? as i64,
             Field::LoraId => s.lora_id = c.opt_uint()?,
             Field::Medium => s.medium = c.opt_const("GPU", GPU)?,
@@ -293,19 +364,54 @@ fn stored(
             }
         }
     }
+    let memo = &mut pool.stored_tail;
+    memo.bytes.clear();
+    memo.bytes.extend_from_slice(&c.buf[start..c.pos]);
+    memo.shape = shape;
+    memo.block_size = s.block_size;
+    memo.lora_id = s.lora_id;
+    memo.medium = s.medium.is_some().then_some("GPU");
+    memo.extra_nils = s.extra_keys.as_ref().map(Vec::len);
+    memo.group_idx = s.group_idx;
+    memo.kind = s.kv_cache_spec_kind.is_some().then_some("full_attention");
+    memo.sliding_window = s.kv_cache_spec_sliding_window;
     Some(())
 }
 
-fn removed(c: &mut Cur, fields: &[Key], keyed: bool, rm: &mut BlockRemoved) -> Option<()> {
-    if fields.is_empty() {
+/// The end of a BlockRemoved (every field after `block_hashes`) as last decoded; see
+/// [`StoredTail`].
+#[derive(Default)]
+pub(super) struct RemovedTail {
+    bytes: Vec<u8>,
+    shape: Option<(usize, bool)>,
+    medium: Option<&'static str>,
+    group_idx: Option<i64>,
+}
+
+fn removed(
+    c: &mut Cur,
+    fields: &[Key],
+    keyed: bool,
+    rm: &mut BlockRemoved,
+    memo: &mut RemovedTail,
+) -> Option<()> {
+    let (first, tail) = fields.split_first()?;
+    if keyed && !c.eat(first.wire()) {
         return None;
     }
-    for key in fields {
+    c.hashes(&mut rm.block_hashes)?;
+    let shape = Some((fields.len(), keyed));
+    if memo.shape == shape && c.eat(&memo.bytes) {
+        rm.medium = memo.medium.map(Cow::Borrowed);
+        rm.group_idx = memo.group_idx;
+        return Some(());
+    }
+    let start = c.pos;
+    for key in tail {
         if keyed && !c.eat(key.wire()) {
             return None;
         }
         match key.field {
-            Field::BlockHashes => c.hashes(&mut rm.block_hashes)?,
             Field::Medium => rm.medium = c.opt_const("GPU", GPU)?,
             Field::GroupIdx => rm.group_idx = c.opt_uint()?,
             _ => {
@@ -315,5 +421,10 @@ fn removed(c: &mut Cur, fields: &[Key], keyed: bool, rm: &mut BlockRemoved) -> O
             }
         }
     }
+    memo.bytes.clear();
+    memo.bytes.extend_from_slice(&c.buf[start..c.pos]);
+    memo.shape = shape;
+    memo.medium = rm.medium.is_some().then_some("GPU");
+    memo.group_idx = rm.group_idx;
     Some(())
 }

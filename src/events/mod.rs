@@ -530,6 +530,8 @@ pub struct Pool {
     events: Vec<Vec<Event>>,
     general_only: bool,
     fast_decoded: u64,
+    stored_tail: fast::StoredTail,
+    removed_tail: fast::RemovedTail,
 }
 
 impl Pool {

@@ -198,7 +198,27 @@ impl<'a> Reader<'a> {
     }
 
     /// Read the next value's header (for containers, the element count).
+    #[inline]
     pub fn head(&mut self) -> Result<Head, DecodeError> {
+        // The one-byte headers (small containers, short strings, small ints) inline; the
+        // rest through the full table.
+        if let Some(&b) = self.buf.get(self.pos) {
+            let h = match b {
+                0x00..=0x7f => Head::Uint(b as u64, IntWidth::Fix),
+                0x80..=0x8f => Head::Map((b & 0x0f) as usize),
+                0x90..=0x9f => Head::Array((b & 0x0f) as usize),
+                0xa0..=0xbf => Head::Str((b & 0x1f) as usize),
+                0xc0 => Head::Nil,
+                _ => return self.head_full(),
+            };
+            self.pos += 1;
+            return Ok(h);
+        }
+        self.head_full()
+    }
+
+    #[inline(never)]
+    fn head_full(&mut self) -> Result<Head, DecodeError> {
         let at = self.pos;
         let b = self.take(1)?[0];
         Ok(match b {

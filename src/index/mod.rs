@@ -365,7 +365,20 @@ impl Index {
 
     /// Apply one decoded message from `pod` (topic model `model`).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch, engine: Engine) {
-        if let Some((reason, _)) = message_drop_reason(batch, engine) {
+        let dropped = message_drop_reason(batch, engine).map(|(reason, _)| reason);
+        self.apply_checked(pod, model, batch, dropped);
+    }
+
+    /// [`apply`](Self::apply) with the message's drop reason already worked out (it does not
+    /// depend on the view, so a sweep checks each message once).
+    pub fn apply_checked(
+        &mut self,
+        pod: &str,
+        model: &str,
+        batch: &Batch,
+        dropped: Option<&'static str>,
+    ) {
+        if let Some(reason) = dropped {
             self.stats.messages_dropped.add(reason);
             return;
         }
