@@ -322,7 +322,9 @@ fn stored(
         s.kv_cache_spec_sliding_window = memo.sliding_window;
         if let Some(n) = memo.extra_nils {
             let mut items = pool.extra.pop().unwrap_or_default();
-            items.resize(n, Owned::Nil);
+            for _ in 0..n {
+                items.push(Owned::Nil);
+            }
             s.extra_keys = Some(items);
         }
         return Some(());

@@ -561,33 +561,73 @@ impl Pool {
         self.events.push(events);
     }
 
-    /// Reset a body to its defaults (keeping its vectors' allocations) and keep it.
+    /// Reset a body to its defaults (keeping its vectors' allocations) and keep it. Field by
+    /// field, each left alone when already empty (cheaper than writing a whole default body
+    /// per event); the pattern names every field, so a new one cannot be forgotten here.
     fn give_back_stored(&mut self, mut s: Box<BlockStored>) {
-        if let Some(mut e) = s.extra_keys.take() {
+        let BlockStored {
+            block_hashes,
+            parent_block_hash,
+            token_ids,
+            block_size,
+            lora_id,
+            medium,
+            lora_name,
+            extra_keys,
+            group_idx,
+            kv_cache_spec_kind,
+            kv_cache_spec_sliding_window,
+            locality,
+            ownership,
+            session_id,
+            lookahead_token_ids,
+            cache_salt,
+        } = &mut *s;
+        block_hashes.clear();
+        token_ids.clear();
+        if let Some(mut e) = extra_keys.take() {
             e.clear();
             self.extra.push(e);
         }
-        let (mut hashes, mut tokens) = (
-            std::mem::take(&mut s.block_hashes),
-            std::mem::take(&mut s.token_ids),
-        );
-        hashes.clear();
-        tokens.clear();
-        *s = BlockStored {
-            block_hashes: hashes,
-            token_ids: tokens,
-            ..BlockStored::default()
-        };
+        *parent_block_hash = None;
+        *block_size = 0;
+        *lora_id = None;
+        *group_idx = None;
+        *kv_cache_spec_sliding_window = None;
+        for text in [
+            medium,
+            lora_name,
+            kv_cache_spec_kind,
+            locality,
+            ownership,
+            session_id,
+            cache_salt,
+        ] {
+            if text.is_some() {
+                *text = None;
+            }
+        }
+        if lookahead_token_ids.is_some() {
+            *lookahead_token_ids = None;
+        }
         self.stored.push(s);
     }
 
     fn give_back_removed(&mut self, mut r: Box<BlockRemoved>) {
-        let mut hashes = std::mem::take(&mut r.block_hashes);
-        hashes.clear();
-        *r = BlockRemoved {
-            block_hashes: hashes,
-            ..BlockRemoved::default()
-        };
+        let BlockRemoved {
+            block_hashes,
+            medium,
+            group_idx,
+            locality,
+            ownership,
+        } = &mut *r;
+        block_hashes.clear();
+        *group_idx = None;
+        for text in [medium, locality, ownership] {
+            if text.is_some() {
+                *text = None;
+            }
+        }
         self.removed.push(r);
     }
 }
