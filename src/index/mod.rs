@@ -102,12 +102,25 @@ pub fn parse_topic(topic: &str) -> (&str, &str) {
     }
 }
 
+/// One pod's entry on a request key. llm-d's entry also has a `speculative` flag, which
+/// events never set (always false here, so not stored). The group is -1 when absent: a
+/// negative group makes llm-d drop the whole message, so it never reaches an entry. 16 bytes,
+/// so the request-key map's slots stay small (its lookups are the index's cache misses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct PodEntry {
     pod: u32,
     tier: u32,
-    speculative: bool,
-    group: Option<i64>,
+    group: i64,
+}
+
+impl PodEntry {
+    fn new(pod: u32, tier: u32, group: Option<i64>) -> PodEntry {
+        PodEntry {
+            pod,
+            tier,
+            group: group.unwrap_or(-1),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -423,12 +436,7 @@ impl Index {
             .filter(|n| !n.is_empty())
             .unwrap_or(model);
         let mut kind = s.kv_cache_spec_kind.clone().unwrap_or_default();
-        let entry = PodEntry {
-            pod,
-            tier,
-            speculative: false,
-            group: s.group_idx,
-        };
+        let entry = PodEntry::new(pod, tier, s.group_idx);
         if let Some(g) = s.group_idx {
             let groups = &mut self.pod_state[pod as usize].groups;
             let at = groups.iter().position(|(id, _)| *id == g);
@@ -523,7 +531,7 @@ impl Index {
             self.stats.stores_accepted += 1;
             self.stats.tokens_indexed += (request_keys.len() * bs) as u64;
             self.add(&engine_keys, &request_keys, entry);
-            self.track_store(pod, tier, s.group_idx, &engine_keys);
+            self.track_store(pod, tier, entry.group, &engine_keys);
         }
         self.scratch = (request_keys, engine_keys);
     }
@@ -590,10 +598,11 @@ impl Index {
         }
     }
 
-    fn track_store(&mut self, pod: u32, tier: u32, group: Option<i64>, hashes: &[u64]) {
+    /// `entry`'s group: -1 when absent, as in [`PodEntry`].
+    fn track_store(&mut self, pod: u32, tier: u32, group: i64, hashes: &[u64]) {
         let scope = &mut self.pod_state[pod as usize].dedup;
         for &h in hashes {
-            *scope.entry((tier, group.unwrap_or(-1), h)).or_default() += 1;
+            *scope.entry((tier, group, h)).or_default() += 1;
         }
     }
 
@@ -621,12 +630,7 @@ impl Index {
                 Some(_) => {}
             }
         }
-        let entry = PodEntry {
-            pod,
-            tier,
-            speculative: false,
-            group: r.group_idx,
-        };
+        let entry = PodEntry::new(pod, tier, r.group_idx);
         for h in &r.block_hashes {
             let hash = h.as_u64();
             let scope = &mut self.pod_state[pod as usize].dedup;
@@ -738,12 +742,7 @@ mod tests {
     #[test]
     fn proportional_mapping() {
         let mut idx = Index::new(IndexConfig::new(64));
-        let e = PodEntry {
-            pod: 0,
-            tier: 0,
-            speculative: false,
-            group: None,
-        };
+        let e = PodEntry::new(0, 0, None);
         idx.add(&[10, 11, 12], &[1, 2], e);
         assert_eq!(idx.engine_to_request[&10].as_slice(), [1]);
         assert_eq!(idx.engine_to_request[&11].as_slice(), [1]);
@@ -787,15 +786,7 @@ mod tests {
     fn per_key_lru_keeps_ten_entries() {
         let mut idx = Index::new(IndexConfig::new(16));
         for pod in 0..12u32 {
-            idx.add_entry(
-                7,
-                PodEntry {
-                    pod,
-                    tier: 0,
-                    speculative: false,
-                    group: None,
-                },
-            );
+            idx.add_entry(7, PodEntry::new(pod, 0, None));
         }
         let pods: Vec<u32> = idx.data[&7].iter().map(|e| e.pod).collect();
         assert_eq!(pods, (2..12).collect::<Vec<_>>());
