@@ -661,16 +661,20 @@ impl Index {
         let Some(keys) = self.engine_to_request.remove(&engine_key) else {
             return;
         };
+        // The mapping goes only once every key it names is gone (noted on the way, rather
+        // than looking every key up again).
+        let mut any_left = false;
         for k in &keys {
             if let Some(cache) = self.data.get_mut(k) {
                 cache.retain(|e| *e != entry);
                 if cache.is_empty() {
                     self.data.remove(k);
+                } else {
+                    any_left = true;
                 }
             }
         }
-        // The mapping goes only once every key it names is gone.
-        if keys.iter().any(|k| self.data.contains_key(k)) {
+        if any_left {
             self.engine_to_request.insert(engine_key, keys);
         }
     }
