@@ -440,16 +440,20 @@ mod tests {
         }
     }
 
-    /// A leaf is a block no held block extends, whatever order the events came in: a child
-    /// stored before its parent leaves one sequence, not two.
-    #[test]
-    fn leaves_do_not_depend_on_event_order() {
-        let mut r = Replayer::new(ReplayOptions {
+    fn replayer() -> Replayer {
+        Replayer::new(ReplayOptions {
             views: vec![IndexConfig::new(16)],
             engine: Engine::Vllm,
             keep_going: false,
             default_pod: "p".into(),
-        });
+        })
+    }
+
+    /// A leaf is a block no held block extends, whatever order the events came in: a child
+    /// stored before its parent leaves one sequence, not two.
+    #[test]
+    fn leaves_do_not_depend_on_event_order() {
+        let mut r = replayer();
         let tokens: Vec<u32> = (1..=48).collect();
         let mut events = generation_events(16, &tokens, 16);
         events.reverse();
@@ -462,12 +466,7 @@ mod tests {
 
     #[test]
     fn evicted_blocks_are_compacted_away_and_sequences_stay_exact() {
-        let mut r = Replayer::new(ReplayOptions {
-            views: vec![IndexConfig::new(16)],
-            engine: Engine::Vllm,
-            keep_going: false,
-            default_pod: "p".into(),
-        });
+        let mut r = replayer();
         let kept: Vec<u32> = (1..=128).collect();
         r.apply("p", "m", &batch(generation_events(64, &kept, 16)));
         // Many short-lived chains: stored, then evicted, far more tokens than are held.

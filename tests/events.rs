@@ -189,13 +189,7 @@ fn fast_and_general_decoding_agree() {
         .filter(|p| p.extension().is_some_and(|e| e == "frames"))
         .collect();
     paths.sort();
-    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rand = common::xorshift(0x2545_F491_4F6C_DD1D);
     let (mut fast, mut compared, mut mutated_ok) = (Pool::default(), 0, 0);
     let mut declined = Vec::new();
     for path in &paths {

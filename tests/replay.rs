@@ -418,13 +418,7 @@ fn mutated_captures_never_panic() {
     use kvaudit::index::{IndexConfig, Profile};
     use kvaudit::replay::{ReplayOptions, Replayer};
     let base = seed_capture(80);
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut rand = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rand = common::xorshift(0x9E37_79B9_7F4A_7C15);
     for case in 0..3000 {
         let mut data = base.clone();
         for _ in 0..1 + rand() % 4 {

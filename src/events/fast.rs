@@ -51,24 +51,24 @@ impl Cur<'_> {
         b.try_into().ok()
     }
 
-    /// A fixarray or array16 header.
+    /// A container header: the fix form (`fix` in the high nibble) or the 16-bit form.
     #[inline(always)]
-    fn array(&mut self) -> Option<usize> {
+    fn header(&mut self, fix: u8, wide: u8) -> Option<usize> {
         match self.byte()? {
-            b @ 0x90..=0x9f => Some((b & 0x0f) as usize),
-            0xdc => Some(u16::from_be_bytes(self.be()?) as usize),
+            b if b & 0xf0 == fix => Some((b & 0x0f) as usize),
+            b if b == wide => Some(u16::from_be_bytes(self.be()?) as usize),
             _ => None,
         }
     }
 
-    /// A map header (fixmap or map16).
+    #[inline(always)]
+    fn array(&mut self) -> Option<usize> {
+        self.header(0x90, 0xdc)
+    }
+
     #[inline(always)]
     fn map(&mut self) -> Option<usize> {
-        match self.byte()? {
-            b @ 0x80..=0x8f => Some((b & 0x0f) as usize),
-            0xde => Some(u16::from_be_bytes(self.be()?) as usize),
-            _ => None,
-        }
+        self.header(0x80, 0xde)
     }
 
     /// An unsigned integer of up to 32 bits.

@@ -25,3 +25,14 @@ pub fn shared_dir(test: &str) -> Option<PathBuf> {
 pub fn fixtures() -> PathBuf {
     repo_root().join("fixtures")
 }
+
+/// A deterministic xorshift64 generator (mutation tests: the same cases on every run).
+pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
