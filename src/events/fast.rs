@@ -104,9 +104,8 @@ impl Cur<'_> {
         ))
     }
 
-    // Lists are decoded into a stack chunk with the cursor in a local, then appended a chunk
-    // at a time: pushing element by element through `&mut` kept the vector's length and the
-    // position in memory on every element.
+    // Lists are read with the cursor in a local: through `&mut self` it went back to memory
+    // on every element.
     fn hashes(&mut self, out: &mut Vec<WireHash>) -> Option<()> {
         let n = self.array()?;
         out.reserve(n);
@@ -128,6 +127,8 @@ impl Cur<'_> {
         Some(())
     }
 
+    /// Token ids go through a stack chunk appended whole, so the vector's length is not
+    /// written back per element either.
     fn tokens(&mut self, out: &mut Vec<u32>) -> Option<()> {
         const CHUNK: usize = 64;
         let mut left = self.array()?;
