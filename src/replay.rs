@@ -190,16 +190,20 @@ impl Replayer {
     /// `keep_going`, in which case it is counted as malformed (llm-d drops it too).
     pub fn feed(&mut self, msg: MessageRef) -> Result<(), DecodeError> {
         self.bytes = msg.payload_offset + msg.payload.len() as u64;
-        let decoded = decode_batch_with(
-            msg.payload,
-            msg.payload_offset as usize,
-            self.opts.engine,
-            &mut self.pool,
-        );
+        let decoded = self.decode(msg.payload, msg.payload_offset as usize);
         self.feed_decoded(msg.topic, decoded)
     }
 
-    /// A message decoded by the caller (live capture decodes once for its own counts too).
+    /// Decode a payload with the replayer's own pool, which [`feed_decoded`] gives the batch
+    /// back to (`base`: the payload's offset in its file, for error positions).
+    ///
+    /// [`feed_decoded`]: Self::feed_decoded
+    pub fn decode(&mut self, payload: &[u8], base: usize) -> Result<Batch, DecodeError> {
+        decode_batch_with(payload, base, self.opts.engine, &mut self.pool)
+    }
+
+    /// A message from [`decode`](Self::decode), for a caller that looks at the batch itself
+    /// first (live capture counts its events).
     pub fn feed_decoded(
         &mut self,
         topic: Option<&str>,
@@ -289,6 +293,11 @@ impl Replayer {
                 }
             }
         }
+    }
+
+    /// Event bodies and vectors the decoding pool keeps for reuse.
+    pub fn pooled(&self) -> usize {
+        self.pool.held()
     }
 
     /// Skip reasons so far, summed over views (for live status lines).

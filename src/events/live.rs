@@ -12,7 +12,7 @@ use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, SubSocket, ZmqMessage
 
 use super::capture::write_frame;
 use super::msgpack::value_len;
-use super::{Engine, decode_batch};
+use super::{Engine, Pool, decode_batch_with};
 use crate::replay::{ReplayOptions, ReplayReport, Replayer};
 
 /// What one message's sequence number says about its publisher's stream.
@@ -175,6 +175,25 @@ pub struct CaptureSummary {
 }
 
 impl CaptureSummary {
+    fn new(out: PathBuf) -> CaptureSummary {
+        CaptureSummary {
+            out,
+            messages: 0,
+            events: 0,
+            undecodable: 0,
+            publishers: Vec::new(),
+            gaps: Vec::new(),
+            restarts: Vec::new(),
+            duplicates: 0,
+            malformed: Vec::new(),
+            stopped_by: "publishers closed",
+            elapsed: Duration::ZERO,
+            active: Duration::ZERO,
+            bytes: 0,
+            replay: None,
+        }
+    }
+
     pub fn unrecovered_gaps(&self) -> bool {
         self.gaps.iter().any(|g| g.recovered < g.missing)
     }
@@ -224,7 +243,7 @@ pub async fn capture(
         )));
     }
     let path = opts.out.display().to_string();
-    let mut file = std::fs::File::create(&opts.out).map_err(|source| CaptureFailure::Write {
+    let file = std::fs::File::create(&opts.out).map_err(|source| CaptureFailure::Write {
         path: path.clone(),
         source,
     })?;
@@ -268,28 +287,19 @@ pub async fn capture(
     let started = Instant::now();
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tracker = SeqTracker::default();
-    let mut live = opts.live_replay.clone().map(Replayer::new);
-    let mut dealers: BTreeMap<usize, DealerSocket> = BTreeMap::new();
-    let mut s = CaptureSummary {
-        out: opts.out.clone(),
-        messages: 0,
-        events: 0,
-        undecodable: 0,
-        publishers: Vec::new(),
-        gaps: Vec::new(),
-        restarts: Vec::new(),
-        duplicates: 0,
-        malformed: Vec::new(),
-        stopped_by: "publishers closed",
-        elapsed: Duration::ZERO,
-        active: Duration::ZERO,
-        bytes: 0,
-        replay: None,
+    let mut out = Recorder {
+        file,
+        path,
+        frame: Vec::with_capacity(1 << 16),
+        engine: opts.engine,
+        live: opts.live_replay.clone().map(Replayer::new),
+        pool: Pool::default(),
     };
+    let mut dealers: BTreeMap<usize, DealerSocket> = BTreeMap::new();
+    let mut s = CaptureSummary::new(opts.out.clone());
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     tokio::pin!(stop);
-    let mut frame = Vec::with_capacity(1 << 16);
     let mut first_at: Option<Instant> = None;
     loop {
         if opts.max_messages.is_some_and(|m| s.messages >= m) {
@@ -310,7 +320,7 @@ pub async fn capture(
                 break;
             }
             _ = tick.tick() => {
-                let skipped = live.as_ref().map(|r| r.skipped_so_far()).unwrap_or_default();
+                let skipped = out.live.as_ref().map(|r| r.skipped_so_far()).unwrap_or_default();
                 on_tick(&Progress {
                     messages: s.messages,
                     events: s.events,
@@ -376,17 +386,7 @@ pub async fn capture(
                     )
                     .await;
                     for (rseq, payload) in got {
-                        record(
-                            &mut s,
-                            &mut live,
-                            opts.engine,
-                            &mut file,
-                            &mut frame,
-                            &frames[0],
-                            rseq,
-                            &payload,
-                            &path,
-                        )?;
+                        out.record(&mut s, &frames[0], rseq, &payload)?;
                         recovered += 1;
                     }
                 }
@@ -400,74 +400,74 @@ pub async fn capture(
             }
             SeqVerdict::First | SeqVerdict::Next => {}
         }
-        record(
-            &mut s,
-            &mut live,
-            opts.engine,
-            &mut file,
-            &mut frame,
-            &frames[0],
-            seq,
-            &frames[2],
-            &path,
-        )?;
+        out.record(&mut s, &frames[0], seq, &frames[2])?;
     }
     use std::io::Write;
-    file.flush().map_err(|source| CaptureFailure::Write {
-        path: path.clone(),
+    out.file.flush().map_err(|source| CaptureFailure::Write {
+        path: out.path.clone(),
         source,
     })?;
     s.publishers = tracker.publishers();
     s.elapsed = started.elapsed();
-    s.replay = live.map(|r| r.finish(&[]));
+    s.replay = out.live.map(|r| r.finish(&[]));
     Ok(s)
 }
 
-/// Write one message and count it: decoded once, for the summary and the live emulation.
-#[allow(clippy::too_many_arguments)]
-fn record(
-    s: &mut CaptureSummary,
-    live: &mut Option<Replayer>,
+/// Where captured messages go: the file, the counts, and the live emulation if any.
+struct Recorder {
+    file: std::fs::File,
+    path: String,
+    /// One frame's bytes, reused.
+    frame: Vec<u8>,
     engine: Engine,
-    file: &mut std::fs::File,
-    frame: &mut Vec<u8>,
-    topic: &[u8],
-    seq: u64,
-    payload: &[u8],
-    path: &str,
-) -> Result<(), CaptureFailure> {
-    write_one(file, frame, topic, seq, payload, path)?;
-    s.bytes += frame.len() as u64;
-    s.messages += 1;
-    let decoded = decode_batch(payload, 0, engine);
-    match &decoded {
-        Ok(b) => s.events += b.events.len() as u64,
-        Err(_) => s.undecodable += 1,
-    }
-    if let Some(r) = live {
-        // Undecodable payloads are counted above; the emulation counts them as dropped.
-        let _ = r.feed_decoded(Some(&String::from_utf8_lossy(topic)), decoded);
-    }
-    Ok(())
+    live: Option<Replayer>,
+    /// Decoding state for the counts when there is no live emulation (which has its own).
+    pool: Pool,
 }
 
-/// One frame in one write: a stop at any moment leaves only whole frames in the file.
-fn write_one(
-    file: &mut std::fs::File,
-    frame: &mut Vec<u8>,
-    topic: &[u8],
-    seq: u64,
-    payload: &[u8],
-    path: &str,
-) -> Result<(), CaptureFailure> {
-    use std::io::Write;
-    frame.clear();
-    write_frame(frame, topic, seq, payload);
-    file.write_all(frame)
-        .map_err(|source| CaptureFailure::Write {
-            path: path.to_string(),
-            source,
-        })
+impl Recorder {
+    /// Write one message and count it: decoded once, for the summary and the live emulation.
+    fn record(
+        &mut self,
+        s: &mut CaptureSummary,
+        topic: &[u8],
+        seq: u64,
+        payload: &[u8],
+    ) -> Result<(), CaptureFailure> {
+        use std::io::Write;
+        // One frame in one write: a stop at any moment leaves only whole frames in the file.
+        self.frame.clear();
+        write_frame(&mut self.frame, topic, seq, payload);
+        self.file
+            .write_all(&self.frame)
+            .map_err(|source| CaptureFailure::Write {
+                path: self.path.clone(),
+                source,
+            })?;
+        s.bytes += self.frame.len() as u64;
+        s.messages += 1;
+        // Decoded with the pool the batch goes back to: the emulation recycles what it is fed.
+        let decoded = match &mut self.live {
+            Some(r) => r.decode(payload, 0),
+            None => decode_batch_with(payload, 0, self.engine, &mut self.pool),
+        };
+        match &decoded {
+            Ok(b) => s.events += b.events.len() as u64,
+            Err(_) => s.undecodable += 1,
+        }
+        match &mut self.live {
+            // Undecodable payloads are counted above; the emulation counts them as dropped.
+            Some(r) => {
+                let _ = r.feed_decoded(Some(&String::from_utf8_lossy(topic)), decoded);
+            }
+            None => {
+                if let Ok(b) = decoded {
+                    self.pool.recycle(b);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 async fn subscribe(sub: &mut SubSocket, topic: &str, ep: &str) -> Result<(), CaptureFailure> {
@@ -589,6 +589,45 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The live emulation is fed batches decoded with its own pool: a long capture keeps a
+    /// batch's worth of recycled bodies, not one per message (decoding with another pool
+    /// made the emulation's pool grow by every event captured).
+    #[test]
+    fn live_replay_memory_does_not_grow_with_messages() {
+        use crate::events::{Batch, BatchWire, encode::encode_batch};
+        use crate::index::IndexConfig;
+        use crate::index::router::generation_events;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.frames");
+        let mut out = Recorder {
+            file: std::fs::File::create(&path).unwrap(),
+            path: path.display().to_string(),
+            frame: Vec::new(),
+            engine: Engine::Vllm,
+            live: Some(Replayer::new(ReplayOptions {
+                views: vec![IndexConfig::new(16)],
+                engine: Engine::Vllm,
+                keep_going: true,
+                default_pod: "p".into(),
+            })),
+            pool: Pool::default(),
+        };
+        let mut s = CaptureSummary::new(path.clone());
+        for i in 0..3000u32 {
+            let tokens: Vec<u32> = (0..32).map(|t| i * 32 + t).collect();
+            let payload = encode_batch(&Batch {
+                ts: 0.0,
+                events: generation_events(16, &tokens, 16),
+                data_parallel_rank: Some(0),
+                wire: BatchWire::Array(3),
+            });
+            out.record(&mut s, b"kv@p@m", i as u64, &payload).unwrap();
+        }
+        assert_eq!((s.messages, s.events, s.undecodable), (3000, 6000, 0));
+        let held = out.live.as_ref().unwrap().pooled();
+        assert!(held <= 8, "{held} bodies held after 3000 messages");
+    }
 
     #[test]
     fn sequences_per_publisher() {

@@ -518,6 +518,9 @@ fn tag_of(tag: &str) -> Option<Tag> {
     }
 }
 
+/// Most bodies (and vectors) of each kind a [`Pool`] keeps: more than a batch holds in practice.
+const POOL_CAP: usize = 1024;
+
 /// Cleared event bodies kept from earlier batches, so decoding a long stream reuses their
 /// vectors instead of allocating new ones per event.
 // The boxes themselves are what is recycled (their allocations), hence Vec<Box<_>>.
@@ -548,7 +551,8 @@ impl Pool {
         self.fast_decoded
     }
 
-    /// Take a decoded batch back for reuse.
+    /// Take a decoded batch back for reuse. What the pool keeps is capped: batches from
+    /// elsewhere (another pool, a simulation) must not make it grow without end.
     pub fn recycle(&mut self, batch: Batch) {
         let mut events = batch.events;
         for ev in events.drain(..) {
@@ -558,13 +562,23 @@ impl Pool {
                 EventKind::AllCleared => {}
             }
         }
-        self.events.push(events);
+        if self.events.len() < POOL_CAP {
+            self.events.push(events);
+        }
+    }
+
+    /// Event bodies and vectors kept for reuse.
+    pub fn held(&self) -> usize {
+        self.stored.len() + self.removed.len() + self.extra.len() + self.events.len()
     }
 
     /// Reset a body to its defaults (keeping its vectors' allocations) and keep it. Field by
     /// field, each left alone when already empty (cheaper than writing a whole default body
     /// per event); the pattern names every field, so a new one cannot be forgotten here.
     fn give_back_stored(&mut self, mut s: Box<BlockStored>) {
+        if self.stored.len() >= POOL_CAP {
+            return;
+        }
         let BlockStored {
             block_hashes,
             parent_block_hash,
@@ -587,7 +601,9 @@ impl Pool {
         token_ids.clear();
         if let Some(mut e) = extra_keys.take() {
             e.clear();
-            self.extra.push(e);
+            if self.extra.len() < POOL_CAP {
+                self.extra.push(e);
+            }
         }
         *parent_block_hash = None;
         *block_size = 0;
@@ -614,6 +630,9 @@ impl Pool {
     }
 
     fn give_back_removed(&mut self, mut r: Box<BlockRemoved>) {
+        if self.removed.len() >= POOL_CAP {
+            return;
+        }
         let BlockRemoved {
             block_hashes,
             medium,
@@ -1034,6 +1053,29 @@ mod tests {
                 .reason
                 .contains("truncated")
         );
+    }
+
+    /// Batches decoded elsewhere and recycled into one pool do not make it grow past its cap.
+    #[test]
+    fn pools_keep_a_bounded_number_of_bodies() {
+        let tokens: Vec<u32> = (1..=16).collect();
+        let mut w = Writer::default();
+        w.array(3).f64(1.5).array(2);
+        stored_map(&mut w, &[1 << 40], Some(1 << 41), &tokens);
+        w.map(2)
+            .str("type")
+            .str("BlockRemoved")
+            .str("block_hashes")
+            .array(1)
+            .u64_wide(1 << 40);
+        w.uint(0);
+        let mut kept = Pool::default();
+        for _ in 0..3 * POOL_CAP {
+            let batch = decode_batch(&w.buf, 0, Engine::Vllm).unwrap();
+            assert_eq!(batch.events.len(), 2);
+            kept.recycle(batch);
+        }
+        assert_eq!(kept.held(), 4 * POOL_CAP);
     }
 
     #[test]
