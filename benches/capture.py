@@ -3,6 +3,8 @@
 with --live-replay off and on. The publisher sends the payloads of s5.frames (real vLLM 0.33
 batches) round-robin, as fast as it can, with an unlimited send queue so nothing is dropped
 at the PUB side; throughput = messages / time from the first message to the last written.
+Peak RSS is each capture process's own; comparing --messages sizes shows it does not grow with
+the capture.
 
     cargo build --release && python3 benches/capture.py [--messages N] [--runs R]
 """
@@ -53,7 +55,9 @@ def one_run(msgs, n, live):
 
     t = threading.Thread(target=send)
     t.start()
-    stdout, _ = proc.communicate(timeout=600)
+    stdout = proc.stdout.read()
+    # This child's own peak RSS (the live emulation must not grow with the capture).
+    _, _, usage = os.wait4(proc.pid, 0)
     t.join()
     pub.close(linger=0)
     ctx.term()
@@ -62,7 +66,7 @@ def one_run(msgs, n, live):
     os.remove(out)
     if v["messages"] != n or v["gaps"]:
         sys.exit(f"lost messages: {v['messages']} of {n}, gaps {v['gaps']}")
-    return n / v["active_seconds"], size / v["active_seconds"] / 1e6
+    return n / v["active_seconds"], size / v["active_seconds"] / 1e6, usage.ru_maxrss / 1024
 
 
 def main():
@@ -75,7 +79,8 @@ def main():
         rates = [one_run(msgs, args.messages, live) for _ in range(args.runs)]
         mps = statistics.median(r[0] for r in rates)
         mbs = statistics.median(r[1] for r in rates)
-        print(f"capture {'with' if live else 'without'} --live-replay: median {mps:,.0f} messages/s, {mbs:.1f} MB/s ({args.messages} messages x {args.runs} runs)")
+        rss = max(r[2] for r in rates)
+        print(f"capture {'with' if live else 'without'} --live-replay: median {mps:,.0f} messages/s, {mbs:.1f} MB/s, peak RSS {rss:.1f} MB ({args.messages} messages x {args.runs} runs)")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark: `kvaudit replay` throughput (events/s) and peak memory, single thread.
 
-Inputs: ../shared/fixtures/vllm-events/s5.frames (2000 messages, 6478 events), and generated
-vLLM 0.33-style streams of 1M and 2M events (decode-time 16-token BlockStored events from 16
-concurrent requests, 256-token prefills, a 4096-block pool whose evictions emit single-hash
-BlockRemoved events first, as vLLM does). Token ids are drawn uniformly (fixed seed) from a
-151,936-id vocabulary (Qwen's), so the decoder meets the mix of integer widths real prompts
-and replies have; consecutive ids would make every width branch predictable and flatter it. Peak memory comes from the child's max RSS, so the
-two generated sizes show whether memory grows with the file.
+Inputs: ../shared/fixtures/vllm-events/s1.frames (4 events: the fixed cost of a run),
+s5.frames (2000 messages, 6478 events), and generated vLLM 0.33-style streams of 1M and 2M
+events (decode-time 16-token BlockStored events from 16 concurrent requests, 256-token
+prefills, a 4096-block pool whose evictions emit single-hash BlockRemoved events first, as
+vLLM does). Token ids are drawn uniformly (fixed seed) from a 151,936-id vocabulary (Qwen's),
+so the decoder meets the mix of integer widths real prompts and replies have; consecutive
+ids would make every width branch predictable and flatter it. Peak memory comes from the
+child's max RSS, so the two generated sizes show whether memory grows with the file.
 
     cargo build --release && python3 benches/replay.py [--runs N]
 """
@@ -127,23 +128,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    s5 = os.path.join(ROOT, "..", "shared", "fixtures", "vllm-events", "s5.frames")
+    fixtures = os.path.join(ROOT, "..", "shared", "fixtures", "vllm-events")
     rows = []
-    if os.path.exists(s5):
-        rows.append(("s5.frames", s5, 6478))
-    tmp = tempfile.mkdtemp()
-    for n in (1_000_000, 2_000_000):
-        path = os.path.join(tmp, f"gen-{n}.frames")
-        t = time.perf_counter()
-        events, messages = generate(path, n)
-        print(f"generated {events} events in {messages} messages ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-        rows.append((f"generated {events // 1000}k events", path, events))
-    for blocks in ("64", "16,64"):
-        for name, path, events in rows:
-            med = run(path, args.runs, blocks)
-            rss = peak_rss_mb(path, blocks)
-            print(f"{name:26} index blocks {blocks:6}: median {med * 1000:8.1f} ms, {events / med / 1e6:6.2f} M events/s, {os.path.getsize(path) / med / 1e6:7.0f} MB/s, peak RSS {rss:6.1f} MB")
-
+    # s1 (4 events) is the floor: process start, file open and report, with next to no events.
+    for name, events in (("s1.frames", 4), ("s5.frames", 6478)):
+        if os.path.exists(os.path.join(fixtures, name)):
+            rows.append((name, os.path.join(fixtures, name), events))
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (1_000_000, 2_000_000):
+            path = os.path.join(tmp, f"gen-{n}.frames")
+            t = time.perf_counter()
+            events, messages = generate(path, n)
+            print(f"generated {events} events in {messages} messages ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+            rows.append((f"generated {events // 1000}k events", path, events))
+        for blocks in ("64", "16,64"):
+            for name, path, events in rows:
+                med = run(path, args.runs, blocks)
+                rss = peak_rss_mb(path, blocks)
+                print(f"{name:26} index blocks {blocks:6}: median {med * 1000:8.1f} ms, {events / med / 1e6:6.2f} M events/s, {os.path.getsize(path) / med / 1e6:7.0f} MB/s, peak RSS {rss:6.1f} MB")
 
 if __name__ == "__main__":
     main()

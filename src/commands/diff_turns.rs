@@ -3,13 +3,10 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value as Json};
 
-use super::Outcome;
+use super::{Outcome, index_config};
 use crate::align::AlignOptions;
 use crate::audit::{self, AuditSettings, ModelSpec, QuickTurn};
-use crate::cli::{
-    ConversationArgs, DiffTurnsArgs, HashArg, IndexArgs, OutputFormat, ProfileArg, ReplyFormatArg,
-    Resend,
-};
+use crate::cli::{ConversationArgs, DiffTurnsArgs, OutputFormat, ReplyFormatArg, Resend};
 use crate::render::reply::PlanOptions;
 use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, parse_time};
 use crate::report;
@@ -65,22 +62,6 @@ fn router_settings(args: &DiffTurnsArgs) -> Result<crate::index::router::RouterS
         index,
         decider,
     })
-}
-
-/// llm-d's index settings from the shared flags.
-pub(crate) fn index_config(args: &IndexArgs, block_size: usize) -> crate::index::IndexConfig {
-    let mut cfg = crate::index::IndexConfig::new(block_size);
-    cfg.algo = match args.hash {
-        HashArg::CborFnv => crate::index::HashAlgo::CborFnv,
-        HashArg::Xxh64 => crate::index::HashAlgo::Xxh64,
-    };
-    cfg.seed = args.hash_seed.clone();
-    cfg.model_name = args.model_name.clone();
-    cfg.profile = match args.llmd_profile {
-        ProfileArg::DigestFirst => crate::index::Profile::DigestFirst,
-        ProfileArg::Router202608 => crate::index::Profile::Router202608,
-    };
-    cfg
 }
 
 pub(crate) fn settings(

@@ -4,7 +4,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use super::Outcome;
-use super::diff_turns::{conversations, index_config, settings};
+use super::diff_turns::{conversations, settings};
+use super::index_config;
 use crate::audit::{self, ModelSpec};
 use crate::cli::{KeysArgs, OutputFormat};
 use crate::index::KeyHasher;

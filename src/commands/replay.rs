@@ -4,7 +4,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value as Json;
 
 use super::Outcome;
-use super::diff_turns::index_config;
+use super::index_config;
 use crate::cli::{EmulationArgs, EngineArg, ReplayArgs, ReplayFormat};
 use crate::events::Engine;
 use crate::events::capture::CaptureReader;

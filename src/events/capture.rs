@@ -172,33 +172,20 @@ impl<R: Read> CaptureReader<R> {
         Some(Err(CaptureError { offset, reason }))
     }
 
-    /// The next message; `None` at the clean end of the capture. After an error the reader
-    /// is done (the stream cannot be re-synchronised).
+    /// The next message, owned; `None` at the clean end of the capture. After an error the
+    /// reader is done (the stream cannot be re-synchronised).
     pub fn next_message(&mut self) -> Option<Result<Message, CaptureError>> {
-        let mut msg = Message::default();
-        self.read_into(&mut msg).map(|r| r.map(|()| msg))
-    }
-
-    /// Like [`next_message`](Self::next_message), reusing `msg`'s buffers.
-    pub fn read_into(&mut self, msg: &mut Message) -> Option<Result<(), CaptureError>> {
-        Some(self.next_ref()?.map(|m| {
-            match m.topic {
-                Some(t) => {
-                    let topic = msg.topic.get_or_insert_with(String::new);
-                    topic.clear();
-                    topic.push_str(t);
-                }
-                None => msg.topic = None,
-            }
-            msg.seq = m.seq;
-            msg.offset = m.offset;
-            msg.payload_offset = m.payload_offset;
-            msg.payload.clear();
-            msg.payload.extend_from_slice(m.payload);
+        Some(self.next_ref()?.map(|m| Message {
+            topic: m.topic.map(str::to_string),
+            seq: m.seq,
+            payload: m.payload.to_vec(),
+            offset: m.offset,
+            payload_offset: m.payload_offset,
         }))
     }
 
-    /// The next message, borrowed from the reader's buffer: no copy of the payload.
+    /// The next message, borrowed from the reader's buffer (no copy of the payload); the
+    /// same end and error behaviour as [`next_message`](Self::next_message).
     pub fn next_ref(&mut self) -> Option<Result<MessageRef<'_>, CaptureError>> {
         if self.failed {
             return None;

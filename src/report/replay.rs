@@ -177,8 +177,8 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
         "tok indexed",
         "seq engine/index"
     );
+    let engine: usize = r.sequences.iter().map(|s| s.engine_tokens).sum();
     for (i, v) in r.views.iter().enumerate() {
-        let engine: usize = r.sequences.iter().map(|s| s.engine_tokens).sum();
         let index: usize = r.sequences.iter().map(|s| s.index_tokens[i]).sum();
         let _ = writeln!(
             out,
