@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use super::Engine;
 use super::msgpack::{IntWidth, Reader};
 use super::{BlockRemoved, BlockStored, Event, EventKind, EventWire, Field, Key, Owned, Pool, Tag};
+use super::{WIRE_FULL_ATTENTION, WIRE_GPU, WIRE_REMOVED, WIRE_STORED, WIRE_TYPE};
 use super::{WireHash, field_order};
 
 /// A cursor over the payload that answers `None` at the first byte it does not expect.
@@ -205,8 +206,22 @@ fn token_tail(b: &[u8]) -> Option<(u32, usize)> {
     }
 }
 
-const GPU: &[u8] = b"\xa3GPU";
-const FULL_ATTENTION: &[u8] = b"\xaefull_attention";
+/// A token-id list at the reader's position in the common widths, appended to `out`; `false`
+/// (reader unmoved, `out` as it was) for anything else, which the general reader then reads
+/// and reports.
+pub(super) fn tokens(r: &mut Reader, out: &mut Vec<u32>) -> bool {
+    let mut c = Cur {
+        buf: r.buffer(),
+        pos: r.position(),
+    };
+    let len = out.len();
+    if c.tokens(out).is_some() {
+        r.seek(c.pos);
+        return true;
+    }
+    out.truncate(len);
+    false
+}
 
 /// Decode the event at the reader's position if it has the common layout; `None` (reader
 /// unmoved) otherwise.
@@ -220,12 +235,12 @@ pub(super) fn event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Option<E
         0x90..=0x9f | 0xdc => (c.array()?, false),
         _ => return None,
     };
-    if n == 0 || keyed && !c.eat(b"\xa4type") {
+    if n == 0 || keyed && !c.eat(WIRE_TYPE) {
         return None;
     }
-    let tag = if c.eat(b"\xabBlockStored") {
+    let tag = if c.eat(WIRE_STORED) {
         Tag::Stored
-    } else if c.eat(b"\xacBlockRemoved") {
+    } else if c.eat(WIRE_REMOVED) {
         Tag::Removed
     } else {
         return None;
@@ -338,7 +353,7 @@ fn stored(
         match key.field {
             Field::BlockSize => s.block_size = c.small_uint()? as i64,
             Field::LoraId => s.lora_id = c.opt_uint()?,
-            Field::Medium => s.medium = c.opt_const("GPU", GPU)?,
+            Field::Medium => s.medium = c.opt_const("GPU", WIRE_GPU)?,
             Field::ExtraKeys => {
                 if !c.nil() {
                     let n = c.array()?;
@@ -356,7 +371,7 @@ fn stored(
             }
             Field::GroupIdx => s.group_idx = c.opt_uint()?,
             Field::KvCacheSpecKind => {
-                s.kv_cache_spec_kind = c.opt_const("full_attention", FULL_ATTENTION)?
+                s.kv_cache_spec_kind = c.opt_const("full_attention", WIRE_FULL_ATTENTION)?
             }
             Field::KvCacheSpecSlidingWindow => s.kv_cache_spec_sliding_window = c.opt_uint()?,
             // Names, salts and lookahead lists: only their absence is on the fast path.
@@ -415,7 +430,7 @@ fn removed(
             return None;
         }
         match key.field {
-            Field::Medium => rm.medium = c.opt_const("GPU", GPU)?,
+            Field::Medium => rm.medium = c.opt_const("GPU", WIRE_GPU)?,
             Field::GroupIdx => rm.group_idx = c.opt_uint()?,
             _ => {
                 if !c.nil() {

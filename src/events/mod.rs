@@ -418,12 +418,20 @@ fn field_order(tag: Tag, engine: Engine) -> &'static [Key] {
     }
 }
 
+/// Strings as encoders put them on the wire (fixstr marker included), matched in one compare:
+/// the map key and tags of every event, and vLLM's two constant values.
+const WIRE_TYPE: &[u8] = b"\xa4type";
+const WIRE_STORED: &[u8] = b"\xabBlockStored";
+const WIRE_REMOVED: &[u8] = b"\xacBlockRemoved";
+const WIRE_GPU: &[u8] = b"\xa3GPU";
+const WIRE_FULL_ATTENTION: &[u8] = b"\xaefull_attention";
+
 /// The event tag, read as a string (its fixstr encodings matched directly).
 fn read_tag(r: &mut Reader, what: &str) -> Result<Tag, DecodeError> {
-    if r.eat_str(b"BlockStored") {
+    if r.eat_raw(WIRE_STORED) {
         return Ok(Tag::Stored);
     }
-    if r.eat_str(b"BlockRemoved") {
+    if r.eat_raw(WIRE_REMOVED) {
         return Ok(Tag::Removed);
     }
     let at = r.position();
@@ -458,7 +466,7 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
         Head::Map(n) => {
             // vLLM writes the tag first and the fields in its struct order: one pass, each key
             // checked against the one expected next. Otherwise find the tag, then the fields.
-            if n > 0 && r.eat_str(b"type") {
+            if n > 0 && r.eat_raw(WIRE_TYPE) {
                 let tag = read_tag(r, "event type")?;
                 let order = field_order(tag, engine);
                 let mut fields = Fields::new(tag, pool);
@@ -713,7 +721,9 @@ impl<'a> Fields<'a> {
             }
             Field::TokenIds if stored => {
                 self.stored.token_ids.clear();
-                r.u32_list_into("token_ids", &mut self.stored.token_ids)?;
+                if !fast::tokens(r, &mut self.stored.token_ids) {
+                    r.u32_list_into("token_ids", &mut self.stored.token_ids)?;
+                }
                 self.has_tokens = true;
             }
             Field::BlockSize if stored => {
@@ -909,10 +919,10 @@ fn hash_of(r: &Reader, at: usize, v: Val) -> Result<WireHash, DecodeError> {
 /// A string field or nil; vLLM's constant values matched on the wire, without validation or
 /// a lookup.
 fn opt_text(r: &mut Reader, what: &str) -> Result<Option<Text>, DecodeError> {
-    if r.eat_str(b"GPU") {
+    if r.eat_raw(WIRE_GPU) {
         return Ok(Some(Cow::Borrowed("GPU")));
     }
-    if r.eat_str(b"full_attention") {
+    if r.eat_raw(WIRE_FULL_ATTENTION) {
         return Ok(Some(Cow::Borrowed("full_attention")));
     }
     Ok(r.opt_str(what)?.map(text))
@@ -1076,6 +1086,21 @@ mod tests {
             kept.recycle(batch);
         }
         assert_eq!(kept.held(), 4 * POOL_CAP);
+    }
+
+    #[test]
+    fn wire_constants_are_the_fixstr_encodings() {
+        for (wire, text) in [
+            (WIRE_TYPE, "type"),
+            (WIRE_STORED, "BlockStored"),
+            (WIRE_REMOVED, "BlockRemoved"),
+            (WIRE_GPU, "GPU"),
+            (WIRE_FULL_ATTENTION, "full_attention"),
+        ] {
+            let mut w = Writer::default();
+            w.str(text);
+            assert_eq!(wire, &w.buf[..], "{text}");
+        }
     }
 
     #[test]

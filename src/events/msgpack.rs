@@ -145,11 +145,6 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The next byte, unconsumed.
-    pub fn peek(&self) -> Option<u8> {
-        self.buf.get(self.pos).copied()
-    }
-
     pub fn seek(&mut self, pos: usize) {
         self.pos = pos;
     }
@@ -486,48 +481,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// An array of integers as u32 (token ids: any width; negatives wrap, as llm-d casts them).
-    pub fn u32_list(&mut self, what: &str) -> Result<Vec<u32>, DecodeError> {
-        let mut out = Vec::new();
-        self.u32_list_into(what, &mut out)?;
-        Ok(out)
-    }
-
-    /// [`u32_list`](Self::u32_list) appending to `out` (reusing its allocation).
+    /// An array of integers as u32, appended to `out` (token ids: any width; negatives wrap,
+    /// as llm-d casts them).
     pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<(), DecodeError> {
         let n = self.array(what)?;
         out.reserve(n.min(1 << 20));
-        // Fast path: the unsigned widths an encoder picks for token ids, read straight from
-        // the buffer; anything else (negative ids, truncation, a wrong type) takes the
-        // general path from that element on, which reports it.
-        let buf = self.buf;
-        let mut pos = self.pos;
-        let mut done = 0;
-        while done < n {
-            let v = match buf.get(pos..pos + 5) {
-                Some(&[b, ..]) if b < 0x80 => {
-                    pos += 1;
-                    b as u32
-                }
-                Some(&[0xcd, a, b, ..]) => {
-                    pos += 3;
-                    u16::from_be_bytes([a, b]) as u32
-                }
-                Some(&[0xce, a, b, c, d]) => {
-                    pos += 5;
-                    u32::from_be_bytes([a, b, c, d])
-                }
-                Some(&[0xcc, a, ..]) => {
-                    pos += 2;
-                    a as u32
-                }
-                _ => break,
-            };
-            out.push(v);
-            done += 1;
-        }
-        self.pos = pos;
-        for _ in done..n {
+        for _ in 0..n {
             let at = self.pos;
             let v = match self.head()? {
                 Head::Uint(v, _) => v,
@@ -542,21 +501,6 @@ impl<'a> Reader<'a> {
             out.push(v as u32);
         }
         Ok(())
-    }
-
-    /// Consume `name` if it is next, encoded as a fixstr (how every encoder writes the short
-    /// field names and tags of KV events): the hot path's key and tag match in one compare.
-    #[inline]
-    pub fn eat_str(&mut self, name: &[u8]) -> bool {
-        let n = name.len();
-        debug_assert!(n < 32);
-        match self.buf.get(self.pos..self.pos + 1 + n) {
-            Some(s) if s[0] == 0xa0 | n as u8 && short_eq(&s[1..], name) => {
-                self.pos += 1 + n;
-                true
-            }
-            _ => false,
-        }
     }
 
     /// Consume `wire` if these exact bytes are next.
