@@ -641,65 +641,38 @@ impl Writer {
         self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
         self
     }
-    pub fn str(&mut self, s: &str) -> &mut Self {
-        let n = s.len();
-        match n {
-            0..=31 => self.buf.push(0xa0 | n as u8),
-            32..=0xff => self.buf.extend_from_slice(&[0xd9, n as u8]),
-            0x100..=0xffff => {
-                self.buf.push(0xda);
+    /// A length header in its smallest form: the fix form (`marker | n`) up to its limit,
+    /// then the 8-bit form where the type has one, then 16 and 32 bits.
+    fn len_head(&mut self, fix: Option<(u8, usize)>, m8: Option<u8>, m16: u8, m32: u8, n: usize) {
+        match (fix, m8) {
+            (Some((marker, max)), _) if n <= max => self.buf.push(marker | n as u8),
+            (_, Some(m)) if n <= 0xff => self.buf.extend_from_slice(&[m, n as u8]),
+            _ if n <= 0xffff => {
+                self.buf.push(m16);
                 self.buf.extend_from_slice(&(n as u16).to_be_bytes());
             }
             _ => {
-                self.buf.push(0xdb);
+                self.buf.push(m32);
                 self.buf.extend_from_slice(&(n as u32).to_be_bytes());
             }
         }
+    }
+    pub fn str(&mut self, s: &str) -> &mut Self {
+        self.len_head(Some((0xa0, 31)), Some(0xd9), 0xda, 0xdb, s.len());
         self.buf.extend_from_slice(s.as_bytes());
         self
     }
     pub fn bin(&mut self, b: &[u8]) -> &mut Self {
-        let n = b.len();
-        match n {
-            0..=0xff => self.buf.extend_from_slice(&[0xc4, n as u8]),
-            0x100..=0xffff => {
-                self.buf.push(0xc5);
-                self.buf.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            _ => {
-                self.buf.push(0xc6);
-                self.buf.extend_from_slice(&(n as u32).to_be_bytes());
-            }
-        }
+        self.len_head(None, Some(0xc4), 0xc5, 0xc6, b.len());
         self.buf.extend_from_slice(b);
         self
     }
     pub fn array(&mut self, n: usize) -> &mut Self {
-        match n {
-            0..=15 => self.buf.push(0x90 | n as u8),
-            16..=0xffff => {
-                self.buf.push(0xdc);
-                self.buf.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            _ => {
-                self.buf.push(0xdd);
-                self.buf.extend_from_slice(&(n as u32).to_be_bytes());
-            }
-        }
+        self.len_head(Some((0x90, 15)), None, 0xdc, 0xdd, n);
         self
     }
     pub fn map(&mut self, n: usize) -> &mut Self {
-        match n {
-            0..=15 => self.buf.push(0x80 | n as u8),
-            16..=0xffff => {
-                self.buf.push(0xde);
-                self.buf.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            _ => {
-                self.buf.push(0xdf);
-                self.buf.extend_from_slice(&(n as u32).to_be_bytes());
-            }
-        }
+        self.len_head(Some((0x80, 15)), None, 0xde, 0xdf, n);
         self
     }
     pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
@@ -745,6 +718,48 @@ mod tests {
             Reader::new(&w.buf, 0).value().unwrap(),
             Val::Uint(u64::MAX, IntWidth::U64)
         );
+    }
+
+    /// Every length form of every sized type, at its boundaries: the smallest header, read
+    /// back to the same value.
+    #[test]
+    fn length_headers_take_the_smallest_form_and_round_trip() {
+        for (n, str_head, bin_head, array_head) in [
+            (0usize, 1usize, 2usize, 1usize),
+            (15, 1, 2, 1),
+            (16, 1, 2, 3),
+            (31, 1, 2, 3),
+            (32, 2, 2, 3),
+            (255, 2, 2, 3),
+            (256, 3, 3, 3),
+            (65535, 3, 3, 3),
+            (65536, 5, 5, 5),
+        ] {
+            let text = "x".repeat(n);
+            let mut w = Writer::default();
+            w.str(&text);
+            assert_eq!(w.buf.len(), str_head + n, "str {n}");
+            assert_eq!(Reader::new(&w.buf, 0).value().unwrap(), Val::Str(&text));
+            let mut w = Writer::default();
+            w.bin(text.as_bytes());
+            assert_eq!(w.buf.len(), bin_head + n, "bin {n}");
+            assert_eq!(
+                Reader::new(&w.buf, 0).value().unwrap(),
+                Val::Bin(text.as_bytes())
+            );
+            for map in [false, true] {
+                let mut w = Writer::default();
+                if map {
+                    w.map(n);
+                } else {
+                    w.array(n);
+                }
+                assert_eq!(w.buf.len(), array_head, "container {n}");
+                let mut r = Reader::new(&w.buf, 0);
+                let want = if map { Head::Map(n) } else { Head::Array(n) };
+                assert_eq!(r.head().unwrap(), want);
+            }
+        }
     }
 
     #[test]
