@@ -29,7 +29,7 @@ pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let dir = if path.is_dir() {
         path.to_path_buf()
     } else if is_hub_id(&spec.model) {
-        let settings = HubSettings::from_env(spec.offline);
+        let settings = HubSettings::from_env(spec.offline)?;
         fetch_from_hub(
             &spec.model,
             spec.revision.as_deref(),

@@ -29,6 +29,11 @@ impl Drop for Hub {
 impl Hub {
     /// Serves the tiny fixture model as `Org/tiny` and `Gated/tiny`; `None` without python3.
     fn start() -> Option<Hub> {
+        Hub::start_with(&[])
+    }
+
+    /// With the server's environment (`HUB_BIND`, `HUB_REDIRECT_TO`: see hub_server.py).
+    fn start_with(env: &[(&str, &str)]) -> Option<Hub> {
         let root = tempfile::tempdir().unwrap();
         for repo in ["Org/tiny", "Gated/tiny"] {
             let dir = root.path().join(repo);
@@ -47,6 +52,7 @@ impl Hub {
             .arg(root.path())
             .arg(&log)
             .arg(TOKEN)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
         {
@@ -61,9 +67,13 @@ impl Hub {
             .read_line(&mut line)
             .unwrap();
         let port: u16 = line.trim().parse().expect("server port");
+        let host = env
+            .iter()
+            .find(|(k, _)| *k == "HUB_BIND")
+            .map_or("127.0.0.1", |(_, v)| v);
         Some(Hub {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!("http://{host}:{port}"),
             log,
             _root: root,
         })
@@ -258,4 +268,201 @@ fn gated_repos_need_the_token_which_is_never_printed() {
         .assert()
         .code(2);
     assert!(stderr(&out).contains("access denied") && !stderr(&out).contains("hf_wrong"));
+}
+
+/// The token goes to the endpoint's origin only: a redirect to another host (a CDN, or an
+/// attacker) gets the request without `Authorization`, as huggingface_hub does it.
+#[test]
+fn the_token_never_follows_a_redirect_to_another_host() {
+    // The other host: another loopback address and port, serving the files.
+    let Some(other) = Hub::start_with(&[("HUB_BIND", "127.0.0.2")]) else {
+        return;
+    };
+    let Some(hub) = Hub::start_with(&[("HUB_REDIRECT_TO", &other.url)]) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let out = hub
+        .kvaudit(home.path())
+        .args(["fetch", "Hostile/redirect"])
+        .env("HF_TOKEN", TOKEN)
+        .assert()
+        .success();
+    let snapshot = PathBuf::from(stdout(&out).trim());
+    let got = std::fs::read(snapshot.join("tokenizer.json")).unwrap();
+    let want = std::fs::read(common::fixtures().join("models/tiny-think/tokenizer.json")).unwrap();
+    assert_eq!(got, want, "downloaded through the redirect");
+    assert!(
+        hub.requests().iter().all(|r| r["auth_ok"] == true),
+        "the endpoint gets the token: {:?}",
+        hub.requests()
+    );
+    let at_other = other.requests();
+    assert!(!at_other.is_empty(), "the redirect was followed");
+    assert!(
+        at_other.iter().all(|r| r["auth"] == false),
+        "no Authorization at the other host: {at_other:?}"
+    );
+}
+
+/// Names from the command line or the endpoint's headers never become paths outside the cache.
+#[test]
+fn a_hostile_endpoint_cannot_write_outside_the_cache() {
+    let Some(hub) = Hub::start() else { return };
+    let base = tempfile::tempdir().unwrap();
+    let home = base.path().join("a/b/c/d/home");
+    std::fs::create_dir_all(&home).unwrap();
+    let listing = |root: &Path| -> Vec<PathBuf> {
+        fn walk(p: &Path, out: &mut Vec<PathBuf>) {
+            if let Ok(rd) = std::fs::read_dir(p) {
+                for e in rd.flatten() {
+                    out.push(e.path());
+                    walk(&e.path(), out);
+                }
+            }
+        }
+        let mut v = Vec::new();
+        walk(root, &mut v);
+        v
+    };
+    for (repo, fragment) in [
+        ("Hostile/etag-escape", "ETag"),
+        ("Hostile/commit-dotdot", "commit"),
+        ("Hostile/commit-abs", "commit"),
+    ] {
+        let out = hub.kvaudit(&home).args(["fetch", repo]).assert().code(2);
+        let err = stderr(&out);
+        assert!(
+            err.contains(fragment) && err.trim_end().lines().count() == 1,
+            "{repo}: {err}"
+        );
+    }
+    for (args, fragment) in [
+        (vec!["fetch", "Org/tiny", "--revision", "../.."], "revision"),
+        (
+            vec!["fetch", "Org/tiny", "--revision", "/etc/passwd"],
+            "revision",
+        ),
+        (vec!["fetch", "Org/tiny@../../../x"], "revision"),
+        (
+            vec!["diff-turns", "--model", "Org/tiny@../../x"],
+            "revision",
+        ),
+    ] {
+        let before = hub.requests().len();
+        let out = hub.kvaudit(&home).args(&args).assert().code(2);
+        let err = stderr(&out);
+        assert!(
+            err.contains(fragment) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            hub.requests().len(),
+            before,
+            "{args:?}: refused before any request"
+        );
+    }
+    // Nothing was written anywhere but under HF_HOME (the server's own root holds its log).
+    let outside: Vec<PathBuf> = listing(base.path())
+        .into_iter()
+        .filter(|p| !p.starts_with(&home) && !home.starts_with(p))
+        .collect();
+    assert!(outside.is_empty(), "written outside the cache: {outside:?}");
+    assert!(
+        listing(&home)
+            .iter()
+            .all(|p| !p.to_string_lossy().contains("escaped"))
+    );
+    assert!(!hub._root.path().join("abs-commit").exists());
+}
+
+/// Broken or hostile servers end in one clear line, in bounded time and disk.
+#[test]
+fn broken_servers_fail_clearly_within_the_limits() {
+    let Some(hub) = Hub::start() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[(&str, &str)], &str); 5] = [
+        ("Hostile/no-location", &[], "Location"),
+        (
+            "Hostile/silent",
+            &[
+                ("HF_HUB_ETAG_TIMEOUT", "1"),
+                ("HF_HUB_DOWNLOAD_TIMEOUT", "1"),
+            ],
+            "timed out",
+        ),
+        (
+            "Hostile/trickle",
+            &[("KVAUDIT_HUB_BODY_TIMEOUT", "1")],
+            "timed out",
+        ),
+        (
+            "Hostile/endless",
+            &[("KVAUDIT_HUB_MAX_FILE_SIZE", "1000000")],
+            "larger than 1000000 bytes",
+        ),
+        ("Hostile/html", &[], "HTML"),
+    ];
+    for (repo, env, fragment) in cases {
+        let started = std::time::Instant::now();
+        let out = hub
+            .kvaudit(home.path())
+            .args(["fetch", repo])
+            .envs(env.iter().copied())
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(2);
+        let err = stderr(&out);
+        assert!(
+            err.contains(fragment) && err.trim_end().lines().count() == 1,
+            "{repo}: {err}"
+        );
+        assert!(
+            started.elapsed().as_secs() < 15,
+            "{repo} took {:?}",
+            started.elapsed()
+        );
+    }
+    // No partial download is left behind, and nothing grew past the cap.
+    let mut total = 0;
+    let mut stack = vec![home.path().to_path_buf()];
+    while let Some(p) = stack.pop() {
+        for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += m.len();
+                assert!(
+                    !e.path().to_string_lossy().ends_with(".incomplete"),
+                    "{:?}",
+                    e.path()
+                );
+            }
+        }
+    }
+    assert!(total < 2_000_000, "{total} bytes left in the cache");
+
+    // Credentials in HF_ENDPOINT are never echoed.
+    let out = hub
+        .kvaudit(home.path())
+        .args(["fetch", "Org/missing"])
+        .env(
+            "HF_ENDPOINT",
+            hub.url.replace("http://", "http://user:hunter2@"),
+        )
+        .assert()
+        .code(2);
+    assert!(!stderr(&out).contains("hunter2"), "{}", stderr(&out));
+    let out = hub
+        .kvaudit(home.path())
+        .args(["fetch", "Org/tiny"])
+        .env("HF_HUB_DOWNLOAD_TIMEOUT", "soon")
+        .assert()
+        .code(2);
+    assert!(
+        stderr(&out).contains("HF_HUB_DOWNLOAD_TIMEOUT"),
+        "{}",
+        stderr(&out)
+    );
 }

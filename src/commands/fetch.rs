@@ -14,7 +14,7 @@ pub fn run(args: &FetchArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         );
     }
     let progress = std::io::stderr().is_terminal();
-    let settings = HubSettings::from_env(args.offline);
+    let settings = HubSettings::from_env(args.offline)?;
     let dir = fetch_from_hub(&args.model, args.revision.as_deref(), &settings, progress)?;
     writeln!(out, "{}", dir.display())?;
     Ok(Outcome::Clean)
