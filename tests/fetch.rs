@@ -381,7 +381,8 @@ fn a_hostile_endpoint_cannot_write_outside_the_cache() {
 fn broken_servers_fail_clearly_within_the_limits() {
     let Some(hub) = Hub::start() else { return };
     let home = tempfile::tempdir().unwrap();
-    let cases: [(&str, &[(&str, &str)], &str); 5] = [
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(&str, Env, &str); 5] = [
         ("Hostile/no-location", &[], "Location"),
         (
             "Hostile/silent",
