@@ -6,6 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod events;
 pub mod index;
+pub mod input;
 pub mod model;
 pub mod render;
 pub mod replay;

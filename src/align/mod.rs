@@ -100,11 +100,17 @@ pub fn align_plan(
     options: &AlignOptions,
 ) -> Result<Vec<Transition>, TokenizeError> {
     let mut out = Vec::new();
+    // Prompt k+1 is both the next prompt of transition k and the held prompt of transition
+    // k+1: encode it once (tokenizing every prompt is most of the work on long conversations).
+    let mut previous_next: Option<(&str, Vec<u32>)> = None;
     for (k, turn) in plan.turns.iter().enumerate() {
         let Some(next_text) = &plan.next_prompts[k] else {
             continue;
         };
-        let prompt_ids = tok.encode(&turn.prompt)?;
+        let prompt_ids = match previous_next.take() {
+            Some((text, ids)) if text == turn.prompt => ids,
+            _ => tok.encode(&turn.prompt)?,
+        };
         let encoded = tok.encode(&turn.generated)?;
         let (generated, drift) = match &turn.generated_ids {
             Some(sampled) => {
@@ -121,6 +127,7 @@ pub fn align_plan(
         let mut held = prompt_ids.clone();
         held.extend_from_slice(&generated);
         let next = tok.encode(next_text)?;
+        previous_next = Some((next_text.as_str(), next.clone()));
         let lcp = common_prefix(&held, &next);
         let rewrite = if lcp < held.len() {
             let next_same_day = match &plan.next_at_held_time[k] {

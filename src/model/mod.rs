@@ -190,8 +190,12 @@ impl ModelFiles {
     }
 }
 
+/// The largest model file kvaudit reads besides tokenizer.json: chat templates and configs are
+/// kilobytes (tokenizer_config.json with every added token spelled out reaches a few MB).
+const MAX_MODEL_FILE: u64 = 32 << 20;
+
 fn read_text(path: &Path) -> Result<String, ModelError> {
-    std::fs::read_to_string(path).map_err(|source| ModelError::Read {
+    crate::input::read_text(path, MAX_MODEL_FILE).map_err(|source| ModelError::Read {
         path: path.display().to_string(),
         source,
     })

@@ -24,6 +24,14 @@ pub enum ConversationError {
     Invalid { path: String, message: String },
 }
 
+/// The largest conversation file read: real multi-turn logs are kilobytes to a few megabytes,
+/// and every prompt re-renders the whole history, so time grows with the square of this.
+pub const MAX_CONVERSATION_BYTES: u64 = 8 << 20;
+
+/// The most messages one conversation may have (the longest agent runs in the corpus have a
+/// few hundred).
+pub const MAX_MESSAGES: usize = 10_000;
+
 /// When each prompt is rendered; templates that call `strftime_now` print this date.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Clock {
@@ -44,7 +52,10 @@ impl Clock {
                 if index == 0 {
                     day.and_time(NaiveTime::from_hms_opt(23, 59, 0).unwrap_or_default())
                 } else {
-                    (*day + Duration::days(index as i64))
+                    // Past the last representable day the clock stays there: parse_time keeps
+                    // user times within Python's datetime range, far from it.
+                    day.checked_add_signed(Duration::days(index.min(1 << 30) as i64))
+                        .unwrap_or(NaiveDate::MAX)
                         .and_time(NaiveTime::from_hms_opt(0, 1, 0).unwrap_or_default())
                 }
             }
@@ -57,8 +68,14 @@ impl Clock {
     }
 }
 
-/// Accepts `2026-01-15T10:00:00`, `2026-01-15T10:00`, a space instead of `T`, or a bare date.
+/// Accepts `2026-01-15T10:00:00`, `2026-01-15T10:00`, a space instead of `T`, or a bare date,
+/// within Python's `datetime` range (years 1 to 9999), which is what templates format.
 pub fn parse_time(text: &str) -> Option<NaiveDateTime> {
+    use chrono::Datelike;
+    parse_any_time(text).filter(|t| (1..=9999).contains(&t.year()))
+}
+
+fn parse_any_time(text: &str) -> Option<NaiveDateTime> {
     for fmt in [
         "%Y-%m-%dT%H:%M:%S",
         "%Y-%m-%dT%H:%M",
@@ -109,23 +126,43 @@ struct ConversationFile {
 impl Conversation {
     pub fn from_file(path: &Path) -> Result<Conversation, ConversationError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConversationError::Read {
-            path: shown.clone(),
-            source,
+        let text = crate::input::read_text(path, MAX_CONVERSATION_BYTES).map_err(|source| {
+            ConversationError::Read {
+                path: shown.clone(),
+                source,
+            }
         })?;
         Conversation::from_json_text(&text, &shown)
     }
 
+    /// A UTF-8 byte order mark is skipped: editors on Windows write one, and Python's
+    /// `json.load` of a file opened as `utf-8-sig` reads the same conversation.
     pub fn from_json_text(text: &str, source: &str) -> Result<Conversation, ConversationError> {
-        let file: ConversationFile =
-            serde_json::from_str(text).map_err(|e| ConversationError::Json {
-                path: source.to_string(),
-                source: e,
-            })?;
         let invalid = |message: String| ConversationError::Invalid {
             path: source.to_string(),
             message,
         };
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let file: ConversationFile = serde_json::from_str(text).map_err(|e| {
+            // serde_json calls this "unexpected end of hex escape" or the like; name it.
+            if let Some((line, column)) = lone_surrogate(text) {
+                invalid(format!(
+                    "line {line} column {column}: a \\u escape is half of a UTF-16 surrogate \
+                     pair, which is not a character (no tokenizer can encode it)"
+                ))
+            } else {
+                ConversationError::Json {
+                    path: source.to_string(),
+                    source: e,
+                }
+            }
+        })?;
+        if file.messages.len() > MAX_MESSAGES {
+            return Err(invalid(format!(
+                "{} messages, more than the {MAX_MESSAGES} kvaudit audits in one conversation",
+                file.messages.len()
+            )));
+        }
         let time = |t: &str| {
             parse_time(t).ok_or_else(|| {
                 invalid(format!(
@@ -191,6 +228,43 @@ impl Conversation {
     }
 }
 
+/// Where the first `\\uD800`–`\\uDFFF` escape without its pair is (1-based line, column).
+fn lone_surrogate(text: &str) -> Option<(usize, usize)> {
+    let b = text.as_bytes();
+    let hex = |at: usize| -> Option<u16> {
+        let digits = b.get(at..at + 4)?;
+        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let escape_at = |at: usize| b.get(at) == Some(&b'\\') && b.get(at + 1) == Some(&b'u');
+    let mut i = 0;
+    while i + 1 < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        if b[i + 1] != b'u' {
+            i += 2; // an escaped character, possibly a backslash
+            continue;
+        }
+        let unit = hex(i + 2);
+        let paired = |u: u16| {
+            (0xD800..0xDC00).contains(&u)
+                && escape_at(i + 6)
+                && hex(i + 8).is_some_and(|l| (0xDC00..0xE000).contains(&l))
+        };
+        match unit {
+            Some(u) if paired(u) => i += 12,
+            Some(u) if (0xD800..0xE000).contains(&u) => {
+                let line = text[..i].matches('\n').count() + 1;
+                let column = i - text[..i].rfind('\n').map_or(0, |p| p + 1) + 1;
+                return Some((line, column));
+            }
+            _ => i += 6,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +275,32 @@ mod tests {
         assert_eq!(c.at(0).to_string(), "2026-01-15 23:59:00");
         assert_eq!(c.at(1).to_string(), "2026-01-16 00:01:00");
         assert_eq!(c.at(2).to_string(), "2026-01-17 00:01:00");
+    }
+
+    #[test]
+    fn times_stay_in_pythons_datetime_range() {
+        assert!(parse_time("2026-01-15T10:00:00").is_some());
+        assert!(parse_time("+262142-12-31T23:00:00").is_none());
+        assert!(parse_time("0000-01-01").is_none());
+        let last = Clock::Rollover(NaiveDate::from_ymd_opt(9999, 12, 31).unwrap());
+        assert_eq!(last.at(usize::MAX).date(), NaiveDate::MAX);
+    }
+
+    #[test]
+    fn bom_is_skipped_and_surrogates_are_named() {
+        let ok = "\u{feff}{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}";
+        assert_eq!(
+            Conversation::from_json_text(ok, "c")
+                .unwrap()
+                .messages
+                .len(),
+            1
+        );
+        let bad = r#"{"messages": [{"role": "user", "content": "\ud800"}]}"#;
+        let err = Conversation::from_json_text(bad, "c")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("surrogate") && err.contains("line 1"), "{err}");
     }
 
     #[test]

@@ -11,9 +11,17 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 use super::pyjson::{python_float_repr, tojson_filter};
 use super::pymethods::unknown_method;
 
-/// Template instructions a single render may execute: far above what any real chat template
-/// needs (the largest in the corpus uses well under a million), low enough to stop a loop.
-pub const DEFAULT_FUEL: u64 = 50_000_000;
+/// Fuel one render may burn. minijinja charges one fuel per instruction and one per 64 bytes
+/// of data created (strings built by `~`/`+`/`*`, filter results, output), so this bounds both
+/// time and the bytes a hostile template can make the renderer allocate (4 M fuel = 256 MB).
+/// Measured need: the 15 models on the longest conversation of each corpus source burn at
+/// most 8,050 fuel (Qwen3.5 on a 43-message SWE-agent run), so this is 500 times that.
+pub const DEFAULT_FUEL: u64 = 4_000_000;
+
+/// The longest prompt one render may produce, and the largest result of kvaudit's own filters
+/// (`indent`, `tojson`): a hostile template stops with a clear error here instead of growing
+/// until the process aborts. Real prompts are kilobytes; a million-token context is ~4 MB.
+pub const MAX_OUTPUT: usize = 16 << 20;
 
 const TEMPLATE_NAME: &str = "chat_template";
 
@@ -24,13 +32,22 @@ pub enum RenderError {
     Syntax(String),
     #[error("the chat template raised an exception: {0}")]
     Raised(String),
-    #[error("the chat template ran out of fuel (more than {0} instructions): it may loop forever")]
+    #[error(
+        "the chat template ran out of fuel ({0}: more instructions or data than any real template needs): it may loop forever or build huge strings"
+    )]
     OutOfFuel(u64),
     #[error("the chat template failed: {0}")]
     Failed(String),
     #[error("kvaudit cannot render this template exactly as transformers does: {0}")]
     Unsupported(String),
+    #[error("the chat template's output exceeds {0} bytes")]
+    TooLarge(usize),
+    #[error("the chat template is {0} bytes, more than the {1} allowed")]
+    SourceTooLarge(usize, usize),
 }
+
+/// The largest template source accepted: real chat templates are at most tens of kilobytes.
+pub const MAX_TEMPLATE_SOURCE: usize = 4 << 20;
 
 /// State shared between the environment's functions and the caller of one render.
 #[derive(Default)]
@@ -48,8 +65,17 @@ pub struct TemplateEngine {
 
 impl TemplateEngine {
     pub fn new(source: &str, fuel: u64) -> Result<Self, RenderError> {
+        if source.len() > MAX_TEMPLATE_SOURCE {
+            return Err(RenderError::SourceTooLarge(
+                source.len(),
+                MAX_TEMPLATE_SOURCE,
+            ));
+        }
         let shared = Arc::new(Mutex::new(Shared::default()));
         let mut env = Environment::new();
+        // Templates see the globals Jinja2 and transformers give them; minijinja's `debug()`
+        // would print the whole context (and is no Jinja2 global).
+        env.remove_global("debug");
         env.set_syntax(
             SyntaxConfig::builder()
                 .trim_blocks(true)
@@ -88,6 +114,7 @@ impl TemplateEngine {
 
         env.add_filter(super::source::ITER_FILTER, python_iter);
         env.add_filter("indent", jinja_indent);
+        env.add_filter("join", bounded_join);
         env.add_test("iterable", |v: &Value| {
             v.kind() != ValueKind::None && v.try_iter().is_ok()
         });
@@ -106,17 +133,62 @@ impl TemplateEngine {
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| RenderError::Syntax(describe(&e)))?;
-        template.render(ctx).map_err(|e| {
-            if let Some(msg) = self.shared.lock().ok().and_then(|mut s| s.raised.take()) {
-                return RenderError::Raised(msg);
-            }
-            match e.kind() {
-                ErrorKind::OutOfFuel => RenderError::OutOfFuel(self.fuel),
-                ErrorKind::SyntaxError => RenderError::Syntax(describe(&e)),
-                _ => RenderError::Failed(describe(&e)),
-            }
-        })
+        let mut out = LimitedOutput {
+            text: Vec::new(),
+            limit: MAX_OUTPUT,
+            exceeded: false,
+        };
+        let result = template.render_captured_to(ctx, &mut out).map(drop);
+        if out.exceeded {
+            return Err(RenderError::TooLarge(MAX_OUTPUT));
+        }
+        result
+            .and_then(|_| {
+                String::from_utf8(out.text).map_err(|_| {
+                    Error::new(ErrorKind::WriteFailure, "the template wrote invalid UTF-8")
+                })
+            })
+            .map_err(|e| {
+                if let Some(msg) = self.shared.lock().ok().and_then(|mut s| s.raised.take()) {
+                    return RenderError::Raised(msg);
+                }
+                match e.kind() {
+                    ErrorKind::OutOfFuel => RenderError::OutOfFuel(self.fuel),
+                    ErrorKind::SyntaxError => RenderError::Syntax(describe(&e)),
+                    _ => RenderError::Failed(describe(&e)),
+                }
+            })
     }
+}
+
+/// The render's output, refusing to grow past the limit.
+struct LimitedOutput {
+    text: Vec<u8>,
+    limit: usize,
+    exceeded: bool,
+}
+
+impl std::io::Write for LimitedOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.text.len().saturating_add(buf.len()) > self.limit {
+            self.exceeded = true;
+            return Err(std::io::Error::other("template output limit"));
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The error a filter of ours returns instead of building a result past [`MAX_OUTPUT`].
+pub fn too_large(filter: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidOperation,
+        format!("{filter} would produce more than {MAX_OUTPUT} bytes"),
+    )
 }
 
 fn describe(e: &Error) -> String {
@@ -169,10 +241,23 @@ fn jinja_indent(
     let indention = match width {
         None => "    ".to_string(),
         Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_string(),
-        Some(w) => " ".repeat(w.as_i64().unwrap_or(4).max(0) as usize),
+        Some(w) => {
+            let n = w.as_i64().unwrap_or(4).max(0);
+            if n > MAX_OUTPUT as i64 {
+                return Err(too_large("indent"));
+            }
+            " ".repeat(n as usize)
+        }
     };
     let text = format!("{value}\n");
     let lines = python_splitlines(&text);
+    let projected = lines
+        .len()
+        .checked_mul(indention.len().saturating_add(1))
+        .and_then(|n| n.checked_add(text.len()));
+    if projected.is_none_or(|n| n > MAX_OUTPUT) {
+        return Err(too_large("indent"));
+    }
     let mut rv = if blank {
         lines.join(&format!("\n{indention}"))
     } else {
@@ -197,6 +282,69 @@ fn jinja_indent(
         rv = format!("{indention}{rv}");
     }
     Ok(rv)
+}
+
+/// Jinja2's `join(d='', attribute=None)`, checking the result's size before it grows:
+/// minijinja's own checks it only for a non-empty joiner, so `[big]*100|join` grew until the
+/// process aborted.
+fn bounded_join(
+    value: &Value,
+    joiner: Option<Value>,
+    attribute: Option<Value>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<String, Error> {
+    let joiner = kwargs.get::<Option<Value>>("d")?.or(joiner);
+    let attribute = kwargs.get::<Option<Value>>("attribute")?.or(attribute);
+    kwargs.assert_all_used()?;
+    let joiner = match &joiner {
+        None => String::new(),
+        Some(j) if j.is_none() || j.is_undefined() => String::new(),
+        Some(j) => j.to_string(),
+    };
+    if value.is_none() || value.is_undefined() {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("cannot join value of type {}", value.kind()),
+        ));
+    }
+    let mut out = String::new();
+    for (i, item) in value.try_iter()?.enumerate() {
+        let item = match &attribute {
+            Some(path) => attribute_of(&item, path)?,
+            None => item,
+        };
+        let piece = match item.as_str() {
+            Some(s) => std::borrow::Cow::Borrowed(s),
+            None => std::borrow::Cow::Owned(item.to_string()),
+        };
+        let sep = if i > 0 { joiner.as_str() } else { "" };
+        if out
+            .len()
+            .saturating_add(sep.len())
+            .saturating_add(piece.len())
+            > MAX_OUTPUT
+        {
+            return Err(too_large("join"));
+        }
+        out.push_str(sep);
+        out.push_str(&piece);
+    }
+    Ok(out)
+}
+
+/// Jinja2's attribute getter: a dotted path whose integer parts index sequences.
+fn attribute_of(item: &Value, path: &Value) -> Result<Value, Error> {
+    if path.is_integer() {
+        return item.get_item(path);
+    }
+    let mut at = item.clone();
+    for part in path.to_string().split('.') {
+        at = match part.parse::<i64>() {
+            Ok(n) => at.get_item(&Value::from(n))?,
+            Err(_) => at.get_attr(part)?,
+        };
+    }
+    Ok(at)
 }
 
 /// Python's `str.splitlines()` (without keepends).
@@ -282,6 +430,60 @@ mod tests {
 
     fn render(src: &str) -> Result<String, RenderError> {
         TemplateEngine::new(src, DEFAULT_FUEL)?.render(context! {}, at())
+    }
+
+    /// Hostile templates end in an error in bounded memory: each of these aborted the process
+    /// (or reached gigabytes) before the output limit and the bounded filters.
+    #[test]
+    fn hostile_templates_stop_with_an_error() {
+        let too_large = |src: &str| {
+            let err = render(src).unwrap_err().to_string();
+            assert!(
+                err.contains("would produce more than") || err.contains("exceeds"),
+                "{src}: {err}"
+            );
+        };
+        too_large("{{ 'a\nb'|indent(10**10) }}");
+        too_large("{{ 'a\nb'|indent(width=10**10) }}");
+        too_large("{{ [1, [2]]|tojson(indent=10**9) }}");
+        too_large("{{ (['x' * 10**7] * 100)|join }}");
+        too_large("{{ (['x' * 10**7] * 100)|join(',') }}");
+        too_large("{% for i in range(20) %}{{ 'x' * 10**6 }}{% endfor %}");
+        let doubling = "{% set s = namespace(v='x') %}{% for i in range(40) %}{% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v|length }}";
+        assert!(matches!(render(doubling), Err(RenderError::OutOfFuel(_))));
+        let huge = "x".repeat(MAX_TEMPLATE_SOURCE + 1);
+        assert!(matches!(
+            render(&huge),
+            Err(RenderError::SourceTooLarge(..))
+        ));
+    }
+
+    #[test]
+    fn only_jinja2_globals_are_visible() {
+        assert!(render("{{ debug() }}").is_err());
+        assert_eq!(render("{{ range(3)|list }}").unwrap(), "[0, 1, 2]");
+    }
+
+    #[test]
+    fn join_matches_jinja2() {
+        let r = |src: &str| {
+            TemplateEngine::new(src, DEFAULT_FUEL).unwrap().render(
+            context! { users => vec![context!{name => "a", tags => vec!["x"]}, context!{name => "b", tags => vec!["y"]}] },
+            at(),
+        ).unwrap()
+        };
+        assert_eq!(r("{{ ['a', 'b']|join }}"), "ab");
+        assert_eq!(r("{{ ['a', 1]|join(', ') }}"), "a, 1");
+        assert_eq!(r("{{ 'abc'|join('-') }}"), "a-b-c");
+        assert_eq!(r("{{ users|join(', ', attribute='name') }}"), "a, b");
+        assert_eq!(r("{{ users|join(d='/', attribute='tags.0') }}"), "x/y");
+    }
+
+    /// 50,000 tags prepared in one pass (the rescan for `{#` made this take over 30 s).
+    #[test]
+    fn many_tags_prepare_and_render() {
+        let src = "{% if true %}{% endif %}".repeat(50_000) + "{# c #}ok";
+        assert_eq!(render(&src).unwrap(), "ok");
     }
 
     #[test]

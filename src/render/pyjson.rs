@@ -7,6 +7,8 @@
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
+use super::env::{MAX_OUTPUT, too_large};
+
 /// Options of Python's `json.dumps` that chat templates pass.
 #[derive(Debug, Clone)]
 pub struct DumpOptions {
@@ -43,7 +45,13 @@ impl DumpOptions {
             // Python: an int gives that many spaces (negative means none), a string is used as is.
             opts.indent = Some(match indent.kind() {
                 ValueKind::String => indent.as_str().unwrap_or_default().to_string(),
-                ValueKind::Number => " ".repeat(indent.as_i64().unwrap_or(0).max(0) as usize),
+                ValueKind::Number => {
+                    let n = indent.as_i64().unwrap_or(0).max(0);
+                    if n > MAX_OUTPUT as i64 {
+                        return Err(too_large("tojson"));
+                    }
+                    " ".repeat(n as usize)
+                }
                 _ => {
                     return Err(Error::new(
                         ErrorKind::InvalidOperation,
@@ -158,20 +166,35 @@ fn write_container(
         out.push(close);
         return Ok(());
     }
+    // Indentation grows with depth times items, whatever the data's size: check before each
+    // piece is written, so a huge `indent` stops here instead of exhausting memory.
+    let push_indent = |out: &mut String, levels: usize| -> Result<(), Error> {
+        if let Some(indent) = &opts.indent {
+            let need = indent
+                .len()
+                .checked_mul(levels)
+                .and_then(|n| n.checked_add(out.len() + 1));
+            if need.is_none_or(|n| n > MAX_OUTPUT) {
+                return Err(too_large("tojson"));
+            }
+            out.push('\n');
+            for _ in 0..levels {
+                out.push_str(indent);
+            }
+        }
+        Ok(())
+    };
     for i in 0..len {
         if i > 0 {
             out.push_str(&opts.item_sep);
         }
-        if let Some(indent) = &opts.indent {
-            out.push('\n');
-            out.push_str(&indent.repeat(depth + 1));
-        }
+        push_indent(out, depth + 1)?;
         item(i, out)?;
+        if out.len() > MAX_OUTPUT {
+            return Err(too_large("tojson"));
+        }
     }
-    if let Some(indent) = &opts.indent {
-        out.push('\n');
-        out.push_str(&indent.repeat(depth));
-    }
+    push_indent(out, depth)?;
     out.push(close);
     Ok(())
 }

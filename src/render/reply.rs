@@ -129,7 +129,17 @@ pub enum PlanError {
         #[source]
         source: RenderError,
     },
+    #[error(
+        "its prompts add up to more than {limit} bytes of text by prompt {prompt}: every turn \
+         re-renders the whole history, so audit a shorter conversation (or split it)"
+    )]
+    TooLarge { prompt: usize, limit: usize },
 }
+
+/// The most text all prompts of one conversation may add up to. Every prompt repeats the
+/// history before it, so the work (render, tokenize, align) grows with the square of the
+/// conversation; this bounds it to well under a minute and a few hundred MB.
+pub const MAX_TOTAL_PROMPT_BYTES: usize = 128 << 20;
 
 /// Kwargs and reply handling shared by every conversation of one run.
 #[derive(Debug, Clone, Default)]
@@ -175,6 +185,25 @@ pub fn plan_turns(
         ));
     }
 
+    // Refuse before any work when the history's text alone, repeated in every prompt, is over
+    // the bound (a template can drop text, so this counts only message contents).
+    let mut history_bytes = 0usize;
+    let mut estimate = 0usize;
+    for (i, m) in msgs.iter().enumerate() {
+        if role(m) == "assistant" {
+            estimate = estimate.saturating_add(history_bytes);
+            if estimate > MAX_TOTAL_PROMPT_BYTES {
+                let prompt = msgs[..i].iter().filter(|m| role(m) == "assistant").count() + 1;
+                return Err(PlanError::TooLarge {
+                    prompt,
+                    limit: MAX_TOTAL_PROMPT_BYTES,
+                });
+            }
+        }
+        let content = m.get("content").and_then(Json::as_str).map_or(0, str::len);
+        history_bytes = history_bytes.saturating_add(content);
+    }
+
     let mut kwargs = conv.template_kwargs.clone();
     for (k, v) in &options.kwargs {
         kwargs.insert(k.clone(), v.clone());
@@ -188,8 +217,9 @@ pub fn plan_turns(
             stops.push(s.clone());
         }
     }
+    let rendered_bytes = std::cell::Cell::new(0usize);
     let render = |history: &[Json], agp: bool, at: usize, clock: &Clock| {
-        renderer
+        let text = renderer
             .render(&RenderInput {
                 messages: history,
                 tools: conv.tools.as_ref(),
@@ -201,7 +231,16 @@ pub fn plan_turns(
             .map_err(|source| PlanError::Render {
                 prompt: at + 1,
                 source,
-            })
+            })?;
+        let total = rendered_bytes.get().saturating_add(text.len());
+        if total > MAX_TOTAL_PROMPT_BYTES {
+            return Err(PlanError::TooLarge {
+                prompt: at + 1,
+                limit: MAX_TOTAL_PROMPT_BYTES,
+            });
+        }
+        rendered_bytes.set(total);
+        Ok(text)
     };
 
     let mut history: Vec<Json> = Vec::with_capacity(msgs.len());

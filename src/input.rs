@@ -1,0 +1,79 @@
+//! Reading files kvaudit is handed: regular files only, and never more than a stated size.
+//!
+//! Everything read is untrusted. A FIFO or a device in place of a file would block or stream
+//! forever, and a huge file would be read whole before any check; both are refused here with
+//! an error that says which limit applied.
+
+use std::io::Read;
+use std::path::Path;
+
+/// The bytes of a regular file of at most `limit` bytes. The checks are made on the opened
+/// handle, so a file swapped after the check is not read.
+pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > limit {
+        return Err(too_big(meta.len(), limit));
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    // A file that grows while being read stops at the limit too.
+    file.take(limit + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(too_big(out.len() as u64, limit));
+    }
+    Ok(out)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+fn too_big(len: u64, limit: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("{len} bytes, more than the {limit} allowed"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_small_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a");
+        std::fs::write(&f, b"hello").unwrap();
+        assert_eq!(read_bounded(&f, 5).unwrap(), b"hello");
+        assert!(
+            read_bounded(&f, 4)
+                .unwrap_err()
+                .to_string()
+                .contains("more than the 4")
+        );
+        assert!(read_bounded(dir.path(), 100).is_err());
+        assert!(
+            read_bounded(Path::new("/dev/zero"), 100)
+                .unwrap_err()
+                .to_string()
+                .contains("not a regular file")
+        );
+        std::fs::write(&f, b"\xff").unwrap();
+        assert!(read_text(&f, 5).unwrap_err().to_string().contains("UTF-8"));
+    }
+}
