@@ -67,9 +67,11 @@ impl SeqTracker {
             }
             Some(p) => {
                 let last = p.last_seq;
-                let verdict = if seq == last + 1 {
+                // Checked, not `last + 1`: a publisher at u64::MAX that sends a small number
+                // has restarted, and the sum must not overflow.
+                let verdict = if last.checked_add(1) == Some(seq) {
                     SeqVerdict::Next
-                } else if seq > last + 1 {
+                } else if seq > last {
                     SeqVerdict::Gap {
                         after: last,
                         missing: seq - last - 1,
@@ -647,6 +649,40 @@ mod tests {
         assert_eq!(t.observe("e", "b", 1), SeqVerdict::Next);
         let p = t.publishers();
         assert_eq!((p[0].first_seq, p[0].last_seq, p[0].messages), (5, 0, 4));
+    }
+
+    /// Wire sequence numbers are any u64: the top of the range is neither a gap nor an overflow.
+    #[test]
+    fn sequences_at_the_top_of_the_range() {
+        let mut t = SeqTracker::default();
+        assert_eq!(t.observe("e", "a", u64::MAX - 2), SeqVerdict::First);
+        assert_eq!(
+            t.observe("e", "a", u64::MAX),
+            SeqVerdict::Gap {
+                after: u64::MAX - 2,
+                missing: 1
+            }
+        );
+        assert_eq!(t.observe("e", "a", u64::MAX), SeqVerdict::Duplicate);
+        assert_eq!(
+            t.observe("e", "a", 5),
+            SeqVerdict::Restart { from: u64::MAX }
+        );
+        assert_eq!(t.observe("e", "a", 6), SeqVerdict::Next);
+        assert_eq!(t.observe("e", "b", u64::MAX), SeqVerdict::First);
+        assert_eq!(
+            t.observe("e", "b", 0),
+            SeqVerdict::Restart { from: u64::MAX }
+        );
+        assert_eq!(
+            t.observe("e", "b", u64::MAX),
+            SeqVerdict::Gap {
+                after: 0,
+                missing: u64::MAX - 1
+            }
+        );
+        assert_eq!(t.observe("e", "c", u64::MAX - 1), SeqVerdict::First);
+        assert_eq!(t.observe("e", "c", u64::MAX), SeqVerdict::Next);
     }
 
     #[test]
