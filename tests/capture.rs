@@ -475,3 +475,31 @@ fn interop_with_a_libzmq_publisher() {
         read_frames(&out).len()
     );
 }
+
+/// Durations past what Duration holds were a panic in Duration::from_secs_f64.
+#[test]
+fn huge_durations_are_usage_errors() {
+    for flag in ["--connect-timeout", "--replay-timeout", "--duration"] {
+        for value in ["99999999999999999999s", "1e999", "0s"] {
+            let out = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+                .args([
+                    "capture",
+                    "--endpoint",
+                    "tcp://127.0.0.1:9",
+                    "--out",
+                    "/nonexistent-dir/x.frames",
+                    flag,
+                    value,
+                ])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+            assert!(
+                err.starts_with(&format!("error: {flag} ")) && err.lines().count() == 1,
+                "{flag} {value}: {err}"
+            );
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+}

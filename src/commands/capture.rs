@@ -9,10 +9,8 @@ use crate::events::live::{LiveOptions, Progress, capture, parse_duration};
 use crate::report::capture::{to_human, to_json};
 
 pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
-    let duration = |flag: &str, v: &str| {
-        parse_duration(v)
-            .ok_or_else(|| anyhow!("{flag} {v:?}: expected a duration like 90s, 5m or 500ms"))
-    };
+    let duration =
+        |flag: &str, v: &str| parse_duration(v).map_err(|why| anyhow!("{flag} {v:?}: {why}"));
     let emulation = replay_options(&args.emulation, true, "pod-0")?;
     let engine = emulation.engine;
     let opts = LiveOptions {
