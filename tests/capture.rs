@@ -48,6 +48,8 @@ enum Router {
     /// Like vLLM's: for a request from `start`, every message of the list with
     /// `start <= seq <=` the highest seq published live so far, then the end marker.
     Serve(Frames),
+    /// The same in vLLM < 0.26's layout: `[seq, payload]`, no topic.
+    ServeLegacy(Frames),
     /// Binds and reads requests, never answers.
     Silent,
     /// Answers each request with 1 MB messages (seqs far beyond any gap) and no end marker,
@@ -112,13 +114,20 @@ fn start_publisher(messages: Frames, gap: Duration, router: Router) -> Publisher
                     };
                     match &router {
                         Router::None | Router::Silent => continue,
-                        Router::Serve(msgs) => {
+                        Router::Serve(msgs) | Router::ServeLegacy(msgs) => {
+                            let legacy = usize::from(matches!(router, Router::ServeLegacy(_)));
                             for m in msgs {
                                 let seq = seq_of(m).unwrap();
                                 if start <= seq && seq <= high.get() {
-                                    let frames = m.iter().map(|f| Bytes::copy_from_slice(f));
+                                    let frames =
+                                        m[legacy..].iter().map(|f| Bytes::copy_from_slice(f));
                                     let _ = r.send(reply(frames.collect())).await;
                                 }
+                            }
+                            if legacy == 1 {
+                                let end = vec![Bytes::copy_from_slice(&[0xff; 8]), Bytes::new()];
+                                let _ = r.send(reply(end)).await;
+                                continue;
                             }
                         }
                         Router::Flood => {
@@ -701,6 +710,39 @@ fn forty_gaps_are_all_recovered() {
         want,
         "exactly the original frames"
     );
+}
+
+/// vLLM before 0.26 replies `[seq, payload]`: the seq alone says which gap it fills.
+#[test]
+fn gaps_are_recovered_from_a_pre_0_26_router() {
+    let all: Frames = (0..30).map(message).collect();
+    let live: Frames = all
+        .iter()
+        .filter(|m| seq_of(m).unwrap() % 6 != 3)
+        .cloned()
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("legacy.frames");
+    let publisher = start_publisher(
+        live,
+        Duration::from_millis(5),
+        Router::ServeLegacy(all.clone()),
+    );
+    let rep = format!("tcp://127.0.0.1:{}", publisher.replay_port.unwrap());
+    let (code, v, err) = finish(capture(&args(
+        publisher.port,
+        &out,
+        &["--max-messages", "30", "--replay-endpoint", &rep],
+    )));
+    publisher.handle.join().unwrap();
+    assert_eq!(code, 0, "{err}\n{v}");
+    assert_eq!(v["gaps"].as_array().unwrap().len(), 5);
+    assert_eq!(v["replay_endpoints"][0]["recovered"], 5);
+    let want: Vec<_> = all
+        .iter()
+        .map(|m| (m[0].clone(), seq_of(m).unwrap(), m[2].clone()))
+        .collect();
+    assert_eq!(sorted(read_frames(&out)), want);
 }
 
 /// A ROUTER that answers every request with endless 1 MB messages: the capture reads and
