@@ -5,14 +5,13 @@ use anyhow::{Context, Result, anyhow};
 use super::Outcome;
 use super::replay::replay_options;
 use crate::cli::{CaptureArgs, OutputFormat};
+use crate::events::capture::MAX_PAYLOAD;
 use crate::events::live::{LiveOptions, Progress, capture, parse_duration};
 use crate::report::capture::{to_human, to_json};
 
 pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
-    let duration = |flag: &str, v: &str| {
-        parse_duration(v)
-            .ok_or_else(|| anyhow!("{flag} {v:?}: expected a duration like 90s, 5m or 500ms"))
-    };
+    let duration =
+        |flag: &str, v: &str| parse_duration(v).map_err(|why| anyhow!("{flag} {v:?}: {why}"));
     let emulation = replay_options(&args.emulation, true, "pod-0")?;
     let engine = emulation.engine;
     let opts = LiveOptions {
@@ -29,6 +28,7 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
             .transpose()?,
         connect_timeout: duration("--connect-timeout", &args.connect_timeout)?,
         replay_timeout: duration("--replay-timeout", &args.replay_timeout)?,
+        max_payload: MAX_PAYLOAD,
         live_replay: args.live_replay.then_some(emulation),
         engine,
     };

@@ -73,8 +73,12 @@ impl Message {
     }
 }
 
-const MAX_TOPIC: usize = 1 << 16;
-const MAX_PAYLOAD: usize = 1 << 30;
+/// The longest topic a `.frames` file may hold: `capture` refuses longer ones so that every
+/// frame it writes, `replay` reads back.
+pub const MAX_TOPIC: usize = 1 << 16;
+/// The largest payload a `.frames` file (or one `.msgpack` value) may hold; `capture` refuses
+/// larger ones for the same reason.
+pub const MAX_PAYLOAD: usize = 1 << 30;
 const CHUNK: usize = 1 << 18;
 
 pub struct CaptureReader<R: Read> {
@@ -412,6 +416,23 @@ mod tests {
         assert!(e.reason.contains("truncated frame: payload"), "{e}");
         assert_eq!(e.offset, (data.len() / 2 + 4 + 6 + 8 + 4) as u64);
         assert!(r.next_message().is_none());
+    }
+
+    /// `capture` refuses payloads over MAX_PAYLOAD; one of exactly that length is one
+    /// `replay` must still take (here it is cut short, so it is truncated, not implausible).
+    #[test]
+    fn payload_limit_is_inclusive() {
+        for (len, want) in [
+            (MAX_PAYLOAD, "truncated frame: payload"),
+            (MAX_PAYLOAD + 1, "implausible payload length"),
+        ] {
+            let mut data = frames(&[("kv@a@m", 0, &[0x93, 0x00, 0x90, 0x00])]);
+            let at = data.len() - 8;
+            data[at..at + 4].copy_from_slice(&(len as u32).to_be_bytes());
+            let mut r = CaptureReader::new(&data[..]).unwrap();
+            let e = r.next_message().unwrap().unwrap_err();
+            assert!(e.reason.contains(want), "{len}: {e}");
+        }
     }
 
     #[test]

@@ -33,9 +33,17 @@ pub fn to_json(s: &CaptureSummary) -> Json {
         "restarts": s.restarts.iter().map(|r| json!({
             "endpoint": r.endpoint, "topic": r.topic, "from_seq": r.from_seq, "to_seq": r.to_seq,
         })).collect::<Vec<_>>(),
+        "gaps_unrecovered": s.unrecovered_gap_count(),
+        "replay_endpoints": s.replay_endpoints.iter().map(|r| json!({
+            "endpoint": r.endpoint, "publisher": r.publisher, "requests": r.requests, "failures": r.failures,
+            "recovered": r.recovered, "dropped_gaps": r.dropped_gaps, "down": r.down, "last_error": r.last_error,
+        })).collect::<Vec<_>>(),
         "duplicates": s.duplicates,
-        "malformed": s.malformed.len(),
-        "malformed_reasons": s.malformed.iter().map(|m| json!({"endpoint": m.endpoint, "reason": m.reason})).collect::<Vec<_>>(),
+        "malformed": s.malformed.total(),
+        "malformed_kinds": s.malformed.kinds().map(|(k, c)| (k.name().to_string(), json!({
+            "count": c.count,
+            "examples": c.examples.iter().map(|e| json!({"endpoint": e.endpoint, "detail": e.detail})).collect::<Vec<_>>(),
+        }))).collect::<serde_json::Map<_, _>>(),
         "undecodable": s.undecodable,
         "stopped_by": s.stopped_by,
         "elapsed_seconds": s.elapsed.as_secs_f64(),
@@ -81,11 +89,51 @@ pub fn to_human(s: &CaptureSummary) -> String {
             r.endpoint, r.topic, r.from_seq, r.to_seq
         );
     }
+    for r in &s.replay_endpoints {
+        let _ = write!(
+            out,
+            "  replay {} (for {}): {} requests, {} recovered",
+            r.endpoint, r.publisher, r.requests, r.recovered
+        );
+        if r.failures > 0 {
+            let _ = write!(out, ", {} failed", r.failures);
+        }
+        if r.dropped_gaps > 0 {
+            let _ = write!(out, ", {} gaps not asked for (queue full)", r.dropped_gaps);
+        }
+        if r.down {
+            let _ = write!(out, "; down at the end");
+        }
+        match &r.last_error {
+            Some(e) if r.failures > 0 => {
+                let _ = writeln!(out, " (last error: {e})");
+            }
+            _ => out.push('\n'),
+        }
+    }
+    let unrecovered = s.unrecovered_gap_count();
+    if unrecovered > 0 {
+        let _ = writeln!(
+            out,
+            "  {unrecovered} of {} gaps not (fully) recovered",
+            s.gaps.len()
+        );
+    }
     if s.duplicates > 0 {
         let _ = writeln!(out, "  {} duplicate messages dropped", s.duplicates);
     }
-    for m in &s.malformed {
-        let _ = writeln!(out, "  malformed from {}: {}", m.endpoint, m.reason);
+    if s.malformed.total() > 0 {
+        let _ = writeln!(
+            out,
+            "  {} malformed messages (not written):",
+            s.malformed.total()
+        );
+    }
+    for (kind, c) in s.malformed.kinds() {
+        let _ = writeln!(out, "    {}: {}", kind.describe(), c.count);
+        for e in &c.examples {
+            let _ = writeln!(out, "      from {}: {}", e.endpoint, e.detail);
+        }
     }
     if s.undecodable > 0 {
         let _ = writeln!(
