@@ -36,3 +36,92 @@ pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         state
     }
 }
+
+/// What a finished kvaudit process left: exit code (-1 when killed by a signal), output.
+pub struct Measured {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+    pub killed: bool,
+}
+
+/// Run the kvaudit binary with `args` under an address-space cap of `max_mb` MiB (going past
+/// it makes an allocation fail, which aborts: exit 134 or a signal, never a pass), and kill it
+/// after `limit` (a hang guard, not a timing assertion). The cap is used rather than the
+/// child's peak RSS because wait4 reports the test process's own memory for a spawned child.
+pub fn run_measured(
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: std::time::Duration,
+    max_mb: u64,
+) -> Measured {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cap = max_mb << 20;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kvaudit"));
+    // SAFETY: setrlimit is async-signal-safe and touches only the child being set up.
+    unsafe {
+        command.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: cap,
+                rlim_max: cap,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .args(args)
+        .envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .env("KVAUDIT_TOKENIZER_CACHE", "off")
+        .current_dir(repo_root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kvaudit");
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            b
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let pid = child.id() as libc::pid_t;
+    let done = Arc::new(AtomicBool::new(false));
+    let killed = Arc::new(AtomicBool::new(false));
+    // Signals only while `done` is false, i.e. before the child is reaped.
+    let watchdog = {
+        let (done, killed) = (done.clone(), killed.clone());
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while start.elapsed() < limit {
+                if done.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !done.load(Ordering::SeqCst) {
+                killed.store(true, Ordering::SeqCst);
+                // SAFETY: signalling our own child, which has not been reaped yet.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        })
+    };
+    let status = child.wait().expect("wait for kvaudit");
+    done.store(true, Ordering::SeqCst);
+    let _ = watchdog.join();
+    Measured {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().unwrap(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
+        killed: killed.load(Ordering::SeqCst),
+    }
+}

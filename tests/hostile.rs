@@ -1,0 +1,279 @@
+//! The hostile-input campaign as a table: each input a careless user or an attacker could
+//! hand kvaudit, the exit code and message it must give, and a bound on the memory it may
+//! take on the way (an address-space cap: going past it aborts the run, which fails the case).
+//! Before the fixes, these panicked (exit 101), aborted on allocation (134), hung, or took
+//! gigabytes.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+const TINY: &str = "fixtures/models/tiny-think";
+
+struct Case {
+    name: &'static str,
+    args: Vec<String>,
+    code: i32,
+    /// Must appear in stderr (or stdout for exit 0/1).
+    fragment: &'static str,
+    /// Address-space cap (virtual memory: the binary, thread stacks and the allocator's
+    /// arenas count too, so this is above the resident peak).
+    max_mb: u64,
+}
+
+fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p.display().to_string()
+}
+
+fn conversation(messages: &[(&str, String)]) -> String {
+    let msgs: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|(r, c)| serde_json::json!({"role": r, "content": c}))
+        .collect();
+    serde_json::json!({ "messages": msgs }).to_string()
+}
+
+fn diff_turns(extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "diff-turns",
+        "--model",
+        TINY,
+        "--now",
+        "2026-01-15T10:00:00",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn cases(dir: &Path) -> Vec<Case> {
+    let template = |name: &str, text: &str| write(dir, name, text);
+    let mut alternating = Vec::new();
+    for i in 0..50_000 {
+        alternating.push(("user", format!("q{i}")));
+        alternating.push(("assistant", format!("a{i}")));
+    }
+    let many = write(dir, "many.json", conversation(&alternating));
+    let huge_message = write(
+        dir,
+        "huge.json",
+        conversation(&[
+            ("user", "x".repeat(20 << 20)),
+            ("assistant", "ok".into()),
+            ("user", "more".into()),
+        ]),
+    );
+    let surrogate = write(
+        dir,
+        "surrogate.json",
+        r#"{"messages": [{"role": "user", "content": "\ud800"}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]}"#,
+    );
+    let bom = write(
+        dir,
+        "bom.json",
+        format!(
+            "\u{feff}{}",
+            conversation(&[
+                ("user", "hi".into()),
+                ("assistant", "hello".into()),
+                ("user", "thanks".into())
+            ])
+        ),
+    );
+    vec![
+        Case {
+            name: "indent bomb",
+            args: diff_turns(&[
+                "--template",
+                &template("indent.jinja", "{{ 'a\\nb'|indent(10**10) }}"),
+            ]),
+            code: 2,
+            fragment: "indent would produce more than",
+            max_mb: 256,
+        },
+        Case {
+            name: "tojson indent bomb",
+            args: diff_turns(&[
+                "--template",
+                &template("tojson.jinja", "{{ messages|tojson(indent=10**9) }}"),
+            ]),
+            code: 2,
+            fragment: "tojson would produce more than",
+            max_mb: 256,
+        },
+        Case {
+            name: "join of a repeated 100 MB string",
+            args: diff_turns(&[
+                "--template",
+                &template("join.jinja", "{{ ([('x'*10**8)]*100)|join }}"),
+            ]),
+            code: 2,
+            fragment: "join would produce more than",
+            max_mb: 640,
+        },
+        Case {
+            name: "string doubling",
+            args: diff_turns(&[
+                "--template",
+                &template(
+                    "double.jinja",
+                    "{% set s = namespace(v='x') %}{% for i in range(40) %}{% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v }}",
+                ),
+            ]),
+            code: 2,
+            fragment: "out of fuel",
+            max_mb: 640,
+        },
+        Case {
+            name: "output over the limit",
+            args: diff_turns(&[
+                "--template",
+                &template(
+                    "output.jinja",
+                    "{% for i in range(40) %}{{ 'x' * 10**6 }}{% endfor %}",
+                ),
+            ]),
+            code: 2,
+            fragment: "output exceeds",
+            max_mb: 384,
+        },
+        Case {
+            name: "debug() is not a Jinja2 global",
+            args: diff_turns(&["--template", &template("debug.jinja", "{{ debug() }}")]),
+            code: 2,
+            fragment: "debug is unknown",
+            max_mb: 256,
+        },
+        Case {
+            name: "50,000 flat tags",
+            args: diff_turns(&[
+                "--template",
+                &template(
+                    "flat.jinja",
+                    &("{% if true %}{% endif %}".repeat(50_000)
+                        + "{% for m in messages %}{{ m.content }}{% endfor %}"),
+                ),
+            ]),
+            code: 0,
+            fragment: "",
+            max_mb: 384,
+        },
+        Case {
+            name: "template over 4 MiB",
+            args: diff_turns(&["--template", &template("big.jinja", &"x".repeat(5 << 20))]),
+            code: 2,
+            fragment: "more than the 4194304 allowed",
+            max_mb: 256,
+        },
+        Case {
+            name: "template is a device",
+            args: diff_turns(&["--template", "/dev/zero"]),
+            code: 2,
+            fragment: "not a regular file",
+            max_mb: 256,
+        },
+        Case {
+            name: "100,000 messages",
+            args: diff_turns(&["--conversation", &many]),
+            code: 2,
+            fragment: "more than the 10000",
+            max_mb: 512,
+        },
+        Case {
+            name: "20 MB message",
+            args: diff_turns(&["--conversation", &huge_message]),
+            code: 2,
+            fragment: "more than the 8388608 allowed",
+            max_mb: 256,
+        },
+        Case {
+            name: "lone surrogate",
+            args: diff_turns(&["--conversation", &surrogate]),
+            code: 2,
+            fragment: "surrogate",
+            max_mb: 256,
+        },
+        Case {
+            name: "UTF-8 BOM is accepted",
+            args: diff_turns(&["--conversation", &bom]),
+            code: 1,
+            fragment: "turn 1 -> 2",
+            max_mb: 256,
+        },
+        Case {
+            name: "a date past Python's datetime",
+            args: [
+                "diff-turns",
+                "--model",
+                TINY,
+                "--now",
+                "+262142-12-31T23:00:00",
+                "--date-rollover",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            code: 2,
+            fragment: "--now",
+            max_mb: 256,
+        },
+        Case {
+            name: "a date-rollover clock at the end of the range",
+            args: [
+                "diff-turns",
+                "--model",
+                TINY,
+                "--now",
+                "9999-12-31T23:00:00",
+                "--date-rollover",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            code: 1,
+            fragment: "",
+            max_mb: 256,
+        },
+    ]
+}
+
+#[test]
+fn hostile_inputs_end_cleanly_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for case in cases(dir.path()) {
+        let args: Vec<&str> = case.args.iter().map(String::as_str).collect();
+        let m = common::run_measured(&args, &[], Duration::from_secs(60), case.max_mb);
+        let stdout = String::from_utf8_lossy(&m.stdout);
+        let text = if m.code == 2 {
+            m.stderr.clone()
+        } else {
+            format!("{stdout}{}", m.stderr)
+        };
+        let one_line = m.code != 2 || m.stderr.trim_end().lines().count() == 1;
+        let ok = !m.killed
+            && m.code == case.code
+            && text.contains(case.fragment)
+            && one_line
+            && !m.stderr.contains("panicked");
+        eprintln!(
+            "{:<45} exit {:>3}  cap {:>4} MiB  {}",
+            case.name,
+            m.code,
+            case.max_mb,
+            m.stderr.lines().next().unwrap_or("")
+        );
+        if !ok {
+            failures.push(format!(
+                "{}: exit {} (want {}), killed {}, cap {} MiB, stderr {:?}",
+                case.name, m.code, case.code, m.killed, case.max_mb, m.stderr
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
