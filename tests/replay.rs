@@ -260,7 +260,11 @@ fn bad_input_reports_the_offset_and_keeps_counts() {
     let mut beyond = good[..first_len].to_vec();
     beyond.extend_from_slice(&frame(b"kv@p@m", 1, &[0x93])[..18]);
     beyond.extend_from_slice(&1000u32.to_be_bytes());
-    fails(&beyond, &[], "truncated frame: payload needs 1000 bytes");
+    fails(
+        &beyond,
+        &[],
+        &format!("the frame at byte {first_len} claims 1000 payload bytes but the file ends"),
+    );
     // Invalid UTF-8 topic.
     let mut bad_topic = good[..first_len].to_vec();
     bad_topic.extend_from_slice(&frame(&[0x6b, 0xff, 0x40], 1, &[0x93, 0x00, 0x90, 0x00]));
@@ -455,5 +459,141 @@ fn mutated_captures_never_panic() {
             model: None,
         };
         replayer.finish(&[lookup]);
+    }
+}
+
+// ---- hostile captures: bounded memory, linear time, counted reasons, no panic ----
+
+fn write_temp(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.display().to_string()
+}
+
+/// Address space a hostile-input run may use: kvaudit replays small captures in under
+/// 32 MB, and each defect these tests pin needed hundreds of MB or more.
+const MEMORY_CAP: u64 = 64 << 20;
+
+/// Runs kvaudit with stdout to a file, its address space capped at `cap` bytes, and returns
+/// its stdout; panics with its stderr unless it exits with `want`. A run that needs more
+/// than the cap aborts on allocation and fails here. (A cap, not a peak measured after the
+/// fact: the kernel's max RSS of a child includes the RSS of the test process it was
+/// spawned from, which the other tests running alongside inflate.)
+fn run_capped(args: &[&str], stdin: Option<&str>, cap: Option<u64>, want: i32) -> Vec<u8> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Command as Std;
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("stdout");
+    let err_path = dir.path().join("stderr");
+    let mut cmd = Std::new(env!("CARGO_BIN_EXE_kvaudit"));
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    if let Some(path) = stdin {
+        cmd.stdin(std::fs::File::open(path).unwrap());
+    }
+    if let Some(cap) = cap {
+        let limit = libc::rlimit {
+            rlim_cur: cap as libc::rlim_t,
+            rlim_max: cap as libc::rlim_t,
+        };
+        // SAFETY: setrlimit is async-signal-safe and touches only the child being spawned.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
+    let status = cmd.status().unwrap();
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(status.code(), Some(want), "{args:?}: {status}: {stderr}");
+    std::fs::read(&out_path).unwrap()
+}
+
+/// A raw msgpack array header claiming 2^32-1 elements before 64 MB of zeros took 17 s (the
+/// value was re-scanned from its start on every read). Such a claim cannot fit the 1 GiB
+/// message limit and fails at once; a claim that could fit is scanned once (stdin: no file
+/// size to check against), failing where the input ends.
+#[test]
+fn raw_msgpack_claims_fail_fast_and_scan_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let zeros = 64u64 << 20;
+    let make = |name: &str, head: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, head).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(head.len() as u64 + zeros)
+            .unwrap();
+        path.display().to_string()
+    };
+    let huge = make("huge.msgpack", &[0xdd, 0xff, 0xff, 0xff, 0xff]);
+    run_capped(&["replay", &huge], None, Some(MEMORY_CAP), 2);
+    fails_at(&huge, "more than the 1 GiB limit");
+    // 2^28 elements: within the limit, but more than the file holds.
+    let big = make("big.msgpack", &[0xdd, 0x10, 0x00, 0x00, 0x00]);
+    fails_at(
+        &big,
+        &format!(
+            "needs at least {} bytes by its headers but the file ends at byte {}",
+            5 + (1u64 << 28),
+            5 + zeros
+        ),
+    );
+    // The whole value is buffered as it arrives (64 MB): no cap here.
+    let stdout = run_capped(&["replay", "-", "--format", "json"], Some(&big), None, 2);
+    let v: Json = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(v["input"]["error"]["offset"], 0);
+    assert_eq!(
+        v["input"]["error"]["reason"],
+        format!(
+            "truncated msgpack message: {} bytes left at the end",
+            5 + zeros
+        )
+    );
+}
+
+fn fails_at(path: &str, want: &str) {
+    let out = kvaudit().args(["replay", path]).assert().code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.contains(want), "expected {want:?} in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// A 154-byte capture whose second frame claims a 1 GiB payload allocated 1 GiB before
+/// finding the file too short. It fails with where the frame is and where the file ends,
+/// from a file (size known: nothing read) and from stdin (read as it comes).
+#[test]
+fn frames_claiming_more_than_the_file_holds_allocate_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = Writer::default();
+    w.array(3).f64(0.0).array(0).uint(0);
+    let mut data = frame(b"kv@p@m", 0, &w.buf);
+    let second = data.len();
+    data.extend_from_slice(&frame(b"kv@p@m", 1, &[])[..18]);
+    data.extend_from_slice(&(1u32 << 30).to_be_bytes());
+    data.resize(154, 0x93);
+    let file = write_temp(&dir, "claim.frames", &data);
+    let want = format!(
+        "byte {}: truncated frame: the frame at byte {second} claims 1073741824 payload bytes but the file ends at byte 154",
+        second + 22
+    );
+    fails_at(&file, &want);
+    for stdin in [false, true] {
+        let args: &[&str] = if stdin {
+            &["replay", "-", "--format", "json"]
+        } else {
+            &["replay", &file, "--format", "json"]
+        };
+        let stdout = run_capped(args, stdin.then_some(file.as_str()), Some(MEMORY_CAP), 2);
+        let v: Json = serde_json::from_slice(&stdout).unwrap();
+        assert_eq!(v["messages"], 1, "the frame before still counts");
     }
 }
