@@ -8,7 +8,10 @@ use rustc_hash::FxHashMap;
 use crate::events::capture::MessageRef;
 use crate::events::msgpack::{DecodeError, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
-use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, message_drop_reason, parse_topic};
+use crate::index::{
+    Counts, INVALID_BLOCK_SIZE, Index, IndexConfig, MSG_BATCH_DECODE_ERROR, NON_DENSE_BLOCK_SPAN,
+    message_drop_reason, parse_topic,
+};
 
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
@@ -129,6 +132,10 @@ pub struct ReplayReport {
     pub messages: u64,
     pub events: EventCounts,
     pub malformed: Vec<Malformed>,
+    /// BlockStored events kvaudit's engine view could not split into blocks (by reason: a
+    /// block size that is not positive, or tokens that are not hashes × block size). llm-d
+    /// checks this only for events with a group (`stores_skipped` of each view).
+    pub engine_skipped: Counts,
     pub views: Vec<ViewReport>,
     pub sequences: Vec<Sequence>,
     /// Leaf chains whose root the engine no longer holds (not looked up).
@@ -143,6 +150,7 @@ impl ReplayReport {
     /// in full, or messages kvaudit could not read.
     pub fn has_findings(&self) -> bool {
         !self.malformed.is_empty()
+            || !self.engine_skipped.is_empty()
             || self
                 .views
                 .iter()
@@ -164,6 +172,7 @@ pub struct Replayer {
     messages: u64,
     events: EventCounts,
     malformed: Vec<Malformed>,
+    engine_skipped: Counts,
     order: u64,
     bytes: u64,
     pool: crate::events::Pool,
@@ -180,6 +189,7 @@ impl Replayer {
             messages: 0,
             events: EventCounts::default(),
             malformed: Vec::new(),
+            engine_skipped: Counts::default(),
             order: 0,
             bytes: 0,
             pool: crate::events::Pool::default(),
@@ -276,7 +286,9 @@ impl Replayer {
                     self.events.block_stored += 1;
                     if on_gpu(s.medium.as_deref()) {
                         self.order += 1;
-                        insert_blocks(tree, s, self.order);
+                        if let Err(reason) = insert_blocks(tree, s, self.order) {
+                            self.engine_skipped.add(reason);
+                        }
                     }
                 }
                 EventKind::Removed(r) => {
@@ -368,6 +380,7 @@ impl Replayer {
             messages: self.messages,
             events: self.events,
             malformed: self.malformed,
+            engine_skipped: self.engine_skipped,
             views: self
                 .views
                 .into_iter()
@@ -388,12 +401,24 @@ fn on_gpu(medium: Option<&str>) -> bool {
     medium.is_none_or(|m| m.is_empty() || m.eq_ignore_ascii_case("gpu"))
 }
 
-fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
+/// Add a stored event's blocks to the engine tree; an event that cannot be split into its
+/// blocks is left out, and why is returned. Every number here comes off the wire, so the
+/// arithmetic is checked: a block size near 2^62 wrapped `n * block_size` onto the token
+/// count and the slicing then ran out of range.
+fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) -> Result<(), &'static str> {
     let n = s.block_hashes.len();
-    if n == 0 || s.block_size <= 0 || s.token_ids.len() != n * s.block_size as usize {
-        return;
+    if s.token_ids.is_empty() {
+        return Ok(()); // a tier update (or nothing): no tokens to place
     }
-    let bs = s.block_size as usize;
+    if s.block_size <= 0 {
+        return Err(INVALID_BLOCK_SIZE);
+    }
+    let bs = usize::try_from(s.block_size).map_err(|_| NON_DENSE_BLOCK_SPAN)?;
+    if n.checked_mul(bs) != Some(s.token_ids.len()) {
+        return Err(NON_DENSE_BLOCK_SPAN);
+    }
+    // Dense, so bs ≤ the token count, which the payload size limit keeps far below 2^32.
+    let len = u32::try_from(bs).map_err(|_| NON_DENSE_BLOCK_SPAN)?;
     let mut parent = s.parent_block_hash.as_ref().map(|h| h.as_u64());
     for (i, h) in s.block_hashes.iter().enumerate() {
         let h = h.as_u64();
@@ -405,12 +430,13 @@ fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
             slot.insert(Node {
                 parent,
                 start,
-                len: bs as u32,
+                len,
                 order,
             });
         }
         parent = Some(h);
     }
+    Ok(())
 }
 
 /// Tokens from the root to `leaf`, or `None` when an ancestor is no longer held.

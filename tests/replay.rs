@@ -464,10 +464,92 @@ fn mutated_captures_never_panic() {
 
 // ---- hostile captures: bounded memory, linear time, counted reasons, no panic ----
 
+fn stored_event(hashes: usize, tokens: Vec<u32>, block_size: i64, group: bool) -> Batch {
+    use kvaudit::events::msgpack::IntWidth;
+    use kvaudit::events::{BlockStored, Event, EventKind, EventWire, WireHash};
+    let ev = BlockStored {
+        block_hashes: (0..hashes)
+            .map(|i| WireHash::Uint((1 << 40) + i as u64, IntWidth::U64))
+            .collect(),
+        token_ids: tokens,
+        block_size,
+        medium: Some("GPU".into()),
+        group_idx: group.then_some(0),
+        kv_cache_spec_kind: group.then(|| "full_attention".into()),
+        ..BlockStored::default()
+    };
+    Batch {
+        ts: 1.0,
+        events: vec![Event {
+            kind: EventKind::Stored(Box::new(ev)),
+            wire: EventWire::Map,
+        }],
+        data_parallel_rank: Some(0),
+        wire: BatchWire::Array(3),
+    }
+}
+
 fn write_temp(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
     let path = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
     path.display().to_string()
+}
+
+/// The campaign's crafted BlockStored (block_size 2^62+1, four hashes, four tokens: `n *
+/// block_size` wrapped to 4) panicked replay. It and the other impossible block sizes are
+/// now skipped and counted: by llm-d's own reasons in the views when the event has a group
+/// (llm-d's density check), and by the engine view, which needs the blocks, always.
+#[test]
+fn impossible_block_sizes_are_counted_not_panicked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(usize, Vec<u32>, i64)> = vec![
+        (4, vec![1, 2, 3, 4], (1 << 62) + 1),
+        (1, (1..=16).collect(), 0),
+        (1, (1..=16).collect(), -16),
+        (1, (1..=16).collect(), i64::MAX),
+        (2, (1..=20).collect(), 16),
+        (0, (1..=16).collect(), 16),
+        (3, (1..=32).collect(), 16),
+    ];
+    for group in [false, true] {
+        let mut frames = Vec::new();
+        for (seq, (hashes, tokens, bs)) in cases.iter().enumerate() {
+            let batch = stored_event(*hashes, tokens.clone(), *bs, group);
+            write_frame(&mut frames, b"kv@p@m", seq as u64, &encode_batch(&batch));
+        }
+        let file = write_temp(&dir, "crafted.frames", &frames);
+        let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
+        assert_eq!(v["messages"], cases.len());
+        assert_eq!(v["malformed"], 0);
+        assert_eq!(v["engine_skipped"]["invalid_block_size"], 2, "{v}");
+        assert_eq!(v["engine_skipped"]["non_dense_block_span"], 5, "{v}");
+        for bs in [16, 64] {
+            let skipped = &view(&v, bs)["stores_skipped"];
+            if group {
+                assert_eq!(skipped["invalid_block_size"], 2, "{skipped}");
+                assert_eq!(skipped["non_dense_block_span"], 5, "{skipped}");
+            } else {
+                // llm-d checks density only for events with a group; it re-chunks the rest.
+                assert!(skipped.get("non_dense_block_span").is_none(), "{skipped}");
+            }
+        }
+    }
+    // The crafted event alone, as the campaign sent it: one clear count, exit 1 (findings).
+    let batch = stored_event(4, vec![1, 2, 3, 4], (1 << 62) + 1, false);
+    let file = write_temp(
+        &dir,
+        "one.frames",
+        &frame(b"kv@p@m", 0, &encode_batch(&batch)),
+    );
+    let out = kvaudit().args(["replay", &file]).assert().code(1);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains(
+            "1 BlockStored events the engine view cannot split into blocks: non_dense_block_span"
+        ),
+        "{text}"
+    );
+    assert!(out.get_output().stderr.is_empty());
 }
 
 /// Address space a hostile-input run may use: kvaudit replays small captures in under

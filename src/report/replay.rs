@@ -68,6 +68,7 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
             "block_removed": r.events.block_removed,
             "all_blocks_cleared": r.events.all_blocks_cleared,
         },
+        "engine_skipped": r.engine_skipped,
         "incomplete_sequences": r.incomplete_sequences,
         "views": views,
     })
@@ -164,6 +165,12 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             format!(", {} malformed", r.malformed.len())
         },
     );
+    for (reason, n) in r.engine_skipped.iter() {
+        let _ = writeln!(
+            out,
+            "  {n:>8} BlockStored events the engine view cannot split into blocks: {reason}"
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
