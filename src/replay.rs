@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::events::capture::MessageRef;
-use crate::events::msgpack::{DecodeError, short_eq};
+use crate::events::msgpack::{DecodeError, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::index::{
     Counts, INVALID_BLOCK_SIZE, Index, IndexConfig, MSG_BATCH_DECODE_ERROR, NON_DENSE_BLOCK_SPAN,
@@ -34,6 +34,82 @@ pub struct EventCounts {
 pub struct Malformed {
     pub offset: u64,
     pub reason: String,
+}
+
+/// Messages kvaudit could not decode, counted by kind with the first few of each kept: a
+/// capture of garbage yields millions of them, and a list grew with the file until the
+/// allocator gave up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MalformedCounts {
+    pub total: u64,
+    /// In order of first appearance.
+    pub kinds: Vec<MalformedKind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedKind {
+    pub kind: String,
+    pub count: u64,
+    pub examples: Vec<Malformed>,
+}
+
+/// Examples kept per kind.
+const MALFORMED_EXAMPLES: usize = 3;
+/// Distinct kinds kept; the rest are counted under [`OTHER_KIND`].
+const MALFORMED_KINDS: usize = 32;
+const OTHER_KIND: &str = "other";
+/// Longest reason kept in an example (a reason may quote a string from the input).
+const REASON_MAX: usize = 200;
+
+impl MalformedCounts {
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    pub fn add(&mut self, offset: u64, reason: &str) {
+        self.total += 1;
+        let mut kind = malformed_kind(reason);
+        if !self.kinds.iter().any(|k| k.kind == kind) && self.kinds.len() >= MALFORMED_KINDS {
+            kind = OTHER_KIND;
+        }
+        let at = match self.kinds.iter().position(|k| k.kind == kind) {
+            Some(i) => i,
+            None => {
+                self.kinds.push(MalformedKind {
+                    kind: kind.to_string(),
+                    count: 0,
+                    examples: Vec::new(),
+                });
+                self.kinds.len() - 1
+            }
+        };
+        let k = &mut self.kinds[at];
+        k.count += 1;
+        if k.examples.len() < MALFORMED_EXAMPLES {
+            k.examples.push(Malformed {
+                offset,
+                reason: clip(reason, REASON_MAX).to_string(),
+            });
+        }
+    }
+}
+
+/// A reason's fixed part: its text up to the first number or quoted value, so messages that
+/// differ only in a count, offset or name fall under one kind.
+pub fn malformed_kind(reason: &str) -> &str {
+    let end = reason
+        .find(|c: char| c.is_ascii_digit() || c == '"')
+        .unwrap_or(reason.len());
+    let kind = reason[..end].trim_end_matches([' ', ':', ',', '(']);
+    if kind.is_empty() {
+        OTHER_KIND
+    } else {
+        clip(kind, REASON_MAX)
+    }
 }
 
 /// One block the engine holds (for sequence reconstruction); its tokens live in the pod's
@@ -131,7 +207,7 @@ pub struct ViewReport {
 pub struct ReplayReport {
     pub messages: u64,
     pub events: EventCounts,
-    pub malformed: Vec<Malformed>,
+    pub malformed: MalformedCounts,
     /// BlockStored events kvaudit's engine view could not split into blocks (by reason: a
     /// block size that is not positive, or tokens that are not hashes × block size). llm-d
     /// checks this only for events with a group (`stores_skipped` of each view).
@@ -171,7 +247,7 @@ pub struct Replayer {
     last_pod: usize,
     messages: u64,
     events: EventCounts,
-    malformed: Vec<Malformed>,
+    malformed: MalformedCounts,
     engine_skipped: Counts,
     order: u64,
     bytes: u64,
@@ -188,7 +264,7 @@ impl Replayer {
             last_pod: 0,
             messages: 0,
             events: EventCounts::default(),
-            malformed: Vec::new(),
+            malformed: MalformedCounts::default(),
             engine_skipped: Counts::default(),
             order: 0,
             bytes: 0,
@@ -223,12 +299,8 @@ impl Replayer {
             Ok(b) => b,
             Err(e) if !self.opts.keep_going => return Err(e),
             Err(e) => {
-                let e = e.into_info();
                 self.messages += 1;
-                self.malformed.push(Malformed {
-                    offset: e.offset as u64,
-                    reason: e.reason,
-                });
+                self.malformed.add(e.offset as u64, &e.reason);
                 for v in &mut self.views {
                     v.stats.messages_dropped.add(MSG_BATCH_DECODE_ERROR);
                 }
@@ -482,6 +554,28 @@ mod tests {
             keep_going: false,
             default_pod: "p".into(),
         })
+    }
+
+    #[test]
+    fn malformed_messages_are_counted_by_kind_with_bounded_examples() {
+        let mut m = MalformedCounts::default();
+        for i in 0..10u64 {
+            m.add(i, &format!("truncated msgpack: {i} more bytes expected"));
+        }
+        m.add(99, &format!("unknown event tag \"{}\"", "x".repeat(1000)));
+        for i in 0..100u64 {
+            m.add(i, &format!("kind {} {i}", "k".repeat(i as usize)));
+        }
+        assert_eq!(m.len(), 111);
+        assert_eq!(m.kinds[0].kind, "truncated msgpack");
+        assert_eq!(m.kinds[0].count, 10);
+        let offsets: Vec<u64> = m.kinds[0].examples.iter().map(|e| e.offset).collect();
+        assert_eq!(offsets, [0, 1, 2]);
+        assert_eq!(m.kinds[1].kind, "unknown event tag");
+        assert_eq!(m.kinds[1].examples[0].reason.len(), REASON_MAX);
+        assert_eq!(m.kinds.len(), MALFORMED_KINDS + 1);
+        let other = m.kinds.last().unwrap();
+        assert_eq!((other.kind.as_str(), other.count), (OTHER_KIND, 70));
     }
 
     /// A leaf is a block no held block extends, whatever order the events came in: a child

@@ -436,7 +436,11 @@ fn read_tag(r: &mut Reader, what: &str) -> Result<Tag, DecodeError> {
     }
     let at = r.position();
     let name = r.str(what)?;
-    tag_of(name).ok_or_else(|| r.error(at, format!("unknown event tag {name:?}")))
+    // A tag quoted back in full could be the whole payload.
+    tag_of(name).ok_or_else(|| {
+        let shown = msgpack::clip(name, 64);
+        r.error(at, format!("unknown event tag {shown:?}"))
+    })
 }
 
 fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, DecodeError> {

@@ -549,6 +549,18 @@ pub(crate) fn short_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).all(|(x, y)| x == y)
 }
 
+/// At most `max` bytes of `s`, cut at a character boundary (for input quoted in errors).
+pub fn clip(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 pub fn head_kind(h: Head) -> &'static str {
     match h {
         Head::Nil => "nil",

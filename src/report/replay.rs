@@ -63,6 +63,7 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
         "input": input_json,
         "messages": r.messages,
         "malformed": r.malformed.len(),
+        "malformed_by_kind": malformed_json(r),
         "events": {
             "block_stored": r.events.block_stored,
             "block_removed": r.events.block_removed,
@@ -72,6 +73,23 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
         "incomplete_sequences": r.incomplete_sequences,
         "views": views,
     })
+}
+
+/// `{kind: {count, examples: [{offset, reason}]}}`, bounded whatever the input.
+fn malformed_json(r: &ReplayReport) -> Json {
+    let mut out = serde_json::Map::new();
+    for k in &r.malformed.kinds {
+        let examples: Vec<Json> = k
+            .examples
+            .iter()
+            .map(|e| json!({"offset": e.offset, "reason": e.reason}))
+            .collect();
+        out.insert(
+            k.kind.clone(),
+            json!({"count": k.count, "examples": examples}),
+        );
+    }
+    Json::Object(out)
 }
 
 fn label(v: &str) -> String {
@@ -165,6 +183,14 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             format!(", {} malformed", r.malformed.len())
         },
     );
+    for k in &r.malformed.kinds {
+        let first = k.examples.first().map(|e| e.offset).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {:>8} malformed: {} (first at byte {first})",
+            k.count, k.kind
+        );
+    }
     for (reason, n) in r.engine_skipped.iter() {
         let _ = writeln!(
             out,
