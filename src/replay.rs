@@ -243,6 +243,8 @@ pub struct Replayer {
     views: Vec<Index>,
     /// Every pod seen: name, topic model, the blocks its engine holds.
     pods: Vec<(String, String, PodTree)>,
+    /// Pod name → its place in `pods` (a scan per new topic made many pods quadratic).
+    pod_ids: FxHashMap<String, usize>,
     /// Index of the pod of the previous message (captures come in runs of one pod).
     last_pod: usize,
     messages: u64,
@@ -261,6 +263,7 @@ impl Replayer {
             opts,
             views,
             pods: Vec::new(),
+            pod_ids: FxHashMap::default(),
             last_pod: 0,
             messages: 0,
             events: EventCounts::default(),
@@ -337,11 +340,12 @@ impl Replayer {
         {
             return self.last_pod;
         }
-        let at = match self.pods.iter().position(|p| p.0 == pod) {
-            Some(i) => i,
+        let at = match self.pod_ids.get(pod) {
+            Some(&i) => i,
             None => {
                 self.pods
                     .push((pod.to_string(), model.to_string(), PodTree::default()));
+                self.pod_ids.insert(pod.to_string(), self.pods.len() - 1);
                 self.pods.len() - 1
             }
         };
@@ -404,6 +408,7 @@ impl Replayer {
         let mut sequences = Vec::new();
         let mut incomplete = 0;
         self.pods.sort_by(|a, b| a.0.cmp(&b.0));
+        self.pod_ids.clear();
         for (pod, model, tree) in &self.pods {
             for hash in tree.leaves() {
                 let Some(tokens) = chain_tokens(tree, hash) else {
@@ -433,7 +438,13 @@ impl Replayer {
                 let model = l
                     .model
                     .clone()
-                    .or_else(|| self.pods.iter().find(|p| p.0 == pod).map(|p| p.1.clone()))
+                    .or_else(|| {
+                        let at = self
+                            .pods
+                            .binary_search_by(|p| p.0.as_str().cmp(&pod))
+                            .ok()?;
+                        Some(self.pods[at].1.clone())
+                    })
                     .unwrap_or_default();
                 let index_tokens = self
                     .views
