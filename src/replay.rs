@@ -27,6 +27,10 @@ pub struct EventCounts {
     pub block_stored: u64,
     pub block_removed: u64,
     pub all_blocks_cleared: u64,
+    /// BlockStored events with a token id that is negative or above u32::MAX. vLLM never
+    /// sends one; llm-d casts them to uint32 (negatives wrap), and so does kvaudit, which
+    /// counts them rather than wrap them unseen.
+    pub token_ids_out_of_range: u64,
 }
 
 /// A message kvaudit itself could not decode.
@@ -227,6 +231,7 @@ impl ReplayReport {
     pub fn has_findings(&self) -> bool {
         !self.malformed.is_empty()
             || !self.engine_skipped.is_empty()
+            || self.events.token_ids_out_of_range > 0
             || self
                 .views
                 .iter()
@@ -360,6 +365,9 @@ impl Replayer {
             match &ev.kind {
                 EventKind::Stored(s) => {
                     self.events.block_stored += 1;
+                    if s.token_ids_out_of_range {
+                        self.events.token_ids_out_of_range += 1;
+                    }
                     if on_gpu(s.medium.as_deref()) {
                         self.order += 1;
                         if let Err(reason) = insert_blocks(tree, s, self.order) {

@@ -742,3 +742,37 @@ fn one_hundred_thousand_topics() {
     );
     assert_eq!(sequences[0]["pod"], "pod-0");
 }
+
+/// Token ids outside u32 (negative, or 2^32 and up) are cast as llm-d casts them, and
+/// counted: vLLM never sends one, so a capture that has them is not what it seems.
+#[test]
+fn out_of_range_token_ids_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut frames = Vec::new();
+    for (seq, bad) in [None, Some(-1i64), Some(1 << 32)].into_iter().enumerate() {
+        let mut w = Writer::default();
+        w.array(3).f64(1.0).array(1).array(11).str("BlockStored");
+        w.array(1).u64_wide((1 << 40) + seq as u64).nil();
+        w.array(16);
+        for t in 0..16i64 {
+            w.int(if t == 5 {
+                bad.unwrap_or(t)
+            } else {
+                t + 100 * seq as i64
+            });
+        }
+        w.uint(16).nil().str("GPU").nil().array(1).nil().uint(0);
+        w.str("full_attention").uint(0);
+        write_frame(&mut frames, b"kv@p@m", seq as u64, &w.buf);
+    }
+    let file = write_temp(&dir, "tokens.frames", &frames);
+    let v = replay_json(&file, &["--index-block-size", "16"], 1);
+    assert_eq!(v["malformed"], 0);
+    assert_eq!(v["events"]["block_stored"], 3);
+    assert_eq!(v["events"]["token_ids_out_of_range"], 2);
+    assert_eq!(
+        view(&v, 16)["stores_accepted"],
+        3,
+        "llm-d indexes them cast"
+    );
+}

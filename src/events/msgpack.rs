@@ -482,10 +482,11 @@ impl<'a> Reader<'a> {
     }
 
     /// An array of integers as u32, appended to `out` (token ids: any width; negatives wrap,
-    /// as llm-d casts them).
-    pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<(), DecodeError> {
+    /// as llm-d casts them). `true` when a value did not fit, so the caller can say so.
+    pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<bool, DecodeError> {
         let n = self.array(what)?;
         out.reserve(n.min(1 << 20));
+        let mut out_of_range = false;
         for _ in 0..n {
             let at = self.pos;
             let v = match self.head()? {
@@ -498,9 +499,10 @@ impl<'a> Reader<'a> {
                     ));
                 }
             };
+            out_of_range |= v > u32::MAX as u64;
             out.push(v as u32);
         }
-        Ok(())
+        Ok(out_of_range)
     }
 
     /// Consume `wire` if these exact bytes are next.

@@ -68,6 +68,7 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
             "block_stored": r.events.block_stored,
             "block_removed": r.events.block_removed,
             "all_blocks_cleared": r.events.all_blocks_cleared,
+            "token_ids_out_of_range": r.events.token_ids_out_of_range,
         },
         "engine_skipped": r.engine_skipped,
         "incomplete_sequences": r.incomplete_sequences,
@@ -189,6 +190,13 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             out,
             "  {:>8} malformed: {} (first at byte {first})",
             k.count, k.kind
+        );
+    }
+    if r.events.token_ids_out_of_range > 0 {
+        let _ = writeln!(
+            out,
+            "  {:>8} BlockStored events with a token id outside 0..2^32 (cast to u32 as llm-d does)",
+            r.events.token_ids_out_of_range
         );
     }
     for (reason, n) in r.engine_skipped.iter() {
