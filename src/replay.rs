@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::events::capture::MessageRef;
-use crate::events::msgpack::{DecodeError, short_eq};
+use crate::events::msgpack::{DecodeError, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
-use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR, message_drop_reason, parse_topic};
+use crate::index::{
+    Counts, INVALID_BLOCK_SIZE, Index, IndexConfig, MSG_BATCH_DECODE_ERROR, NON_DENSE_BLOCK_SPAN,
+    message_drop_reason, parse_topic,
+};
 
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
@@ -24,6 +27,10 @@ pub struct EventCounts {
     pub block_stored: u64,
     pub block_removed: u64,
     pub all_blocks_cleared: u64,
+    /// BlockStored events with a token id that is negative or above u32::MAX. vLLM never
+    /// sends one; llm-d casts them to uint32 (negatives wrap), and so does kvaudit, which
+    /// counts them rather than wrap them unseen.
+    pub token_ids_out_of_range: u64,
 }
 
 /// A message kvaudit itself could not decode.
@@ -31,6 +38,82 @@ pub struct EventCounts {
 pub struct Malformed {
     pub offset: u64,
     pub reason: String,
+}
+
+/// Messages kvaudit could not decode, counted by kind with the first few of each kept: a
+/// capture of garbage yields millions of them, and a list grew with the file until the
+/// allocator gave up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MalformedCounts {
+    pub total: u64,
+    /// In order of first appearance.
+    pub kinds: Vec<MalformedKind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedKind {
+    pub kind: String,
+    pub count: u64,
+    pub examples: Vec<Malformed>,
+}
+
+/// Examples kept per kind.
+const MALFORMED_EXAMPLES: usize = 3;
+/// Distinct kinds kept; the rest are counted under [`OTHER_KIND`].
+const MALFORMED_KINDS: usize = 32;
+const OTHER_KIND: &str = "other";
+/// Longest reason kept in an example (a reason may quote a string from the input).
+const REASON_MAX: usize = 200;
+
+impl MalformedCounts {
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    pub fn add(&mut self, offset: u64, reason: &str) {
+        self.total += 1;
+        let mut kind = malformed_kind(reason);
+        if !self.kinds.iter().any(|k| k.kind == kind) && self.kinds.len() >= MALFORMED_KINDS {
+            kind = OTHER_KIND;
+        }
+        let at = match self.kinds.iter().position(|k| k.kind == kind) {
+            Some(i) => i,
+            None => {
+                self.kinds.push(MalformedKind {
+                    kind: kind.to_string(),
+                    count: 0,
+                    examples: Vec::new(),
+                });
+                self.kinds.len() - 1
+            }
+        };
+        let k = &mut self.kinds[at];
+        k.count += 1;
+        if k.examples.len() < MALFORMED_EXAMPLES {
+            k.examples.push(Malformed {
+                offset,
+                reason: clip(reason, REASON_MAX).to_string(),
+            });
+        }
+    }
+}
+
+/// A reason's fixed part: its text up to the first number or quoted value, so messages that
+/// differ only in a count, offset or name fall under one kind.
+pub fn malformed_kind(reason: &str) -> &str {
+    let end = reason
+        .find(|c: char| c.is_ascii_digit() || c == '"')
+        .unwrap_or(reason.len());
+    let kind = reason[..end].trim_end_matches([' ', ':', ',', '(']);
+    if kind.is_empty() {
+        OTHER_KIND
+    } else {
+        clip(kind, REASON_MAX)
+    }
 }
 
 /// One block the engine holds (for sequence reconstruction); its tokens live in the pod's
@@ -128,7 +211,11 @@ pub struct ViewReport {
 pub struct ReplayReport {
     pub messages: u64,
     pub events: EventCounts,
-    pub malformed: Vec<Malformed>,
+    pub malformed: MalformedCounts,
+    /// BlockStored events kvaudit's engine view could not split into blocks (by reason: a
+    /// block size that is not positive, or tokens that are not hashes × block size). llm-d
+    /// checks this only for events with a group (`stores_skipped` of each view).
+    pub engine_skipped: Counts,
     pub views: Vec<ViewReport>,
     pub sequences: Vec<Sequence>,
     /// Leaf chains whose root the engine no longer holds (not looked up).
@@ -143,6 +230,8 @@ impl ReplayReport {
     /// in full, or messages kvaudit could not read.
     pub fn has_findings(&self) -> bool {
         !self.malformed.is_empty()
+            || !self.engine_skipped.is_empty()
+            || self.events.token_ids_out_of_range > 0
             || self
                 .views
                 .iter()
@@ -159,11 +248,14 @@ pub struct Replayer {
     views: Vec<Index>,
     /// Every pod seen: name, topic model, the blocks its engine holds.
     pods: Vec<(String, String, PodTree)>,
+    /// Pod name → its place in `pods` (a scan per new topic made many pods quadratic).
+    pod_ids: FxHashMap<String, usize>,
     /// Index of the pod of the previous message (captures come in runs of one pod).
     last_pod: usize,
     messages: u64,
     events: EventCounts,
-    malformed: Vec<Malformed>,
+    malformed: MalformedCounts,
+    engine_skipped: Counts,
     order: u64,
     bytes: u64,
     pool: crate::events::Pool,
@@ -176,10 +268,12 @@ impl Replayer {
             opts,
             views,
             pods: Vec::new(),
+            pod_ids: FxHashMap::default(),
             last_pod: 0,
             messages: 0,
             events: EventCounts::default(),
-            malformed: Vec::new(),
+            malformed: MalformedCounts::default(),
+            engine_skipped: Counts::default(),
             order: 0,
             bytes: 0,
             pool: crate::events::Pool::default(),
@@ -213,12 +307,8 @@ impl Replayer {
             Ok(b) => b,
             Err(e) if !self.opts.keep_going => return Err(e),
             Err(e) => {
-                let e = e.into_info();
                 self.messages += 1;
-                self.malformed.push(Malformed {
-                    offset: e.offset as u64,
-                    reason: e.reason,
-                });
+                self.malformed.add(e.offset as u64, &e.reason);
                 for v in &mut self.views {
                     v.stats.messages_dropped.add(MSG_BATCH_DECODE_ERROR);
                 }
@@ -255,11 +345,12 @@ impl Replayer {
         {
             return self.last_pod;
         }
-        let at = match self.pods.iter().position(|p| p.0 == pod) {
-            Some(i) => i,
+        let at = match self.pod_ids.get(pod) {
+            Some(&i) => i,
             None => {
                 self.pods
                     .push((pod.to_string(), model.to_string(), PodTree::default()));
+                self.pod_ids.insert(pod.to_string(), self.pods.len() - 1);
                 self.pods.len() - 1
             }
         };
@@ -274,9 +365,14 @@ impl Replayer {
             match &ev.kind {
                 EventKind::Stored(s) => {
                     self.events.block_stored += 1;
+                    if s.token_ids_out_of_range {
+                        self.events.token_ids_out_of_range += 1;
+                    }
                     if on_gpu(s.medium.as_deref()) {
                         self.order += 1;
-                        insert_blocks(tree, s, self.order);
+                        if let Err(reason) = insert_blocks(tree, s, self.order) {
+                            self.engine_skipped.add(reason);
+                        }
                     }
                 }
                 EventKind::Removed(r) => {
@@ -320,6 +416,7 @@ impl Replayer {
         let mut sequences = Vec::new();
         let mut incomplete = 0;
         self.pods.sort_by(|a, b| a.0.cmp(&b.0));
+        self.pod_ids.clear();
         for (pod, model, tree) in &self.pods {
             for hash in tree.leaves() {
                 let Some(tokens) = chain_tokens(tree, hash) else {
@@ -349,7 +446,13 @@ impl Replayer {
                 let model = l
                     .model
                     .clone()
-                    .or_else(|| self.pods.iter().find(|p| p.0 == pod).map(|p| p.1.clone()))
+                    .or_else(|| {
+                        let at = self
+                            .pods
+                            .binary_search_by(|p| p.0.as_str().cmp(&pod))
+                            .ok()?;
+                        Some(self.pods[at].1.clone())
+                    })
                     .unwrap_or_default();
                 let index_tokens = self
                     .views
@@ -368,6 +471,7 @@ impl Replayer {
             messages: self.messages,
             events: self.events,
             malformed: self.malformed,
+            engine_skipped: self.engine_skipped,
             views: self
                 .views
                 .into_iter()
@@ -388,12 +492,24 @@ fn on_gpu(medium: Option<&str>) -> bool {
     medium.is_none_or(|m| m.is_empty() || m.eq_ignore_ascii_case("gpu"))
 }
 
-fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
+/// Add a stored event's blocks to the engine tree; an event that cannot be split into its
+/// blocks is left out, and why is returned. Every number here comes off the wire, so the
+/// arithmetic is checked: a block size near 2^62 wrapped `n * block_size` onto the token
+/// count and the slicing then ran out of range.
+fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) -> Result<(), &'static str> {
     let n = s.block_hashes.len();
-    if n == 0 || s.block_size <= 0 || s.token_ids.len() != n * s.block_size as usize {
-        return;
+    if s.token_ids.is_empty() {
+        return Ok(()); // a tier update (or nothing): no tokens to place
     }
-    let bs = s.block_size as usize;
+    if s.block_size <= 0 {
+        return Err(INVALID_BLOCK_SIZE);
+    }
+    let bs = usize::try_from(s.block_size).map_err(|_| NON_DENSE_BLOCK_SPAN)?;
+    if n.checked_mul(bs) != Some(s.token_ids.len()) {
+        return Err(NON_DENSE_BLOCK_SPAN);
+    }
+    // Dense, so bs ≤ the token count, which the payload size limit keeps far below 2^32.
+    let len = u32::try_from(bs).map_err(|_| NON_DENSE_BLOCK_SPAN)?;
     let mut parent = s.parent_block_hash.as_ref().map(|h| h.as_u64());
     for (i, h) in s.block_hashes.iter().enumerate() {
         let h = h.as_u64();
@@ -405,12 +521,13 @@ fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) {
             slot.insert(Node {
                 parent,
                 start,
-                len: bs as u32,
+                len,
                 order,
             });
         }
         parent = Some(h);
     }
+    Ok(())
 }
 
 /// Tokens from the root to `leaf`, or `None` when an ancestor is no longer held.
@@ -456,6 +573,28 @@ mod tests {
             keep_going: false,
             default_pod: "p".into(),
         })
+    }
+
+    #[test]
+    fn malformed_messages_are_counted_by_kind_with_bounded_examples() {
+        let mut m = MalformedCounts::default();
+        for i in 0..10u64 {
+            m.add(i, &format!("truncated msgpack: {i} more bytes expected"));
+        }
+        m.add(99, &format!("unknown event tag \"{}\"", "x".repeat(1000)));
+        for i in 0..100u64 {
+            m.add(i, &format!("kind {} {i}", "k".repeat(i as usize)));
+        }
+        assert_eq!(m.len(), 111);
+        assert_eq!(m.kinds[0].kind, "truncated msgpack");
+        assert_eq!(m.kinds[0].count, 10);
+        let offsets: Vec<u64> = m.kinds[0].examples.iter().map(|e| e.offset).collect();
+        assert_eq!(offsets, [0, 1, 2]);
+        assert_eq!(m.kinds[1].kind, "unknown event tag");
+        assert_eq!(m.kinds[1].examples[0].reason.len(), REASON_MAX);
+        assert_eq!(m.kinds.len(), MALFORMED_KINDS + 1);
+        let other = m.kinds.last().unwrap();
+        assert_eq!((other.kind.as_str(), other.count), (OTHER_KIND, 70));
     }
 
     /// A leaf is a block no held block extends, whatever order the events came in: a child

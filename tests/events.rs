@@ -266,3 +266,51 @@ fn re_encoding_vllm_0_33_captures_reproduces_their_bytes() {
     }
     eprintln!("{payloads} payloads re-encoded byte for byte");
 }
+
+/// Token ids outside u32 take the general path (the fast path reads only unsigned ids of up
+/// to 32 bits) and both paths give the same batch: the ids cast as llm-d casts them, and
+/// the event marked, so the cast is never silent.
+#[test]
+fn out_of_range_token_ids_decode_alike_and_are_marked() {
+    use kvaudit::events::msgpack::Writer;
+    for (bad, cast, marked) in [
+        (7i64, 7u32, false),
+        (u32::MAX as i64, u32::MAX, false),
+        (-1, u32::MAX, true),
+        (i64::MIN, 0, true),
+        (1 << 32, 0, true),
+        (i64::MAX, u32::MAX, true),
+    ] {
+        for map in [false, true] {
+            let mut w = Writer::default();
+            w.array(3).f64(1.0).array(1);
+            if map {
+                w.map(5).str("type").str("BlockStored").str("block_hashes");
+            } else {
+                w.array(5).str("BlockStored");
+            }
+            w.array(1).u64_wide(1 << 40);
+            if map {
+                w.str("parent_block_hash");
+            }
+            w.nil();
+            if map {
+                w.str("token_ids");
+            }
+            w.array(3).uint(1).int(bad).uint(300);
+            if map {
+                w.str("block_size");
+            }
+            w.uint(3).uint(0);
+            let fast = decode_batch_with(&w.buf, 0, Engine::Vllm, &mut Pool::default()).unwrap();
+            let general =
+                decode_batch_with(&w.buf, 0, Engine::Vllm, &mut Pool::general_only()).unwrap();
+            assert_eq!(fast, general, "{bad}");
+            let EventKind::Stored(s) = &fast.events[0].kind else {
+                panic!()
+            };
+            assert_eq!(s.token_ids, vec![1, cast, 300], "{bad}");
+            assert_eq!(s.token_ids_out_of_range, marked, "{bad}");
+        }
+    }
+}

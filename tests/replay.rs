@@ -260,7 +260,11 @@ fn bad_input_reports_the_offset_and_keeps_counts() {
     let mut beyond = good[..first_len].to_vec();
     beyond.extend_from_slice(&frame(b"kv@p@m", 1, &[0x93])[..18]);
     beyond.extend_from_slice(&1000u32.to_be_bytes());
-    fails(&beyond, &[], "truncated frame: payload needs 1000 bytes");
+    fails(
+        &beyond,
+        &[],
+        &format!("the frame at byte {first_len} claims 1000 payload bytes but the file ends"),
+    );
     // Invalid UTF-8 topic.
     let mut bad_topic = good[..first_len].to_vec();
     bad_topic.extend_from_slice(&frame(&[0x6b, 0xff, 0x40], 1, &[0x93, 0x00, 0x90, 0x00]));
@@ -456,4 +460,319 @@ fn mutated_captures_never_panic() {
         };
         replayer.finish(&[lookup]);
     }
+}
+
+// ---- hostile captures: bounded memory, linear time, counted reasons, no panic ----
+
+fn stored_event(hashes: usize, tokens: Vec<u32>, block_size: i64, group: bool) -> Batch {
+    use kvaudit::events::msgpack::IntWidth;
+    use kvaudit::events::{BlockStored, Event, EventKind, EventWire, WireHash};
+    let ev = BlockStored {
+        block_hashes: (0..hashes)
+            .map(|i| WireHash::Uint((1 << 40) + i as u64, IntWidth::U64))
+            .collect(),
+        token_ids: tokens,
+        block_size,
+        medium: Some("GPU".into()),
+        group_idx: group.then_some(0),
+        kv_cache_spec_kind: group.then(|| "full_attention".into()),
+        ..BlockStored::default()
+    };
+    Batch {
+        ts: 1.0,
+        events: vec![Event {
+            kind: EventKind::Stored(Box::new(ev)),
+            wire: EventWire::Map,
+        }],
+        data_parallel_rank: Some(0),
+        wire: BatchWire::Array(3),
+    }
+}
+
+fn write_temp(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.display().to_string()
+}
+
+/// The campaign's crafted BlockStored (block_size 2^62+1, four hashes, four tokens: `n *
+/// block_size` wrapped to 4) panicked replay. It and the other impossible block sizes are
+/// now skipped and counted: by llm-d's own reasons in the views when the event has a group
+/// (llm-d's density check), and by the engine view, which needs the blocks, always.
+#[test]
+fn impossible_block_sizes_are_counted_not_panicked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: Vec<(usize, Vec<u32>, i64)> = vec![
+        (4, vec![1, 2, 3, 4], (1 << 62) + 1),
+        (1, (1..=16).collect(), 0),
+        (1, (1..=16).collect(), -16),
+        (1, (1..=16).collect(), i64::MAX),
+        (2, (1..=20).collect(), 16),
+        (0, (1..=16).collect(), 16),
+        (3, (1..=32).collect(), 16),
+    ];
+    for group in [false, true] {
+        let mut frames = Vec::new();
+        for (seq, (hashes, tokens, bs)) in cases.iter().enumerate() {
+            let batch = stored_event(*hashes, tokens.clone(), *bs, group);
+            write_frame(&mut frames, b"kv@p@m", seq as u64, &encode_batch(&batch));
+        }
+        let file = write_temp(&dir, "crafted.frames", &frames);
+        let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
+        assert_eq!(v["messages"], cases.len());
+        assert_eq!(v["malformed"], 0);
+        assert_eq!(v["engine_skipped"]["invalid_block_size"], 2, "{v}");
+        assert_eq!(v["engine_skipped"]["non_dense_block_span"], 5, "{v}");
+        for bs in [16, 64] {
+            let skipped = &view(&v, bs)["stores_skipped"];
+            if group {
+                assert_eq!(skipped["invalid_block_size"], 2, "{skipped}");
+                assert_eq!(skipped["non_dense_block_span"], 5, "{skipped}");
+            } else {
+                // llm-d checks density only for events with a group; it re-chunks the rest.
+                assert!(skipped.get("non_dense_block_span").is_none(), "{skipped}");
+            }
+        }
+    }
+    // The crafted event alone, as the campaign sent it: one clear count, exit 1 (findings).
+    let batch = stored_event(4, vec![1, 2, 3, 4], (1 << 62) + 1, false);
+    let file = write_temp(
+        &dir,
+        "one.frames",
+        &frame(b"kv@p@m", 0, &encode_batch(&batch)),
+    );
+    let out = kvaudit().args(["replay", &file]).assert().code(1);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains(
+            "1 BlockStored events the engine view cannot split into blocks: non_dense_block_span"
+        ),
+        "{text}"
+    );
+    assert!(out.get_output().stderr.is_empty());
+}
+
+/// Address space a hostile-input run may use: kvaudit replays small captures in under
+/// 32 MB, and each defect these tests pin needed hundreds of MB or more.
+const MEMORY_CAP: u64 = 64 << 20;
+
+/// Runs kvaudit with stdout to a file, its address space capped at `cap` bytes, and returns
+/// its stdout; panics with its stderr unless it exits with `want`. A run that needs more
+/// than the cap aborts on allocation and fails here. (A cap, not a peak measured after the
+/// fact: the kernel's max RSS of a child includes the RSS of the test process it was
+/// spawned from, which the other tests running alongside inflate.)
+fn run_capped(args: &[&str], stdin: Option<&str>, cap: Option<u64>, want: i32) -> Vec<u8> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Command as Std;
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("stdout");
+    let err_path = dir.path().join("stderr");
+    let mut cmd = Std::new(env!("CARGO_BIN_EXE_kvaudit"));
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap());
+    if let Some(path) = stdin {
+        cmd.stdin(std::fs::File::open(path).unwrap());
+    }
+    if let Some(cap) = cap {
+        let limit = libc::rlimit {
+            rlim_cur: cap as libc::rlim_t,
+            rlim_max: cap as libc::rlim_t,
+        };
+        // SAFETY: setrlimit is async-signal-safe and touches only the child being spawned.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
+    let status = cmd.status().unwrap();
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(status.code(), Some(want), "{args:?}: {status}: {stderr}");
+    std::fs::read(&out_path).unwrap()
+}
+
+/// 50 MB of zeros read as frames is 3.2 million empty, undecodable messages. With
+/// --keep-going each was kept in a list (2 GB of zeros aborted at 3.8 GB); they are counted
+/// by kind with a few examples, so memory and the report stay small.
+#[test]
+fn keep_going_on_zeros_keeps_memory_and_report_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zeros.frames");
+    let size = 50u64 << 20;
+    std::fs::File::create(&path).unwrap().set_len(size).unwrap();
+    let path = path.display().to_string();
+    let stdout = run_capped(
+        &["replay", &path, "--keep-going", "--format", "json"],
+        None,
+        Some(MEMORY_CAP),
+        1,
+    );
+    assert!(stdout.len() < 8 << 10, "report of {} bytes", stdout.len());
+    let v: Json = serde_json::from_slice(&stdout).unwrap();
+    let messages = size / 16; // each frame: topic length, empty topic, seq, payload length
+    assert_eq!(v["messages"], messages);
+    assert_eq!(v["malformed"], messages);
+    let kinds = v["malformed_kinds"].as_object().unwrap();
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    let (kind, what) = kinds.iter().next().unwrap();
+    assert_eq!(kind, "truncated msgpack");
+    assert_eq!(what["count"], messages);
+    let offsets: Vec<u64> = what["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, vec![16, 32, 48]);
+}
+
+/// A raw msgpack array header claiming 2^32-1 elements before 64 MB of zeros took 17 s (the
+/// value was re-scanned from its start on every read). Such a claim cannot fit the 1 GiB
+/// message limit and fails at once; a claim that could fit is scanned once (stdin: no file
+/// size to check against), failing where the input ends.
+#[test]
+fn raw_msgpack_claims_fail_fast_and_scan_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let zeros = 64u64 << 20;
+    let make = |name: &str, head: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, head).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(head.len() as u64 + zeros)
+            .unwrap();
+        path.display().to_string()
+    };
+    let huge = make("huge.msgpack", &[0xdd, 0xff, 0xff, 0xff, 0xff]);
+    run_capped(&["replay", &huge], None, Some(MEMORY_CAP), 2);
+    fails_at(&huge, "more than the 1 GiB limit");
+    // 2^28 elements: within the limit, but more than the file holds.
+    let big = make("big.msgpack", &[0xdd, 0x10, 0x00, 0x00, 0x00]);
+    fails_at(
+        &big,
+        &format!(
+            "needs at least {} bytes by its headers but the file ends at byte {}",
+            5 + (1u64 << 28),
+            5 + zeros
+        ),
+    );
+    // The whole value is buffered as it arrives (64 MB): no cap here.
+    let stdout = run_capped(&["replay", "-", "--format", "json"], Some(&big), None, 2);
+    let v: Json = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(v["input"]["error"]["offset"], 0);
+    assert_eq!(
+        v["input"]["error"]["reason"],
+        format!(
+            "truncated msgpack message: {} bytes left at the end",
+            5 + zeros
+        )
+    );
+}
+
+fn fails_at(path: &str, want: &str) {
+    let out = kvaudit().args(["replay", path]).assert().code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.contains(want), "expected {want:?} in {err:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
+/// A 154-byte capture whose second frame claims a 1 GiB payload allocated 1 GiB before
+/// finding the file too short. It fails with where the frame is and where the file ends,
+/// from a file (size known: nothing read) and from stdin (read as it comes).
+#[test]
+fn frames_claiming_more_than_the_file_holds_allocate_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = Writer::default();
+    w.array(3).f64(0.0).array(0).uint(0);
+    let mut data = frame(b"kv@p@m", 0, &w.buf);
+    let second = data.len();
+    data.extend_from_slice(&frame(b"kv@p@m", 1, &[])[..18]);
+    data.extend_from_slice(&(1u32 << 30).to_be_bytes());
+    data.resize(154, 0x93);
+    let file = write_temp(&dir, "claim.frames", &data);
+    let want = format!(
+        "byte {}: truncated frame: the frame at byte {second} claims 1073741824 payload bytes but the file ends at byte 154",
+        second + 22
+    );
+    fails_at(&file, &want);
+    for stdin in [false, true] {
+        let args: &[&str] = if stdin {
+            &["replay", "-", "--format", "json"]
+        } else {
+            &["replay", &file, "--format", "json"]
+        };
+        let stdout = run_capped(args, stdin.then_some(file.as_str()), Some(MEMORY_CAP), 2);
+        let v: Json = serde_json::from_slice(&stdout).unwrap();
+        assert_eq!(v["messages"], 1, "the frame before still counts");
+    }
+}
+
+/// 100,000 distinct topics took 17.5 s (each new pod was looked for by a scan of all pods).
+#[test]
+fn one_hundred_thousand_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 100_000u32;
+    let mut frames = Vec::new();
+    for i in 0..n {
+        let tokens: Vec<u32> = (0..16).map(|t| i * 16 + t).collect();
+        let batch = stored_event(1, tokens, 16, true);
+        let topic = format!("kv@pod-{i}@m");
+        write_frame(&mut frames, topic.as_bytes(), 0, &encode_batch(&batch));
+    }
+    let file = write_temp(&dir, "topics.frames", &frames);
+    let v = replay_json(&file, &["--index-block-size", "16"], 0);
+    assert_eq!(v["messages"], n);
+    assert_eq!(v["events"]["block_stored"], n);
+    let b16 = view(&v, 16);
+    assert_eq!(b16["stores_accepted"], n);
+    let sequences = b16["sequences"].as_array().unwrap();
+    assert_eq!(sequences.len(), n as usize);
+    assert!(
+        sequences
+            .iter()
+            .all(|s| s["engine_tokens"] == 16 && s["index_tokens"] == 16)
+    );
+    assert_eq!(sequences[0]["pod"], "pod-0");
+}
+
+/// Token ids outside u32 (negative, or 2^32 and up) are cast as llm-d casts them, and
+/// counted: vLLM never sends one, so a capture that has them is not what it seems.
+#[test]
+fn out_of_range_token_ids_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut frames = Vec::new();
+    for (seq, bad) in [None, Some(-1i64), Some(1 << 32)].into_iter().enumerate() {
+        let mut w = Writer::default();
+        w.array(3).f64(1.0).array(1).array(11).str("BlockStored");
+        w.array(1).u64_wide((1 << 40) + seq as u64).nil();
+        w.array(16);
+        for t in 0..16i64 {
+            w.int(if t == 5 {
+                bad.unwrap_or(t)
+            } else {
+                t + 100 * seq as i64
+            });
+        }
+        w.uint(16).nil().str("GPU").nil().array(1).nil().uint(0);
+        w.str("full_attention").uint(0);
+        write_frame(&mut frames, b"kv@p@m", seq as u64, &w.buf);
+    }
+    let file = write_temp(&dir, "tokens.frames", &frames);
+    let v = replay_json(&file, &["--index-block-size", "16"], 1);
+    assert_eq!(v["malformed"], 0);
+    assert_eq!(v["events"]["block_stored"], 3);
+    assert_eq!(v["events"]["token_ids_out_of_range"], 2);
+    assert_eq!(
+        view(&v, 16)["stores_accepted"],
+        3,
+        "llm-d indexes them cast"
+    );
 }

@@ -52,11 +52,13 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     } else {
         let f = std::fs::File::open(&args.file)
             .with_context(|| format!("cannot open capture {shown}"))?;
-        let size = f.metadata().ok().map(|m| m.len());
+        // Only a regular file's length is its content's (a pipe or device reports 0).
+        let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
         (Box::new(f), size)
     };
-    let mut reader =
-        CaptureReader::new(source).with_context(|| format!("cannot read capture {shown}"))?;
+    let mut reader = CaptureReader::new(source)
+        .with_context(|| format!("cannot read capture {shown}"))?
+        .with_size(size);
     let mut replayer = Replayer::new(options);
     let progress = progress_bar(size);
     let mut error: Option<(u64, String)> = None;

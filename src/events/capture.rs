@@ -4,7 +4,7 @@
 
 use std::io::{self, Read};
 
-use super::msgpack::value_len;
+use super::msgpack::ValueScan;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaptureFormat {
@@ -93,6 +93,8 @@ pub struct CaptureReader<R: Read> {
     offset: u64,
     eof: bool,
     failed: bool,
+    /// Total input size, when known (a file): a length claiming bytes past it fails at once.
+    size: Option<u64>,
     /// The last topic read: a capture repeats a few topics, so one that equals the previous
     /// is neither validated nor copied again.
     topic: String,
@@ -125,9 +127,17 @@ impl<R: Read> CaptureReader<R> {
             offset: 0,
             eof: n == 0,
             failed: false,
+            size: None,
             topic: String::new(),
             last: Last::default(),
         })
+    }
+
+    /// Tell the reader how long the input is (a file's size), so a frame or value that
+    /// claims more bytes than are left is refused before any of them is read.
+    pub fn with_size(mut self, size: Option<u64>) -> Self {
+        self.size = size;
+        self
     }
 
     pub fn format(&self) -> CaptureFormat {
@@ -151,7 +161,11 @@ impl<R: Read> CaptureReader<R> {
                 self.end -= self.start;
                 self.start = 0;
             }
-            let want = self.end + (n - self.end).max(CHUNK);
+            // Lengths come from the input and are only claims: grow towards `n` no faster
+            // than the bytes that actually arrive (at most doubling what is held), so a
+            // short file claiming a huge frame never makes a huge buffer.
+            let room = (n - self.end).clamp(CHUNK, self.end.max(CHUNK));
+            let want = self.end + room;
             if self.buf.len() < want {
                 self.buf.resize(want, 0);
             }
@@ -300,6 +314,25 @@ impl<R: Read> CaptureReader<R> {
         if payload_len > MAX_PAYLOAD {
             return self.fail(len_at, format!("implausible payload length {payload_len}"));
         }
+        let payload_at = self.offset;
+        let file_end = match self.size {
+            Some(size) if payload_at + payload_len as u64 > size => Some(size),
+            Some(_) => None,
+            None => match self.fill(payload_len) {
+                Ok(true) => None,
+                Ok(false) => Some(payload_at + self.available() as u64),
+                Err(e) => return self.fail(payload_at, format!("read error: {e}")),
+            },
+        };
+        if let Some(end) = file_end {
+            return self.fail(
+                payload_at,
+                format!(
+                    "truncated frame: the frame at byte {at} claims {payload_len} payload bytes \
+                     but the file ends at byte {end}"
+                ),
+            );
+        }
         need!(payload_len, "payload");
         self.last = Last {
             has_topic: true,
@@ -320,8 +353,9 @@ impl<R: Read> CaptureReader<R> {
             Ok(true) => {}
             Err(e) => return self.fail(at, format!("read error: {e}")),
         }
+        let mut scan = ValueScan::new();
         loop {
-            match value_len(&self.buf[self.start..self.end]) {
+            match scan.advance(&self.buf[self.start..self.end]) {
                 Ok(Some(n)) => {
                     self.last = Last {
                         has_topic: false,
@@ -335,23 +369,36 @@ impl<R: Read> CaptureReader<R> {
                     return Some(Ok(()));
                 }
                 Ok(None) => {
-                    if self.available() > MAX_PAYLOAD {
-                        return self.fail(at, "message larger than 1 GiB".into());
+                    let min = scan.min_len();
+                    if min > MAX_PAYLOAD as u64 {
+                        return self.fail(
+                            at,
+                            format!(
+                                "msgpack message needs at least {min} bytes by its headers, \
+                                 more than the 1 GiB limit"
+                            ),
+                        );
                     }
-                    let want = self.available() + CHUNK;
-                    match self.fill(want) {
-                        Ok(_) if self.eof && self.available() < want => {
-                            // One more try with everything there is.
-                            if let Ok(Some(_)) = value_len(&self.buf[self.start..self.end]) {
-                                continue;
-                            }
-                            let have = self.available();
+                    if let Some(size) = self.size
+                        && at + min > size
+                    {
+                        return self.fail(
+                            at,
+                            format!(
+                                "truncated msgpack message: it needs at least {min} bytes by \
+                                 its headers but the file ends at byte {size}"
+                            ),
+                        );
+                    }
+                    let have = self.available();
+                    match self.fill(have + 1) {
+                        Ok(true) => {}
+                        Ok(false) => {
                             return self.fail(
                                 at,
                                 format!("truncated msgpack message: {have} bytes left at the end"),
                             );
                         }
-                        Ok(_) => {}
                         Err(e) => return self.fail(at, format!("read error: {e}")),
                     }
                 }
@@ -413,7 +460,14 @@ mod tests {
         let mut r = CaptureReader::new(cut).unwrap();
         r.next_message().unwrap().unwrap();
         let e = r.next_message().unwrap().unwrap_err();
-        assert!(e.reason.contains("truncated frame: payload"), "{e}");
+        assert!(
+            e.reason.contains(&format!(
+                "truncated frame: the frame at byte {} claims 4 payload bytes but the file ends at byte {}",
+                data.len() / 2,
+                cut.len()
+            )),
+            "{e}"
+        );
         assert_eq!(e.offset, (data.len() / 2 + 4 + 6 + 8 + 4) as u64);
         assert!(r.next_message().is_none());
     }
@@ -423,7 +477,7 @@ mod tests {
     #[test]
     fn payload_limit_is_inclusive() {
         for (len, want) in [
-            (MAX_PAYLOAD, "truncated frame: payload"),
+            (MAX_PAYLOAD, "truncated frame"),
             (MAX_PAYLOAD + 1, "implausible payload length"),
         ] {
             let mut data = frames(&[("kv@a@m", 0, &[0x93, 0x00, 0x90, 0x00])]);
@@ -455,6 +509,86 @@ mod tests {
                 .reason
                 .contains("truncated")
         );
+    }
+
+    /// A short input claiming a huge frame fails at its end without a buffer the claimed
+    /// size; with the input's size known it fails before reading on.
+    #[test]
+    fn claimed_payload_lengths_allocate_nothing_up_front() {
+        let mut data = frames(&[("kv@a@m", 0, &[0x93, 0x00, 0x90, 0x00])]);
+        let second = data.len();
+        data.extend_from_slice(&frames(&[("kv@a@m", 1, &[])])[..18]);
+        data.extend_from_slice(&(MAX_PAYLOAD as u32).to_be_bytes());
+        data.extend_from_slice(&[0x93; 100]);
+        for size in [None, Some(data.len() as u64)] {
+            let mut r = CaptureReader::new(&data[..]).unwrap().with_size(size);
+            r.next_message().unwrap().unwrap();
+            let e = r.next_message().unwrap().unwrap_err();
+            assert_eq!(
+                e.reason,
+                format!(
+                    "truncated frame: the frame at byte {second} claims {MAX_PAYLOAD} payload \
+                     bytes but the file ends at byte {}",
+                    data.len()
+                )
+            );
+            assert_eq!(e.offset, second as u64 + 22);
+            assert!(r.buf.len() <= 2 * CHUNK, "buffer {} bytes", r.buf.len());
+        }
+    }
+
+    /// A raw msgpack header claiming more elements than the size limit (or the file) can
+    /// hold is refused at once; one that could fit is scanned once, not once per read.
+    #[test]
+    fn raw_msgpack_claims_are_checked_against_limits() {
+        let mut data = vec![0xdd, 0xff, 0xff, 0xff, 0xff];
+        data.extend_from_slice(&[0u8; 1000]);
+        let e = CaptureReader::new(&data[..])
+            .unwrap()
+            .next_message()
+            .unwrap()
+            .unwrap_err();
+        assert!(e.reason.contains("more than the 1 GiB limit"), "{e}");
+        let mut data = vec![0xdd, 0x00, 0x10, 0x00, 0x00];
+        data.extend_from_slice(&[0u8; 1000]);
+        let e = CaptureReader::new(&data[..])
+            .unwrap()
+            .with_size(Some(data.len() as u64))
+            .next_message()
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            e.reason.contains(
+                "needs at least 1048581 bytes by its headers but the file ends at byte 1005"
+            ),
+            "{e}"
+        );
+        // Complete once all elements are there, however many reads it took.
+        let mut data = vec![0xdd, 0x00, 0x10, 0x00, 0x00];
+        data.extend_from_slice(&vec![0u8; 1 << 20]);
+        data.extend_from_slice(&[0x93, 0x00, 0x90, 0x00]);
+        let mut r = CaptureReader::new(Trickle(&data[..])).unwrap();
+        assert_eq!(
+            r.next_message().unwrap().unwrap().payload.len(),
+            5 + (1 << 20)
+        );
+        assert_eq!(
+            r.next_message().unwrap().unwrap().payload_offset,
+            5 + (1 << 20)
+        );
+        assert!(r.next_message().is_none());
+    }
+
+    /// Hands out at most 1000 bytes per read, as a pipe may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = out.len().min(self.0.len()).min(1000);
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
     }
 
     #[test]

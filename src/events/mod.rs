@@ -122,6 +122,9 @@ pub struct BlockStored {
     pub block_hashes: Vec<WireHash>,
     pub parent_block_hash: Option<WireHash>,
     pub token_ids: Vec<u32>,
+    /// Some token id on the wire was negative or above u32::MAX; `token_ids` holds it cast
+    /// to u32 (negatives wrap), as llm-d's decoder casts it.
+    pub token_ids_out_of_range: bool,
     pub block_size: i64,
     pub lora_id: Option<i64>,
     pub medium: Option<Text>,
@@ -436,7 +439,11 @@ fn read_tag(r: &mut Reader, what: &str) -> Result<Tag, DecodeError> {
     }
     let at = r.position();
     let name = r.str(what)?;
-    tag_of(name).ok_or_else(|| r.error(at, format!("unknown event tag {name:?}")))
+    // A tag quoted back in full could be the whole payload.
+    tag_of(name).ok_or_else(|| {
+        let shown = msgpack::clip(name, 64);
+        r.error(at, format!("unknown event tag {shown:?}"))
+    })
 }
 
 fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, DecodeError> {
@@ -591,6 +598,7 @@ impl Pool {
             block_hashes,
             parent_block_hash,
             token_ids,
+            token_ids_out_of_range,
             block_size,
             lora_id,
             medium,
@@ -614,6 +622,7 @@ impl Pool {
             }
         }
         *parent_block_hash = None;
+        *token_ids_out_of_range = false;
         *block_size = 0;
         *lora_id = None;
         *group_idx = None;
@@ -721,8 +730,10 @@ impl<'a> Fields<'a> {
             }
             Field::TokenIds if stored => {
                 self.stored.token_ids.clear();
+                self.stored.token_ids_out_of_range = false;
                 if !fast::tokens(r, &mut self.stored.token_ids) {
-                    r.u32_list_into("token_ids", &mut self.stored.token_ids)?;
+                    self.stored.token_ids_out_of_range =
+                        r.u32_list_into("token_ids", &mut self.stored.token_ids)?;
                 }
                 self.has_tokens = true;
             }

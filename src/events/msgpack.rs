@@ -482,10 +482,11 @@ impl<'a> Reader<'a> {
     }
 
     /// An array of integers as u32, appended to `out` (token ids: any width; negatives wrap,
-    /// as llm-d casts them).
-    pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<(), DecodeError> {
+    /// as llm-d casts them). `true` when a value did not fit, so the caller can say so.
+    pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<bool, DecodeError> {
         let n = self.array(what)?;
         out.reserve(n.min(1 << 20));
+        let mut out_of_range = false;
         for _ in 0..n {
             let at = self.pos;
             let v = match self.head()? {
@@ -498,9 +499,10 @@ impl<'a> Reader<'a> {
                     ));
                 }
             };
+            out_of_range |= v > u32::MAX as u64;
             out.push(v as u32);
         }
-        Ok(())
+        Ok(out_of_range)
     }
 
     /// Consume `wire` if these exact bytes are next.
@@ -549,6 +551,18 @@ pub(crate) fn short_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).all(|(x, y)| x == y)
 }
 
+/// At most `max` bytes of `s`, cut at a character boundary (for input quoted in errors).
+pub fn clip(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 pub fn head_kind(h: Head) -> &'static str {
     match h {
         Head::Nil => "nil",
@@ -565,11 +579,126 @@ pub fn head_kind(h: Head) -> &'static str {
 
 /// Length of the msgpack value at the start of `buf`: `Ok(None)` if `buf` ends inside it.
 pub fn value_len(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
-    let mut r = Reader::new(buf, 0);
-    match r.skip() {
-        Ok(()) => Ok(Some(r.pos)),
-        Err(e) if e.reason.starts_with("truncated") => Ok(None),
-        Err(e) => Err(e),
+    ValueScan::new().advance(buf)
+}
+
+/// Finds where one msgpack value ends in a buffer that may still be growing. It resumes where
+/// the last call stopped, so a value that arrives in many reads is scanned once in all (a
+/// rescan from its start per read made a huge value cost time quadratic in its size).
+///
+/// Only the count of elements still owed at each open level is kept, so the state stays a
+/// few words however many elements a header claims.
+#[derive(Debug, Clone)]
+pub struct ValueScan {
+    /// Where the next header starts, relative to the value's start; past the buffer's end
+    /// while a string, bin or ext body has not fully arrived.
+    pos: usize,
+    /// Elements (map: keys and values) still owed per open level; the bottom level is the
+    /// value itself. At most `MAX_DEPTH + 1` levels, as the reader allows.
+    owed: Vec<u64>,
+}
+
+impl Default for ValueScan {
+    fn default() -> Self {
+        ValueScan::new()
+    }
+}
+
+impl ValueScan {
+    pub fn new() -> ValueScan {
+        ValueScan {
+            pos: 0,
+            owed: vec![1],
+        }
+    }
+
+    /// Bytes the value needs at the least, from what has been seen: every element still
+    /// owed takes one byte or more. Lets a reader refuse a header whose claim cannot fit.
+    pub fn min_len(&self) -> u64 {
+        self.owed
+            .iter()
+            .fold(self.pos as u64, |acc, &n| acc.saturating_add(n))
+    }
+
+    /// Continue over `buf` (the same bytes as before, possibly with more appended):
+    /// `Ok(Some(len))` once the value is complete, `Ok(None)` while it needs more bytes.
+    pub fn advance(&mut self, buf: &[u8]) -> Result<Option<usize>, DecodeError> {
+        loop {
+            if self.pos > buf.len() {
+                return Ok(None);
+            }
+            let Some(top) = self.owed.last_mut() else {
+                return Ok(Some(self.pos));
+            };
+            if *top == 0 {
+                self.owed.pop();
+                continue;
+            }
+            let at = self.pos;
+            let Some(&b) = buf.get(at) else {
+                return Ok(None);
+            };
+            let len_at = |n: usize| -> Option<u64> {
+                let bytes = buf.get(at + 1..at + 1 + n)?;
+                Some(bytes.iter().fold(0u64, |acc, &x| acc << 8 | x as u64))
+            };
+            // (header bytes, body bytes, elements the header opens)
+            let (head, body, open): (usize, u64, Option<u64>) = match b {
+                0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (1, 0, None),
+                0x80..=0x8f => (1, 0, Some(2 * (b & 0x0f) as u64)),
+                0x90..=0x9f => (1, 0, Some((b & 0x0f) as u64)),
+                0xa0..=0xbf => (1, (b & 0x1f) as u64, None),
+                0xc1 => {
+                    return Err(DecodeError(Box::new(DecodeErrorInfo {
+                        offset: at,
+                        reason: "invalid msgpack marker 0xc1".into(),
+                    })));
+                }
+                0xca => (5, 0, None),
+                0xcb => (9, 0, None),
+                0xcc | 0xd0 => (2, 0, None),
+                0xcd | 0xd1 => (3, 0, None),
+                0xce | 0xd2 => (5, 0, None),
+                0xcf | 0xd3 => (9, 0, None),
+                0xd4 => (3, 0, None),
+                0xd5 => (4, 0, None),
+                0xd6 => (6, 0, None),
+                0xd7 => (10, 0, None),
+                0xd8 => (18, 0, None),
+                _ => {
+                    let (width, ext, container) = match b {
+                        0xc4 | 0xd9 => (1, 0, None),
+                        0xc5 | 0xda => (2, 0, None),
+                        0xc6 | 0xdb => (4, 0, None),
+                        0xc7 => (1, 1, None),
+                        0xc8 => (2, 1, None),
+                        0xc9 => (4, 1, None),
+                        0xdc => (2, 0, Some(1)),
+                        0xdd => (4, 0, Some(1)),
+                        0xde => (2, 0, Some(2)),
+                        _ => (4, 0, Some(2)), // 0xdf
+                    };
+                    let Some(n) = len_at(width) else {
+                        return Ok(None);
+                    };
+                    match container {
+                        Some(per) => (1 + width, 0, Some(per * n)),
+                        None => (1 + width, n + ext, None),
+                    }
+                }
+            };
+            *top -= 1;
+            if open.is_some() && self.owed.len() > MAX_DEPTH {
+                return Err(DecodeError(Box::new(DecodeErrorInfo {
+                    offset: at,
+                    reason: "msgpack nested too deeply".into(),
+                })));
+            }
+            self.pos = (at + head).saturating_add(usize::try_from(body).unwrap_or(usize::MAX));
+            if let Some(n) = open.filter(|&n| n > 0) {
+                self.owed.push(n);
+            }
+        }
     }
 }
 
@@ -774,6 +903,65 @@ mod tests {
             }
         }
         assert!(!short_eq(b"abc", b"ab"));
+    }
+
+    /// A value scanned in pieces, resuming after each, ends where a scan of it whole does,
+    /// whatever the cut points: inside headers, inside string bodies, between elements.
+    #[test]
+    fn value_scan_resumes_where_it_stopped() {
+        let mut w = Writer::default();
+        w.array(5)
+            .map(2)
+            .str("k")
+            .bin(&[1; 40])
+            .uint(u64::MAX)
+            .int(-5);
+        w.array(2).f64(1.5).str(&"y".repeat(300));
+        w.raw(&[0xd6, 1, 0, 0, 0, 0, 0xc7, 2, 9, 7, 7]); // fixext 4, ext 8 of 2 bytes
+        w.array(0);
+        w.uint(7); // the next value
+        let whole = w.buf.len() - 1;
+        assert_eq!(value_len(&w.buf).unwrap(), Some(whole));
+        for step in [1, 2, 3, 7, 64] {
+            let mut scan = ValueScan::new();
+            let mut have = 0;
+            let found = loop {
+                have = (have + step).min(w.buf.len());
+                if let Some(n) = scan.advance(&w.buf[..have]).unwrap() {
+                    break n;
+                }
+                assert!(have < whole, "step {step}: not found at {have}");
+                assert!(scan.min_len() as usize <= whole, "step {step}");
+            };
+            assert_eq!(found, whole, "step {step}");
+        }
+        // What is owed is known before the elements arrive.
+        let mut scan = ValueScan::new();
+        assert_eq!(scan.advance(&[0xdd, 0, 1, 0, 0, 0x90]).unwrap(), None);
+        assert_eq!(scan.min_len(), 6 + 65535);
+        let mut scan = ValueScan::new();
+        assert_eq!(scan.advance(&[0x91, 0xdb, 0, 0, 1, 0]).unwrap(), None);
+        assert_eq!(scan.min_len(), 6 + 256);
+    }
+
+    #[test]
+    fn value_scan_errors_match_the_reader() {
+        let e = value_len(&[0x92, 0x01, 0xc1]).unwrap_err();
+        assert_eq!(
+            (e.offset, e.reason.as_str()),
+            (2, "invalid msgpack marker 0xc1")
+        );
+        let nested = |depth: usize| {
+            let mut b = vec![0x91; depth - 1];
+            b.push(0x90);
+            b
+        };
+        assert_eq!(value_len(&nested(MAX_DEPTH)).unwrap(), Some(MAX_DEPTH));
+        let e = value_len(&nested(MAX_DEPTH + 1)).unwrap_err();
+        assert_eq!(e.reason, "msgpack nested too deeply");
+        let deep = nested(MAX_DEPTH + 1);
+        let mut r = Reader::new(&deep, 0);
+        assert_eq!(r.skip().unwrap_err().offset, e.offset);
     }
 
     #[test]

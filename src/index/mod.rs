@@ -470,7 +470,10 @@ impl Index {
                 if s.block_size <= 0 {
                     return self.skip(INVALID_BLOCK_SIZE, &kind);
                 }
-                let ebs = s.block_size as usize;
+                // A block size past usize cannot be dense (`as` would truncate it to one that is).
+                let Ok(ebs) = usize::try_from(s.block_size) else {
+                    return self.skip(NON_DENSE_BLOCK_SPAN, &kind);
+                };
                 if !s.token_ids.len().is_multiple_of(ebs)
                     || s.token_ids.len() / ebs != s.block_hashes.len()
                 {

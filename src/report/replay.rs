@@ -63,14 +63,34 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
         "input": input_json,
         "messages": r.messages,
         "malformed": r.malformed.len(),
+        "malformed_kinds": malformed_json(r),
         "events": {
             "block_stored": r.events.block_stored,
             "block_removed": r.events.block_removed,
             "all_blocks_cleared": r.events.all_blocks_cleared,
+            "token_ids_out_of_range": r.events.token_ids_out_of_range,
         },
+        "engine_skipped": r.engine_skipped,
         "incomplete_sequences": r.incomplete_sequences,
         "views": views,
     })
+}
+
+/// `{kind: {count, examples: [{offset, reason}]}}`, bounded whatever the input.
+fn malformed_json(r: &ReplayReport) -> Json {
+    let mut out = serde_json::Map::new();
+    for k in &r.malformed.kinds {
+        let examples: Vec<Json> = k
+            .examples
+            .iter()
+            .map(|e| json!({"offset": e.offset, "reason": e.reason}))
+            .collect();
+        out.insert(
+            k.kind.clone(),
+            json!({"count": k.count, "examples": examples}),
+        );
+    }
+    Json::Object(out)
 }
 
 fn label(v: &str) -> String {
@@ -164,6 +184,27 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             format!(", {} malformed", r.malformed.len())
         },
     );
+    for k in &r.malformed.kinds {
+        let first = k.examples.first().map(|e| e.offset).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {:>8} malformed: {} (first at byte {first})",
+            k.count, k.kind
+        );
+    }
+    if r.events.token_ids_out_of_range > 0 {
+        let _ = writeln!(
+            out,
+            "  {:>8} BlockStored events with a token id outside 0..2^32 (cast to u32 as llm-d does)",
+            r.events.token_ids_out_of_range
+        );
+    }
+    for (reason, n) in r.engine_skipped.iter() {
+        let _ = writeln!(
+            out,
+            "  {n:>8} BlockStored events the engine view cannot split into blocks: {reason}"
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
