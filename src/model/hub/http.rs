@@ -198,23 +198,33 @@ impl Client {
         (Origin::of(url).as_ref() == Some(&self.endpoint.origin)).then(|| format!("Bearer {token}"))
     }
 
+    /// Send one hop: bytes as stored (no compression, so sizes and hashes are the file's),
+    /// and the token only where it belongs.
+    fn send(
+        &self,
+        req: ureq::RequestBuilder<ureq::typestate::WithoutBody>,
+        url: &Uri,
+    ) -> Result<ureq::http::Response<ureq::Body>, HttpError> {
+        let mut req = req.header("Accept-Encoding", "identity");
+        if let Some(auth) = self.auth_for(url) {
+            req = req.header("Authorization", auth);
+        }
+        req.call().map_err(transport)
+    }
+
     /// HEAD the file's resolve URL. Redirects on the endpoint itself (a renamed repository)
     /// are followed; a redirect elsewhere (a CDN) ends the metadata request, whose headers
     /// already carry the commit and ETag, and names the download location.
     pub fn metadata(&self, url: &str) -> Result<FileMeta, HttpError> {
         let mut url = parse_url(url)?;
         for _ in 0..=MAX_REDIRECTS {
-            let mut req = self
+            let req = self
                 .agent
                 .head(url.clone())
-                .header("Accept-Encoding", "identity")
                 .config()
                 .timeout_global(Some(self.limits.metadata_timeout))
                 .build();
-            if let Some(auth) = self.auth_for(&url) {
-                req = req.header("Authorization", auth);
-            }
-            let resp = req.call().map_err(transport)?;
+            let resp = self.send(req, &url)?;
             let status = resp.status().as_u16();
             let headers = resp.headers();
             if (300..400).contains(&status) {
@@ -245,17 +255,13 @@ impl Client {
     ) -> Result<u64, HttpError> {
         let mut url = parse_url(url)?;
         for _ in 0..=MAX_REDIRECTS {
-            let mut req = self
+            let req = self
                 .agent
                 .get(url.clone())
-                .header("Accept-Encoding", "identity")
                 .config()
                 .timeout_recv_body(Some(self.limits.body_timeout))
                 .build();
-            if let Some(auth) = self.auth_for(&url) {
-                req = req.header("Authorization", auth);
-            }
-            let resp = req.call().map_err(transport)?;
+            let resp = self.send(req, &url)?;
             let status = resp.status().as_u16();
             if (300..400).contains(&status) {
                 url = location(&url, resp.headers())?;
