@@ -133,3 +133,271 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
     );
     assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2);
 }
+
+// Hostile input: each case ends in one clear error or a silent rebuild of the cache, never a
+// panic, an abort on allocation or a hang (the CLI runs have a timeout as a hang guard).
+
+fn kvaudit(cache: &Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("kvaudit").unwrap();
+    cmd.env("NO_COLOR", "1")
+        .env("KVAUDIT_TOKENIZER_CACHE", cache)
+        .current_dir(common::repo_root())
+        .timeout(std::time::Duration::from_secs(60))
+        .args(["diff-turns", "--now", "2026-01-15T10:00:00"]);
+    cmd
+}
+
+fn tiny_json() -> serde_json::Value {
+    let src = common::fixtures().join("models/tiny-think/tokenizer.json");
+    serde_json::from_slice(&std::fs::read(src).unwrap()).unwrap()
+}
+
+/// A copy of tiny-think with `edit` applied to its tokenizer.json.
+fn tiny_model(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let from = common::fixtures().join("models/tiny-think");
+    std::fs::copy(
+        from.join("tokenizer_config.json"),
+        dir.path().join("tokenizer_config.json"),
+    )
+    .unwrap();
+    let mut json = tiny_json();
+    edit(&mut json);
+    std::fs::write(
+        dir.path().join("tokenizer.json"),
+        serde_json::to_vec(&json).unwrap(),
+    )
+    .unwrap();
+    dir
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The one cache file of `dir`.
+fn cache_file(dir: &Path) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+#[test]
+fn out_of_range_token_ids_are_one_clear_error() {
+    let last_vocab = |j: &mut serde_json::Value| {
+        let vocab = j["model"]["vocab"].as_object_mut().unwrap();
+        let last = vocab.keys().next_back().unwrap().clone();
+        vocab[&last] = 4294967295u64.into();
+    };
+    let added = |j: &mut serde_json::Value| j["added_tokens"][1]["id"] = 4294967295u64.into();
+    let just_over = |j: &mut serde_json::Value| {
+        let vocab = j["model"]["vocab"].as_object_mut().unwrap();
+        let last = vocab.keys().next_back().unwrap().clone();
+        vocab[&last] = (1u64 << 24).into();
+    };
+    type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
+    let cases: [(&str, Edit, &str); 3] = [
+        ("vocab", &last_vocab, "token id 4294967295 is out of range"),
+        ("added", &added, "token id 4294967295 is out of range"),
+        ("2^24", &just_over, "token id 16777216 is out of range"),
+    ];
+    for (name, edit, message) in cases {
+        let model = tiny_model(edit);
+        let path = model.path().join("tokenizer.json");
+        let cache = tempfile::tempdir().unwrap();
+        for dir in [None, Some(cache.path())] {
+            let err = Tokenizer::load(&path, dir).err().expect(name).to_string();
+            assert!(err.contains(message), "{name}: {err}");
+        }
+        let out = kvaudit(cache.path())
+            .arg("--model")
+            .arg(model.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let err = stderr_of(&out);
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(message),
+            "{name}: {err}"
+        );
+        assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
+    }
+    // The largest id allowed still loads, both ways.
+    let model = tiny_model(|j| {
+        let vocab = j["model"]["vocab"].as_object_mut().unwrap();
+        let last = vocab.keys().next_back().unwrap().clone();
+        vocab[&last] = ((1u64 << 24) - 1).into();
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let path = model.path().join("tokenizer.json");
+    let plain = Tokenizer::load(&path, Some(cache.path())).unwrap();
+    let prepared = Tokenizer::load(&path, Some(cache.path())).unwrap();
+    assert!(prepared.is_prepared());
+    let text = "Thanks, makes sense and is concise.";
+    assert_eq!(plain.encode(text).unwrap(), prepared.encode(text).unwrap());
+}
+
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_tokenizer_that_is_not_a_regular_file_is_one_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.json");
+    mkfifo(&fifo);
+    let zero = dir.path().join("zero.json");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    for (file, message) in [
+        (&fifo, "not a regular file"),
+        (&zero, "not a regular file"),
+        (&dir.path().to_path_buf(), "not a regular file"),
+    ] {
+        let out = kvaudit(cache.path())
+            .args(["--model", "fixtures/models/tiny-think", "--tokenizer"])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", file.display());
+        let err = stderr_of(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: cannot read tokenizer") && err.contains(message),
+            "{err}"
+        );
+    }
+    // Too big: refused from its size, before a byte is read (the file is sparse).
+    let big = dir.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let err = Tokenizer::load(&big, None).err().unwrap().to_string();
+    assert!(err.contains("larger than the 256 MiB limit"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cache_file_that_is_not_a_regular_file_is_replaced() {
+    let src = common::fixtures().join("models/tiny-think/tokenizer.json");
+    let text = "Thanks, makes sense. <|im_start|>user\nWhat is a thread?<|im_end|>";
+    let want = Tokenizer::load(&src, None).unwrap().encode(text).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    Tokenizer::load(&src, Some(cache.path())).unwrap();
+    let file = cache_file(cache.path());
+    type Plant = fn(&Path);
+    let plants: [(&str, Plant); 3] = [
+        ("fifo", mkfifo),
+        ("/dev/zero", |p| {
+            std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+        }),
+        ("directory", |p| std::fs::create_dir(p).unwrap()),
+    ];
+    for (name, plant) in plants {
+        std::fs::remove_file(&file).unwrap();
+        plant(&file);
+        let out = kvaudit(cache.path())
+            .args(["--model", "fixtures/models/tiny-think"])
+            .output()
+            .unwrap();
+        // 1: the tiny template's findings; what matters is that the run completed.
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
+        assert_eq!(stderr_of(&out), "", "{name}");
+        // A directory cannot be renamed over; the FIFO and the link are replaced by the
+        // rebuilt file (the rename swaps the entry, /dev/zero is never opened for writing).
+        if name == "directory" {
+            assert!(file.is_dir());
+            std::fs::remove_dir(&file).unwrap();
+            Tokenizer::load(&src, Some(cache.path())).unwrap();
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&file).unwrap();
+        assert!(meta.is_file(), "{name}: {meta:?}");
+        let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
+        assert!(tok.is_prepared(), "{name}");
+        assert_eq!(tok.encode(text).unwrap(), want, "{name}");
+    }
+    // A cache file far larger than any prepared form is not read.
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(600 << 20)
+        .unwrap();
+    let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
+    assert!(!tok.is_prepared());
+    assert!(std::fs::metadata(&file).unwrap().len() < 1 << 20);
+}
+
+/// tiny-think with the ids of two ordinary tokens exchanged: another tokenizer whose ids
+/// differ on the same text.
+fn tiny_swapped() -> tempfile::TempDir {
+    tiny_model(|j| {
+        let vocab = j["model"]["vocab"].as_object_mut().unwrap();
+        let (a, b) = (vocab["Ġthe"].clone(), vocab["Ġconcise"].clone());
+        vocab["Ġthe"] = b;
+        vocab["Ġconcise"] = a;
+    })
+}
+
+#[test]
+fn a_cache_file_relabelled_from_another_model_is_rebuilt() {
+    let a = common::fixtures().join("models/tiny-think/tokenizer.json");
+    let model_b = tiny_swapped();
+    let b = model_b.path().join("tokenizer.json");
+    let text = "the answer is concise";
+    let want_b = Tokenizer::load(&b, None).unwrap().encode(text).unwrap();
+    assert_ne!(
+        Tokenizer::load(&a, None).unwrap().encode(text).unwrap(),
+        want_b
+    );
+
+    let cache_a = tempfile::tempdir().unwrap();
+    Tokenizer::load(&a, Some(cache_a.path())).unwrap();
+    let file_a = cache_file(cache_a.path());
+    let cache_b = tempfile::tempdir().unwrap();
+    Tokenizer::load(&b, Some(cache_b.path())).unwrap();
+    let file_b = cache_file(cache_b.path());
+    let key_b: [u8; 16] = std::fs::read(&file_b).unwrap()[8..24].try_into().unwrap();
+
+    // Copied as it is, and copied with its header (key and keyed checksum) rewritten for B.
+    let copied = std::fs::read(&file_a).unwrap();
+    let mut relabelled = copied.clone();
+    relabelled[8..24].copy_from_slice(&key_b);
+    let seed = u128::from_le_bytes(key_b);
+    let sum =
+        xxhash_rust::xxh3::xxh3_64_with_seed(&relabelled[32..], seed as u64 ^ (seed >> 64) as u64);
+    relabelled[24..32].copy_from_slice(&sum.to_le_bytes());
+    for (name, data) in [("copied", copied), ("relabelled", relabelled)] {
+        std::fs::write(&file_b, &data).unwrap();
+        let tok = Tokenizer::load(&b, Some(cache_b.path())).unwrap();
+        assert!(
+            !tok.is_prepared(),
+            "{name}: another model's tables were used"
+        );
+        assert_eq!(tok.encode(text).unwrap(), want_b, "{name}");
+        let again = Tokenizer::load(&b, Some(cache_b.path())).unwrap();
+        assert!(again.is_prepared(), "{name}: not rebuilt");
+        assert_eq!(again.encode(text).unwrap(), want_b, "{name}");
+        assert_eq!(again.sha256(), tok.sha256());
+
+        std::fs::write(&file_b, &data).unwrap();
+        let out = kvaudit(cache_b.path())
+            .arg("--model")
+            .arg(model_b.path())
+            .output()
+            .unwrap();
+        // 1: the tiny template's findings; what matters is that the run completed.
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
+        assert_eq!(stderr_of(&out), "", "{name}");
+    }
+}

@@ -1,6 +1,7 @@
 //! Token ids exactly as the model's tokenizer.json gives them (no special tokens added: the
 //! template writes BOS itself).
 
+use std::io::Write;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -41,36 +42,52 @@ impl Tokenizer {
     /// Load `path`; with a cache directory, use (or create) its prepared form there.
     pub fn load(path: &Path, cache: Option<&Path>) -> Result<Tokenizer, TokenizeError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| TokenizeError::Read {
-            path: shown.clone(),
-            source,
-        })?;
+        let bytes =
+            read_regular(path, MAX_TOKENIZER_JSON).map_err(|source| TokenizeError::Read {
+                path: shown.clone(),
+                source,
+            })?;
         let key = xxhash_rust::xxh3::xxh3_128(&bytes);
         let cached = cache.map(|dir| dir.join(format!("{key:032x}.kvtok")));
+        // The cache only saves time: a file that cannot be read, is not a regular file, or
+        // fails any check is ignored and rebuilt below.
         if let Some(file) = &cached
-            && let Ok(data) = std::fs::read(file)
-            && let Ok((tok, sha256)) = prepared::load(&data, key)
+            && let Ok(data) = read_regular(file, MAX_PREPARED)
         {
-            return Ok(Tokenizer {
-                inner: Inner::Prepared(Box::new(tok)),
-                sha256,
+            // The SHA-256 is reported, so it is computed rather than taken from the file; on
+            // a second thread it costs no time while the tables are checked.
+            let (loaded, sha256) = std::thread::scope(|s| {
+                let sha256 = s.spawn(|| sha256_hex(&bytes));
+                (prepared::load(&data, key), sha256.join())
             });
+            if let (Ok((tok, stored)), Ok(sha256)) = (loaded, sha256)
+                && stored == sha256
+            {
+                return Ok(Tokenizer {
+                    inner: Inner::Prepared(Box::new(tok)),
+                    sha256,
+                });
+            }
         }
         let load_error = |message: String| TokenizeError::Load {
             path: shown.clone(),
             message,
         };
+        // Unparsable JSON is left to the crate, whose message says where it breaks.
+        let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+        if let Some(json) = &json {
+            prepared::check_ids(json).map_err(load_error)?;
+        }
         let inner =
             tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_error(e.to_string()))?;
         let sha256 = hex(&Sha256::digest(&bytes));
-        if let Some(file) = &cached {
+        if let Some(file) = &cached
+            && let Some(json) = &json
+            && let Ok(data) = prepared::prepare(json, key, &sha256)
+            && verify(&inner, &data, key, json)
+        {
             // Best effort: a cache that cannot be written only costs speed.
-            if let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes)
-                && let Ok(data) = prepared::prepare(&json, key, &sha256)
-                && verify(&inner, &data, key, &json)
-            {
-                write_atomically(file, &data);
-            }
+            write_atomically(file, &data);
         }
         Ok(Tokenizer {
             inner: Inner::Crate(Box::new(inner)),
@@ -150,15 +167,77 @@ fn verify(
     })
 }
 
+/// Never writes through what is at `file` or at the temporary name: a FIFO or symlink
+/// planted there is replaced by the rename, not opened.
 fn write_atomically(file: &Path, data: &[u8]) {
     let Some(dir) = file.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
     let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, data).is_ok() && std::fs::rename(&tmp, file).is_err() {
+    // create_new is O_EXCL: it neither follows a symlink nor opens an existing file. A name
+    // left by a crashed run with the same pid is removed (the link itself, not its target).
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+    };
+    let created = create().or_else(|e| {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+        std::fs::remove_file(&tmp)?;
+        create()
+    });
+    let Ok(mut out) = created else { return };
+    let written = out.write_all(data).is_ok();
+    drop(out);
+    if !written || std::fs::rename(&tmp, file).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+}
+
+/// tokenizer.json is refused above this size: the largest real ones are ~30 MB (gpt-oss's
+/// 28 MB), and parsing builds several times the file's size in memory.
+const MAX_TOKENIZER_JSON: u64 = 256 << 20;
+
+/// A prepared file holds the vocabulary text (less than its tokenizer.json) and tables of 4 to
+/// 16 bytes per id or merge; for the largest real tokenizers that is about 22 MB. Anything
+/// past 512 MiB was not written by `prepare` from an accepted tokenizer.json.
+const MAX_PREPARED: u64 = 512 << 20;
+
+/// The whole of a regular file of at most `limit` bytes.
+///
+/// The type is checked on the opened file, so nothing can be swapped in between check and
+/// read; the open is non-blocking, so a FIFO is refused instead of waiting for a writer.
+/// The read is bounded too, in case the file grows after its size was checked.
+fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let too_big = || {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than the {} MiB limit", limit >> 20),
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_big());
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut data)?;
+    if data.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(data)
 }
 
 pub fn hex(bytes: &[u8]) -> String {

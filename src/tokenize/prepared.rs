@@ -20,7 +20,8 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Model, Token, TokenizerImpl};
 
-const MAGIC: &[u8; 8] = b"KVTOKv02";
+// v03: the body checksum is seeded with the source key.
+const MAGIC: &[u8; 8] = b"KVTOKv03";
 const EMPTY32: u32 = u32::MAX;
 const EMPTY64: u64 = u64::MAX;
 
@@ -272,6 +273,40 @@ fn unsupported(model: &Json) -> Option<String> {
     None
 }
 
+/// Token ids must be below 2^24. The largest real vocabularies have ~262k entries (Gemma 3:
+/// 262,144), so this leaves 64x headroom, while an id-indexed table stays under 64 MiB per u32
+/// column: a hostile id like 4294967295 would otherwise size a 16 GiB table before any other
+/// check could refuse the file.
+pub const MAX_TOKEN_ID: u64 = 1 << 24;
+
+/// Refuse ids no real tokenizer has, before anything is sized by an id: the model's vocabulary
+/// (an object of token -> id for BPE, WordPiece and WordLevel) and the added tokens.
+pub fn check_ids(source: &Json) -> Result<(), String> {
+    let vocab = source
+        .pointer("/model/vocab")
+        .and_then(Json::as_object)
+        .into_iter()
+        .flat_map(|v| v.values());
+    let added = source
+        .get("added_tokens")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("id"));
+    for id in vocab.chain(added) {
+        let out_of_range = match id {
+            Json::Number(n) => n.as_u64().is_none_or(|v| v >= MAX_TOKEN_ID),
+            _ => false,
+        };
+        if out_of_range {
+            return Err(format!(
+                "token id {id} is out of range (ids must be below {MAX_TOKEN_ID})"
+            ));
+        }
+    }
+    Ok(())
+}
+
 struct Writer(Vec<u8>);
 
 impl Writer {
@@ -333,6 +368,7 @@ pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String
         .get("vocab")
         .and_then(Json::as_object)
         .ok_or("BPE without vocab")?;
+    check_ids(source)?;
     let max_id = vocab.values().filter_map(Json::as_u64).max().unwrap_or(0) as usize;
     let mut tok_start = vec![0u32; max_id + 1];
     let mut tok_len = vec![EMPTY32; max_id + 1];
@@ -442,9 +478,15 @@ pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String
         w.u64(*v);
     }
     let body = CHECKSUM_AT + 8;
-    let sum = xxhash_rust::xxh3::xxh3_64(&w.0[body..]);
+    let sum = body_sum(&w.0[body..], key);
     w.0[CHECKSUM_AT..body].copy_from_slice(&sum.to_le_bytes());
     Ok(w.0)
+}
+
+/// The body checksum, seeded with the source's key: a body moved under another key (a file
+/// copied to another tokenizer's name with its header rewritten) no longer matches.
+pub fn body_sum(body: &[u8], key: u128) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(body, key as u64 ^ (key >> 64) as u64)
 }
 
 /// Offset of the body checksum: after the magic and the source key.
@@ -462,7 +504,7 @@ pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
         return Err("prepared for another tokenizer.json".into());
     }
     let sum = r.u64().ok_or_else(bad)?;
-    if data.len() < CHECKSUM_AT + 8 || xxhash_rust::xxh3::xxh3_64(&data[CHECKSUM_AT + 8..]) != sum {
+    if data.len() < CHECKSUM_AT + 8 || body_sum(&data[CHECKSUM_AT + 8..], key) != sum {
         return Err(bad());
     }
     let sha256 = String::from_utf8(r.bytes().ok_or_else(bad)?.to_vec()).map_err(|_| bad())?;
