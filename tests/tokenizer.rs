@@ -401,3 +401,127 @@ fn a_cache_file_relabelled_from_another_model_is_rebuilt() {
         assert_eq!(stderr_of(&out), "", "{name}");
     }
 }
+
+/// Byte offsets of a prepared file's merge table: (keys, values, slots). The layout is
+/// prepared.rs's: magic, key, checksum, then length-prefixed or counted fields.
+fn merge_table(data: &[u8]) -> (usize, usize, usize) {
+    let u64_at = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap()) as usize;
+    let mut at = 32;
+    at += 8 + u64_at(at); // sha256
+    at += 16; // offsets of the vocabulary and merges in tokenizer.json
+    at += 8 + u64_at(at); // the pipeline around the model, as JSON
+    let n_ids = u64_at(at + 8);
+    at += 16;
+    at += 8 + u64_at(at); // vocabulary text
+    at += n_ids * 8; // starts and lengths
+    at += 8 + u64_at(at) * 4; // vocabulary table
+    let slots = u64_at(at);
+    (at + 8, at + 8 + slots * 8, slots)
+}
+
+/// Exchange the ranks of the merges ranked `r1` and `r2`, and recompute the checksum as
+/// prepared.rs does (seeded with the key in the header): a deliberate forgery.
+fn swap_merge_ranks(data: &mut [u8], r1: u64, r2: u64) {
+    let (keys, vals, slots) = merge_table(data);
+    let val = |data: &[u8], i: usize| {
+        u64::from_le_bytes(data[vals + i * 8..vals + i * 8 + 8].try_into().unwrap())
+    };
+    let occupied = |data: &[u8], i: usize| data[keys + i * 8..keys + i * 8 + 8] != [0xff; 8];
+    let find = |data: &[u8], rank: u64| {
+        (0..slots)
+            .find(|&i| occupied(data, i) && val(data, i) >> 32 == rank)
+            .unwrap()
+    };
+    let (i, j) = (find(data, r1), find(data, r2));
+    let (vi, vj) = (val(data, i), val(data, j));
+    let swapped = [
+        (i, (vj & !0xffff_ffff) | (vi & 0xffff_ffff)),
+        (j, (vi & !0xffff_ffff) | (vj & 0xffff_ffff)),
+    ];
+    for (slot, v) in swapped {
+        data[vals + slot * 8..vals + slot * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    reseal(data);
+}
+
+/// The checksum recomputed as prepared.rs computes it (seeded with the key in the header).
+fn reseal(data: &mut [u8]) {
+    let key = u128::from_le_bytes(data[8..24].try_into().unwrap());
+    let seed = key as u64 ^ (key >> 64) as u64;
+    let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&data[32..], seed);
+    data[24..32].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// A prepared file with two merges exchanged and a valid checksum is refused and rebuilt,
+/// and the run's ids stay the crate's.
+fn forged_merges_are_refused(src: &Path, r1: u64, r2: u64, texts: &[&str]) {
+    let plain = Tokenizer::load(src, None).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    Tokenizer::load(src, Some(cache.path())).unwrap();
+    let file = cache_file(cache.path());
+    let mut data = std::fs::read(&file).unwrap();
+    swap_merge_ranks(&mut data, r1, r2);
+    std::fs::write(&file, &data).unwrap();
+    let tok = Tokenizer::load(src, Some(cache.path())).unwrap();
+    assert!(
+        !tok.is_prepared(),
+        "{}: a forged table was used",
+        src.display()
+    );
+    let again = Tokenizer::load(src, Some(cache.path())).unwrap();
+    assert!(again.is_prepared(), "{}: not rebuilt", src.display());
+    assert_ne!(std::fs::read(&file).unwrap(), data);
+    for text in texts {
+        let want = plain.encode(text).unwrap();
+        assert_eq!(tok.encode(text).unwrap(), want, "{text}");
+        assert_eq!(again.encode(text).unwrap(), want, "{text}");
+    }
+}
+
+#[test]
+fn a_forged_cache_file_with_merges_swapped_is_rebuilt() {
+    let tiny = common::fixtures().join("models/tiny-think/tokenizer.json");
+    forged_merges_are_refused(&tiny, 0, 17, &["the answer is concise", "there are three"]);
+    let Some(shared) = common::shared_dir("a_forged_cache_file_with_merges_swapped_is_rebuilt")
+    else {
+        return;
+    };
+    let qwen3 = shared.join("models/qwen3-8b/tokenizer.json");
+    // Ranks within the spot-checked prefix (the first 1024 merges).
+    forged_merges_are_refused(
+        &qwen3,
+        2,
+        900,
+        &["What is the difference between a process and a thread? interesting international"],
+    );
+}
+
+/// A merge table with no free slot would make every lookup of an absent pair probe forever;
+/// such a file (checksum valid) is refused before any lookup.
+#[test]
+fn a_forged_cache_file_with_a_full_table_does_not_hang() {
+    let src = common::fixtures().join("models/tiny-think/tokenizer.json");
+    let cache = tempfile::tempdir().unwrap();
+    Tokenizer::load(&src, Some(cache.path())).unwrap();
+    let file = cache_file(cache.path());
+    let mut data = std::fs::read(&file).unwrap();
+    let (keys, _, slots) = merge_table(&data);
+    for i in 0..slots {
+        let k = &mut data[keys + i * 8..keys + i * 8 + 8];
+        if k == [0xff; 8] {
+            k.copy_from_slice(&(u64::MAX - 1 - i as u64).to_le_bytes());
+        }
+    }
+    reseal(&mut data);
+    std::fs::write(&file, &data).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
+        let ids = tok.encode("the answer is concise, zebra quux").unwrap();
+        tx.send((tok.is_prepared(), ids)).unwrap();
+    });
+    let (prepared, _) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("loading a full table hung");
+    assert!(!prepared);
+}

@@ -20,6 +20,7 @@ pub enum TokenizeError {
 }
 
 mod prepared;
+mod scan;
 
 pub use prepared::cache_dir;
 
@@ -53,21 +54,12 @@ impl Tokenizer {
         // fails any check is ignored and rebuilt below.
         if let Some(file) = &cached
             && let Ok(data) = read_regular(file, MAX_PREPARED)
+            && let Ok((tok, sha256)) = prepared::load(&data, key, &bytes)
         {
-            // The SHA-256 is reported, so it is computed rather than taken from the file; on
-            // a second thread it costs no time while the tables are checked.
-            let (loaded, sha256) = std::thread::scope(|s| {
-                let sha256 = s.spawn(|| sha256_hex(&bytes));
-                (prepared::load(&data, key), sha256.join())
+            return Ok(Tokenizer {
+                inner: Inner::Prepared(Box::new(tok)),
+                sha256,
             });
-            if let (Ok((tok, stored)), Ok(sha256)) = (loaded, sha256)
-                && stored == sha256
-            {
-                return Ok(Tokenizer {
-                    inner: Inner::Prepared(Box::new(tok)),
-                    sha256,
-                });
-            }
         }
         let load_error = |message: String| TokenizeError::Load {
             path: shown.clone(),
@@ -83,8 +75,8 @@ impl Tokenizer {
         let sha256 = hex(&Sha256::digest(&bytes));
         if let Some(file) = &cached
             && let Some(json) = &json
-            && let Ok(data) = prepared::prepare(json, key, &sha256)
-            && verify(&inner, &data, key, json)
+            && let Ok(data) = prepared::prepare(json, &bytes, key, &sha256)
+            && verify(&inner, &data, key, &bytes, json)
         {
             // Best effort: a cache that cannot be written only costs speed.
             write_atomically(file, &data);
@@ -143,9 +135,10 @@ fn verify(
     reference: &tokenizers::Tokenizer,
     data: &[u8],
     key: u128,
+    source: &[u8],
     json: &serde_json::Value,
 ) -> bool {
-    let Ok((fast, _)) = prepared::load(data, key) else {
+    let Ok((fast, _)) = prepared::load(data, key, source) else {
         return false;
     };
     if fast.get_vocab_size(true) != reference.get_vocab_size(true) {
