@@ -282,32 +282,27 @@ fn unsupported(model: &Json) -> Option<String> {
 /// check could refuse the file.
 pub const MAX_TOKEN_ID: u64 = 1 << 24;
 
-/// Refuse ids no real tokenizer has, before anything is sized by an id: the model's vocabulary
-/// (an object of token -> id for BPE, WordPiece and WordLevel) and the added tokens.
+/// Refuse vocabulary ids no real tokenizer has, before anything is sized by an id. The
+/// `id` of added tokens is not checked: the crate ignores it (an added token gets its
+/// vocabulary id, or the next free one), and so does `assemble`.
 pub fn check_ids(source: &Json) -> Result<(), String> {
-    let vocab = source
-        .pointer("/model/vocab")
-        .and_then(Json::as_object)
-        .into_iter()
-        .flat_map(|v| v.values());
-    let added = source
-        .get("added_tokens")
-        .and_then(Json::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.get("id"));
-    for id in vocab.chain(added) {
-        let out_of_range = match id {
-            Json::Number(n) => n.as_u64().is_none_or(|v| v >= MAX_TOKEN_ID),
-            _ => false,
-        };
-        if out_of_range {
-            return Err(format!(
-                "token id {id} is out of range (ids must be below {MAX_TOKEN_ID})"
-            ));
+    let vocab = source.pointer("/model/vocab").and_then(Json::as_object);
+    for id in vocab.into_iter().flat_map(|v| v.values()) {
+        if let Json::Number(n) = id {
+            // A negative or fractional id is not a u64; the crate refuses those itself.
+            check_id(n.as_u64().unwrap_or(u64::MAX))?;
         }
     }
     Ok(())
+}
+
+pub fn check_id(id: u64) -> Result<(), String> {
+    if id < MAX_TOKEN_ID {
+        return Ok(());
+    }
+    Err(format!(
+        "token id {id} is out of range (ids must be below {MAX_TOKEN_ID})"
+    ))
 }
 
 struct Writer(Vec<u8>);
