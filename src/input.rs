@@ -7,10 +7,15 @@
 use std::io::Read;
 use std::path::Path;
 
-/// The bytes of a regular file of at most `limit` bytes. The checks are made on the opened
-/// handle, so a file swapped after the check is not read.
+/// The bytes of a regular file of at most `limit` bytes. The file is opened non-blocking (a
+/// FIFO would otherwise block the open itself) and checked through the opened handle, so a
+/// file swapped after the check is not read.
 pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::File::open(path)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::new(
@@ -44,9 +49,14 @@ pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
 }
 
 fn too_big(len: u64, limit: u64) -> std::io::Error {
+    let limit = if limit.is_multiple_of(1 << 20) {
+        format!("{} MiB", limit >> 20)
+    } else {
+        format!("{limit} bytes")
+    };
     std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
-        format!("{len} bytes, more than the {limit} allowed"),
+        format!("{len} bytes, larger than the {limit} limit"),
     )
 }
 
@@ -64,8 +74,15 @@ mod tests {
             read_bounded(&f, 4)
                 .unwrap_err()
                 .to_string()
-                .contains("more than the 4")
+                .contains("larger than the 4 bytes limit")
         );
+        // A FIFO would block the open itself without O_NONBLOCK.
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let err = read_bounded(&fifo, 100).unwrap_err().to_string();
+            assert!(err.contains("not a regular file"), "{err}");
+        }
         assert!(read_bounded(dir.path(), 100).is_err());
         assert!(
             read_bounded(Path::new("/dev/zero"), 100)

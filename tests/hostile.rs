@@ -188,7 +188,7 @@ fn cases(dir: &Path) -> Vec<Case> {
             name: "20 MB message",
             args: diff_turns(&["--conversation", &huge_message]),
             code: 2,
-            fragment: "more than the 8388608 allowed",
+            fragment: "larger than the 8 MiB limit",
             max_mb: 256,
         },
         Case {

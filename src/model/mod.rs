@@ -105,7 +105,10 @@ impl ModelFiles {
             Some(p) => p.to_path_buf(),
             None => dir.join("tokenizer.json"),
         };
-        if !tokenizer_path.is_file() {
+        // Only a missing file is reported here: one that is there but not a regular file (a
+        // FIFO, a device) gets its own error from the tokenizer loader, which must check the
+        // opened file anyway.
+        if !tokenizer_path.exists() {
             return Err(ModelError::Missing(match tokenizer {
                 Some(p) => format!("tokenizer file {} does not exist", p.display()),
                 None => format!(

@@ -1,6 +1,7 @@
 //! Token ids exactly as the model's tokenizer.json gives them (no special tokens added: the
 //! template writes BOS itself).
 
+use std::io::Write;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -19,6 +20,7 @@ pub enum TokenizeError {
 }
 
 mod prepared;
+mod scan;
 
 pub use prepared::cache_dir;
 
@@ -41,15 +43,19 @@ impl Tokenizer {
     /// Load `path`; with a cache directory, use (or create) its prepared form there.
     pub fn load(path: &Path, cache: Option<&Path>) -> Result<Tokenizer, TokenizeError> {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| TokenizeError::Read {
-            path: shown.clone(),
-            source,
+        let bytes = crate::input::read_bounded(path, MAX_TOKENIZER_JSON).map_err(|source| {
+            TokenizeError::Read {
+                path: shown.clone(),
+                source,
+            }
         })?;
         let key = xxhash_rust::xxh3::xxh3_128(&bytes);
         let cached = cache.map(|dir| dir.join(format!("{key:032x}.kvtok")));
+        // The cache only saves time: a file that cannot be read, is not a regular file, or
+        // fails any check is ignored and rebuilt below.
         if let Some(file) = &cached
-            && let Ok(data) = std::fs::read(file)
-            && let Ok((tok, sha256)) = prepared::load(&data, key)
+            && let Ok(data) = crate::input::read_bounded(file, MAX_PREPARED)
+            && let Ok((tok, sha256)) = prepared::load(&data, key, &bytes)
         {
             return Ok(Tokenizer {
                 inner: Inner::Prepared(Box::new(tok)),
@@ -62,15 +68,21 @@ impl Tokenizer {
         };
         let inner =
             tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_error(e.to_string()))?;
+        // The crate keeps ids in maps and takes any u32, but the prepared form indexes its
+        // tables by id: an absurd id is one error for every path, cache or not, rather than
+        // a table sized by it. The crate's map is checked, so that a run without a cache
+        // does not parse the JSON a second time.
+        if let Some(&id) = inner.get_vocab(true).values().max() {
+            prepared::check_id(id.into()).map_err(load_error)?;
+        }
         let sha256 = hex(&Sha256::digest(&bytes));
-        if let Some(file) = &cached {
+        if let Some(file) = &cached
+            && let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && let Ok(data) = prepared::prepare(&json, &bytes, key, &sha256)
+            && verify(&inner, &data, key, &bytes, &json)
+        {
             // Best effort: a cache that cannot be written only costs speed.
-            if let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes)
-                && let Ok(data) = prepared::prepare(&json, key, &sha256)
-                && verify(&inner, &data, key, &json)
-            {
-                write_atomically(file, &data);
-            }
+            write_atomically(file, &data);
         }
         Ok(Tokenizer {
             inner: Inner::Crate(Box::new(inner)),
@@ -126,9 +138,10 @@ fn verify(
     reference: &tokenizers::Tokenizer,
     data: &[u8],
     key: u128,
+    source: &[u8],
     json: &serde_json::Value,
 ) -> bool {
-    let Ok((fast, _)) = prepared::load(data, key) else {
+    let Ok((fast, _)) = prepared::load(data, key, source) else {
         return false;
     };
     if fast.get_vocab_size(true) != reference.get_vocab_size(true) {
@@ -150,16 +163,45 @@ fn verify(
     })
 }
 
+/// Never writes through what is at `file` or at the temporary name: a FIFO or symlink
+/// planted there is replaced by the rename, not opened.
 fn write_atomically(file: &Path, data: &[u8]) {
     let Some(dir) = file.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
     let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, data).is_ok() && std::fs::rename(&tmp, file).is_err() {
+    // create_new is O_EXCL: it neither follows a symlink nor opens an existing file. A name
+    // left by a crashed run with the same pid is removed (the link itself, not its target).
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+    };
+    let created = create().or_else(|e| {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+        std::fs::remove_file(&tmp)?;
+        create()
+    });
+    let Ok(mut out) = created else { return };
+    let written = out.write_all(data).is_ok();
+    drop(out);
+    if !written || std::fs::rename(&tmp, file).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
 }
+
+/// tokenizer.json is refused above this size: the largest real ones are ~30 MB (gpt-oss's
+/// 28 MB), and parsing builds several times the file's size in memory.
+const MAX_TOKENIZER_JSON: u64 = 256 << 20;
+
+/// A prepared file holds the vocabulary text (less than its tokenizer.json) and tables of 4 to
+/// 16 bytes per id or merge; for the largest real tokenizers that is about 22 MB. Anything
+/// past 512 MiB was not written by `prepare` from an accepted tokenizer.json.
+const MAX_PREPARED: u64 = 512 << 20;
 
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -20,7 +20,11 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Model, Token, TokenizerImpl};
 
-const MAGIC: &[u8; 8] = b"KVTOKv02";
+use super::scan;
+
+// v04: the body checksum is seeded with the source key, and the offsets of the vocabulary and
+// merges in tokenizer.json are kept for the spot check.
+const MAGIC: &[u8; 8] = b"KVTOKv04";
 const EMPTY32: u32 = u32::MAX;
 const EMPTY64: u64 = u64::MAX;
 
@@ -272,6 +276,35 @@ fn unsupported(model: &Json) -> Option<String> {
     None
 }
 
+/// Token ids must be below 2^24. The largest real vocabularies have ~262k entries (Gemma 3:
+/// 262,144), so this leaves 64x headroom, while an id-indexed table stays under 64 MiB per u32
+/// column: a hostile id like 4294967295 would otherwise size a 16 GiB table before any other
+/// check could refuse the file.
+pub const MAX_TOKEN_ID: u64 = 1 << 24;
+
+/// Refuse vocabulary ids no real tokenizer has, before anything is sized by an id. The
+/// `id` of added tokens is not checked: the crate ignores it (an added token gets its
+/// vocabulary id, or the next free one), and so does `assemble`.
+pub fn check_ids(source: &Json) -> Result<(), String> {
+    let vocab = source.pointer("/model/vocab").and_then(Json::as_object);
+    for id in vocab.into_iter().flat_map(|v| v.values()) {
+        if let Json::Number(n) = id {
+            // A negative or fractional id is not a u64; the crate refuses those itself.
+            check_id(n.as_u64().unwrap_or(u64::MAX))?;
+        }
+    }
+    Ok(())
+}
+
+pub fn check_id(id: u64) -> Result<(), String> {
+    if id < MAX_TOKEN_ID {
+        return Ok(());
+    }
+    Err(format!(
+        "token id {id} is out of range (ids must be below {MAX_TOKEN_ID})"
+    ))
+}
+
 struct Writer(Vec<u8>);
 
 impl Writer {
@@ -324,7 +357,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Serialise tokenizer.json (already parsed) into the prepared format.
-pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String> {
+pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Vec<u8>, String> {
     let model = source.get("model").ok_or("no model")?;
     if let Some(why) = unsupported(model) {
         return Err(why);
@@ -333,6 +366,8 @@ pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String
         .get("vocab")
         .and_then(Json::as_object)
         .ok_or("BPE without vocab")?;
+    check_ids(source)?;
+    let spans = find_spans(text).ok_or("vocabulary not found in the text")?;
     let max_id = vocab.values().filter_map(Json::as_u64).max().unwrap_or(0) as usize;
     let mut tok_start = vec![0u32; max_id + 1];
     let mut tok_len = vec![EMPTY32; max_id + 1];
@@ -416,6 +451,8 @@ pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String
     // Checksum of everything after it, filled in below: a damaged cache is never trusted.
     w.u64(0);
     w.bytes(sha256.as_bytes());
+    w.u64(spans.vocab_at as u64);
+    w.u64(spans.merges_at.map_or(u64::MAX, |at| at as u64));
     w.bytes(
         serde_json::to_string(&rest)
             .map_err(|e| e.to_string())?
@@ -442,16 +479,39 @@ pub fn prepare(source: &Json, key: u128, sha256: &str) -> Result<Vec<u8>, String
         w.u64(*v);
     }
     let body = CHECKSUM_AT + 8;
-    let sum = xxhash_rust::xxh3::xxh3_64(&w.0[body..]);
+    let sum = body_sum(&w.0[body..], key);
     w.0[CHECKSUM_AT..body].copy_from_slice(&sum.to_le_bytes());
     Ok(w.0)
+}
+
+/// The body checksum, seeded with the source's key: a body moved under another key (a file
+/// copied to another tokenizer's name with its header rewritten) no longer matches.
+pub fn body_sum(body: &[u8], key: u128) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(body, key as u64 ^ (key >> 64) as u64)
 }
 
 /// Offset of the body checksum: after the magic and the source key.
 const CHECKSUM_AT: usize = 8 + 16;
 
+/// Leading vocabulary entries and merges compared with tokenizer.json on every load: the
+/// byte alphabet and the merges applied first, which shape almost every token (~1 µs each).
+const SPOT_CHECK: usize = 1024;
+
 /// A tokenizer read back from its prepared form, with the SHA-256 of its source.
-pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
+///
+/// Threat model. The cache directory is long-lived state that other processes (an older
+/// kvaudit, a sync tool, a shared CI cache, another user with write access) can leave files
+/// in, so a prepared file may be stale, truncated, relabelled (copied under another
+/// tokenizer's key, header rewritten or not) or planted. Accidents and relabelling are
+/// caught for free: the stored key must be the source's, and the checksum is seeded with it.
+/// A deliberate forger who can write the cache can also run this code, so no checksum stops
+/// them; only comparing the tables with tokenizer.json does. In full that costs ~150–200 ms
+/// for Qwen3's 11 MB (walking the JSON alone 20–30 ms, a serde_json tree 50–170 ms) against
+/// ~10 ms for the whole load, so only a spot check is done: the first SPOT_CHECK vocabulary
+/// entries and merges of `source` must be in the tables with the same ids and ranks (~1 ms).
+/// Not caught: a forged entry past those, a forged pipeline (normalizer, pre-tokenizer, added
+/// tokens), or a forged SHA-256, all of which the file carries under its checksum only.
+pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, String), String> {
     let bad = || "corrupt prepared tokenizer".to_string();
     let mut r = Reader { data, at: 0 };
     if r.take(8) != Some(MAGIC.as_slice()) {
@@ -462,10 +522,19 @@ pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
         return Err("prepared for another tokenizer.json".into());
     }
     let sum = r.u64().ok_or_else(bad)?;
-    if data.len() < CHECKSUM_AT + 8 || xxhash_rust::xxh3::xxh3_64(&data[CHECKSUM_AT + 8..]) != sum {
+    if data.len() < CHECKSUM_AT + 8 || body_sum(&data[CHECKSUM_AT + 8..], key) != sum {
         return Err(bad());
     }
     let sha256 = String::from_utf8(r.bytes().ok_or_else(bad)?.to_vec()).map_err(|_| bad())?;
+    let vocab_at = r.u64().ok_or_else(bad)?;
+    let merges_at = r.u64().ok_or_else(bad)?;
+    let spans = Spans {
+        vocab_at: usize::try_from(vocab_at).map_err(|_| bad())?,
+        merges_at: (merges_at != u64::MAX)
+            .then(|| usize::try_from(merges_at))
+            .transpose()
+            .map_err(|_| bad())?,
+    };
     let rest: Json =
         serde_json::from_slice(r.bytes().ok_or_else(bad)?).map_err(|e| e.to_string())?;
     let vocab_size = r.u64().ok_or_else(bad)? as usize;
@@ -495,7 +564,16 @@ pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
             .iter()
             .zip(&merge_keys)
             .all(|(&v, &k)| k == EMPTY64 || ((v as u32) as usize) < n_ids);
-    if !in_blob || !ids_ok {
+    // Probing stops only at a free slot: a full table would make a miss loop forever.
+    let sparse = |used: usize, len: usize| used * 2 <= len;
+    let sparse = sparse(
+        vocab_table.iter().filter(|&&id| id != EMPTY32).count(),
+        table_len,
+    ) && sparse(
+        merge_keys.iter().filter(|&&k| k != EMPTY64).count(),
+        mtable_len,
+    );
+    if !in_blob || !ids_ok || !sparse {
         return Err(bad());
     }
     let model = &rest["model"];
@@ -524,7 +602,110 @@ pub fn load(data: &[u8], key: u128) -> Result<(FastTokenizer, String), String> {
             .and_then(Json::as_bool)
             .unwrap_or(false),
     };
+    spot_check(&bpe, source, &spans).ok_or("prepared tables differ from tokenizer.json")?;
     Ok((assemble(bpe, &rest)?, sha256))
+}
+
+/// Where the values of `model.vocab` and `model.merges` start in tokenizer.json's text. Found
+/// once when preparing (a search through megabytes) and kept in the file; a load only checks
+/// that the key is in front of each, so a wrong offset fails the spot check.
+struct Spans {
+    vocab_at: usize,
+    merges_at: Option<usize>,
+}
+
+/// A quoted key cannot occur unescaped inside a JSON string, so a match followed by `:` and
+/// the right bracket is a key. The vocabulary comes before the merges in every tokenizer.json
+/// the crate writes; the merges are searched from the end, past the vocabulary.
+fn find_spans(text: &[u8]) -> Option<Spans> {
+    let value_at = |i: usize, key: &[u8], open: u8| {
+        let mut s = scan::Scan::new(text, i + key.len());
+        (s.eat(b':').is_some() && s.peek() == Some(open)).then(|| s.at())
+    };
+    let vocab_at = memchr::memmem::find_iter(text, b"\"vocab\"")
+        .find_map(|i| value_at(i, b"\"vocab\"", b'{'))?;
+    let merges_at = memchr::memmem::rfind_iter(&text[vocab_at..], b"\"merges\"")
+        .find_map(|i| value_at(vocab_at + i, b"\"merges\"", b'['));
+    Some(Spans {
+        vocab_at,
+        merges_at,
+    })
+}
+
+/// Whether `at` is just past `key` (quoted), a colon and whitespace.
+fn key_before(text: &[u8], at: usize, key: &[u8]) -> bool {
+    let Some(head) = text.get(..at) else {
+        return false;
+    };
+    let head = head.trim_ascii_end();
+    let Some(head) = head.strip_suffix(b":") else {
+        return false;
+    };
+    head.trim_ascii_end().ends_with(key)
+}
+
+fn spot_check(bpe: &FastBpe, source: &[u8], spans: &Spans) -> Option<()> {
+    let vocab_at = spans.vocab_at;
+    if !key_before(source, vocab_at, b"\"vocab\"")
+        || spans
+            .merges_at
+            .is_some_and(|at| !key_before(source, at, b"\"merges\""))
+    {
+        return None;
+    }
+    let mut s = scan::Scan::new(source, vocab_at);
+    let mut more = s.open(b'{', b'}')?;
+    for _ in 0..SPOT_CHECK {
+        if !more {
+            break;
+        }
+        let token = s.string()?;
+        s.eat(b':')?;
+        let id = u32::try_from(s.uint()?).ok()?;
+        if bpe.token(id) != Some(token.as_ref()) || bpe.lookup(&token) != Some(id) {
+            return None;
+        }
+        more = s.more(b'}')?;
+    }
+    let Some(merges_at) = spans.merges_at else {
+        return bpe.merge_keys.iter().all(|&k| k == EMPTY64).then_some(());
+    };
+    let mut s = scan::Scan::new(source, merges_at);
+    let mut more = s.open(b'[', b']')?;
+    let mut joined = String::new();
+    for rank in 0..SPOT_CHECK {
+        if !more {
+            break;
+        }
+        if s.peek()? == b'"' {
+            let pair = s.string()?;
+            let (a, b) = pair.split_once(' ')?;
+            if b.contains(' ') {
+                return None;
+            }
+            merge_matches(bpe, a, b, rank, &mut joined)?;
+        } else {
+            s.eat(b'[')?;
+            let a = s.string()?;
+            s.eat(b',')?;
+            let b = s.string()?;
+            s.eat(b']')?;
+            merge_matches(bpe, &a, &b, rank, &mut joined)?;
+        }
+        more = s.more(b']')?;
+    }
+    Some(())
+}
+
+/// Whether the tables merge `a` and `b` into their concatenation at `rank`, or later: the
+/// crate keeps a repeated pair's last rank, and a check of a prefix cannot see the repeat.
+fn merge_matches(bpe: &FastBpe, a: &str, b: &str, rank: usize, joined: &mut String) -> Option<()> {
+    let (a_id, b_id) = (bpe.lookup(a)?, bpe.lookup(b)?);
+    joined.clear();
+    joined.push_str(a);
+    joined.push_str(b);
+    let (stored_rank, id) = bpe.merge(a_id, b_id)?;
+    (Some(id) == bpe.lookup(joined) && stored_rank as usize >= rank).then_some(())
 }
 
 /// The pipeline around the model, built the way the crate's deserializer builds it.
