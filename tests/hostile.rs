@@ -85,7 +85,76 @@ fn cases(dir: &Path) -> Vec<Case> {
             ])
         ),
     );
+    let topic = b"kv@p@m";
+    let mut claim = (topic.len() as u32).to_be_bytes().to_vec();
+    claim.extend_from_slice(topic);
+    claim.extend_from_slice(&0u64.to_be_bytes());
+    claim.extend_from_slice(&(1u32 << 30).to_be_bytes());
+    claim.extend_from_slice(&[0; 100]);
+    let claim = write(dir, "claim.frames", claim);
+    let mut raw = vec![0xdd, 0xff, 0xff, 0xff, 0xff];
+    raw.resize(16 << 20, 0);
+    let raw = write(dir, "header.msgpack", raw);
+    let zeros = write(dir, "zeros.frames", vec![0u8; 16 << 20]);
+    let bigid = dir.join("bigid");
+    std::fs::create_dir_all(&bigid).unwrap();
+    let tiny = common::fixtures().join("models/tiny-think");
+    let mut tj: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tiny.join("tokenizer.json")).unwrap()).unwrap();
+    let vocab = tj["model"]["vocab"].as_object_mut().unwrap();
+    let first = vocab.keys().next().unwrap().clone();
+    vocab.insert(first, serde_json::json!(4294967295u64));
+    write(&bigid, "tokenizer.json", tj.to_string());
+    std::fs::copy(
+        tiny.join("tokenizer_config.json"),
+        bigid.join("tokenizer_config.json"),
+    )
+    .unwrap();
+    let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     vec![
+        Case {
+            name: "frame claiming a 1 GiB payload in 122 bytes",
+            args: owned(&["replay", &claim]),
+            code: 2,
+            fragment: "claims 1073741824 payload bytes but the file ends at byte 122",
+            max_mb: 256,
+        },
+        Case {
+            name: "msgpack header claiming 4 G elements",
+            args: owned(&["replay", &raw]),
+            code: 2,
+            fragment: "more than the 1 GiB limit",
+            max_mb: 256,
+        },
+        Case {
+            name: "--keep-going on 16 MB of zeros",
+            args: owned(&["replay", "--keep-going", &zeros]),
+            code: 1,
+            fragment: "1048576 malformed",
+            max_mb: 256,
+        },
+        Case {
+            name: "vocab id 4294967295",
+            args: owned(&["diff-turns", "--model", &bigid.display().to_string()]),
+            code: 2,
+            fragment: "token id 4294967295 is out of range",
+            max_mb: 256,
+        },
+        Case {
+            name: "a connect timeout past a year",
+            args: owned(&[
+                "capture",
+                "--endpoint",
+                "tcp://127.0.0.1:1",
+                "--out",
+                &dir.join("x.frames").display().to_string(),
+                "--connect-timeout",
+                "99999999999999999999s",
+            ]),
+            code: 2,
+            fragment: "longer than a year",
+            max_mb: 256,
+        },
         Case {
             name: "indent bomb",
             args: diff_turns(&[
