@@ -1,6 +1,7 @@
 //! The diff-turns pipeline: model files → rendered turns → tokens → alignment.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::{Value as Json, json};
@@ -136,11 +137,13 @@ struct Planner<'a> {
     files: &'a ModelFiles,
     settings: &'a AuditSettings,
     options: PlanOptions,
+    /// Each selected template compiled once, by origin, shared by every conversation.
+    renderers: std::sync::Mutex<Vec<(String, Arc<ChatRenderer>)>>,
 }
 
 /// One conversation, rendered.
 struct Planned {
-    renderer: ChatRenderer,
+    renderer: Arc<ChatRenderer>,
     clock: Clock,
     plan: crate::render::TurnPlan,
 }
@@ -156,7 +159,29 @@ impl<'a> Planner<'a> {
             files,
             settings,
             options,
+            renderers: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// The compiled renderer of a template, compiling it on first use.
+    fn renderer(&self, template: &crate::model::SelectedTemplate) -> Result<Arc<ChatRenderer>> {
+        let mut cache = self
+            .renderers
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a renderer thread panicked"))?;
+        if let Some((_, r)) = cache.iter().find(|(origin, _)| *origin == template.origin) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(
+            ChatRenderer::new(
+                &template.text,
+                self.files.special_tokens.clone(),
+                self.settings.fuel,
+            )
+            .with_context(|| format!("chat template {}", template.origin))?,
+        );
+        cache.push((template.origin.clone(), r.clone()));
+        Ok(r)
     }
 
     fn plan(&self, conv: &Conversation) -> Result<Planned> {
@@ -166,12 +191,7 @@ impl<'a> Planner<'a> {
             .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
         let name = self.settings.template_name.as_deref();
         let template = self.files.select_template(name, has_tools)?;
-        let renderer = ChatRenderer::new(
-            &template.text,
-            self.files.special_tokens.clone(),
-            self.settings.fuel,
-        )
-        .with_context(|| format!("chat template {}", template.origin))?;
+        let renderer = self.renderer(&template)?;
         let clock = conv
             .clock
             .clone()

@@ -1,7 +1,5 @@
 //! The minijinja environment that reproduces transformers' `apply_chat_template` rendering.
 
-use std::sync::{Arc, Mutex};
-
 use chrono::NaiveDateTime;
 use chrono::format::{Item, StrftimeItems};
 use minijinja::syntax::SyntaxConfig;
@@ -49,17 +47,24 @@ pub enum RenderError {
 /// The largest template source accepted: real chat templates are at most tens of kilobytes.
 pub const MAX_TEMPLATE_SOURCE: usize = 4 << 20;
 
-/// State shared between the environment's functions and the caller of one render.
+/// What one render passes to the environment's functions and gets back from them: the clock
+/// of `strftime_now` and the message of `raise_exception`. Kept per thread, set by `render`
+/// before the template runs: a render runs on one thread from start to end, so one compiled
+/// engine can be shared by worker threads without one render seeing another's clock.
 #[derive(Default)]
-struct Shared {
+struct RenderState {
     now: Option<NaiveDateTime>,
     raised: Option<String>,
+}
+
+thread_local! {
+    static RENDER_STATE: std::cell::RefCell<RenderState> =
+        std::cell::RefCell::new(RenderState::default());
 }
 
 /// A compiled chat template in an environment configured like transformers'.
 pub struct TemplateEngine {
     env: Environment<'static>,
-    shared: Arc<Mutex<Shared>>,
     fuel: u64,
 }
 
@@ -71,7 +76,6 @@ impl TemplateEngine {
                 MAX_TEMPLATE_SOURCE,
             ));
         }
-        let shared = Arc::new(Mutex::new(Shared::default()));
         let mut env = Environment::new();
         // Templates see the globals Jinja2 and transformers give them; minijinja's `debug()`
         // would print the whole context (and is no Jinja2 global).
@@ -88,29 +92,20 @@ impl TemplateEngine {
         env.add_filter("tojson", tojson_filter);
         env.set_formatter(python_formatter);
 
-        let raised = shared.clone();
         env.add_function(
             "raise_exception",
-            move |message: Value| -> Result<Value, Error> {
+            |message: Value| -> Result<Value, Error> {
                 let text = message.to_string();
-                if let Ok(mut s) = raised.lock() {
-                    s.raised = Some(text.clone());
-                }
+                RENDER_STATE.with_borrow_mut(|s| s.raised = Some(text.clone()));
                 Err(Error::new(ErrorKind::InvalidOperation, text))
             },
         );
-        let clock = shared.clone();
-        env.add_function(
-            "strftime_now",
-            move |format: &str| -> Result<Value, Error> {
-                let now = clock
-                    .lock()
-                    .ok()
-                    .and_then(|s| s.now)
-                    .unwrap_or_else(|| chrono::Local::now().naive_local());
-                strftime(now, format).map(Value::from)
-            },
-        );
+        env.add_function("strftime_now", |format: &str| -> Result<Value, Error> {
+            let now = RENDER_STATE
+                .with_borrow(|s| s.now)
+                .unwrap_or_else(|| chrono::Local::now().naive_local());
+            strftime(now, format).map(Value::from)
+        });
 
         env.add_filter(super::source::ITER_FILTER, python_iter);
         env.add_filter("indent", jinja_indent);
@@ -120,15 +115,15 @@ impl TemplateEngine {
         });
         env.add_template_owned(TEMPLATE_NAME, super::source::prepare(source)?)
             .map_err(|e| RenderError::Syntax(describe(&e)))?;
-        Ok(TemplateEngine { env, shared, fuel })
+        Ok(TemplateEngine { env, fuel })
     }
 
     /// Render with `ctx` as the template's variables and `now` as the clock of `strftime_now`.
     pub fn render(&self, ctx: Value, now: NaiveDateTime) -> Result<String, RenderError> {
-        if let Ok(mut s) = self.shared.lock() {
+        RENDER_STATE.with_borrow_mut(|s| {
             s.now = Some(now);
             s.raised = None;
-        }
+        });
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
@@ -149,7 +144,7 @@ impl TemplateEngine {
                 })
             })
             .map_err(|e| {
-                if let Some(msg) = self.shared.lock().ok().and_then(|mut s| s.raised.take()) {
+                if let Some(msg) = RENDER_STATE.with_borrow_mut(|s| s.raised.take()) {
                     return RenderError::Raised(msg);
                 }
                 match e.kind() {
@@ -484,6 +479,46 @@ mod tests {
     fn many_tags_prepare_and_render() {
         let src = "{% if true %}{% endif %}".repeat(50_000) + "{# c #}ok";
         assert_eq!(render(&src).unwrap(), "ok");
+    }
+
+    /// One compiled engine shared by threads: each render sees its own clock and its own
+    /// exception (the state was once one Mutex shared by every render).
+    #[test]
+    fn one_engine_renders_on_many_threads() {
+        let engine = std::sync::Arc::new(
+            TemplateEngine::new(
+                "{% if fail %}{{ raise_exception('no ' ~ n) }}{% endif %}{{ n }} {{ strftime_now('%Y-%m-%d') }}",
+                DEFAULT_FUEL,
+            )
+            .unwrap(),
+        );
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let engine = engine.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1 + (t + i) % 28)
+                            .unwrap()
+                            .and_hms_opt(12, 0, 0)
+                            .unwrap();
+                        let fail = (t + i) % 3 == 0;
+                        let got = engine.render(context! { n => t * 1000 + i, fail => fail }, day);
+                        if fail {
+                            let want = format!("no {}", t * 1000 + i);
+                            assert!(matches!(got, Err(RenderError::Raised(ref m)) if *m == want));
+                        } else {
+                            assert_eq!(
+                                got.unwrap(),
+                                format!("{} {}", t * 1000 + i, day.format("%Y-%m-%d"))
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
     }
 
     #[test]
