@@ -2,8 +2,7 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RewriteClass {
     /// The reply's reasoning is not rendered back in history.
     ReasoningDropped,
@@ -31,6 +30,13 @@ impl RewriteClass {
             RewriteClass::Retokenized => "retokenized",
             RewriteClass::Other => "other",
         }
+    }
+}
+
+/// Serialized by its one name, so JSON and human output cannot disagree.
+impl Serialize for RewriteClass {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 
