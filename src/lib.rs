@@ -2,6 +2,7 @@
 
 pub mod align;
 pub mod audit;
+pub mod capture;
 pub mod cli;
 pub mod commands;
 pub mod events;

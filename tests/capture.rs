@@ -829,7 +829,7 @@ fn malformed_flood_leaves_a_small_summary() {
 /// too large to send here, so this runs the library with a small one).
 #[test]
 fn oversized_payloads_are_malformed_not_written() {
-    use kvaudit::events::live::{LiveOptions, capture as run_capture};
+    use kvaudit::capture::{LiveOptions, capture as run_capture};
     let bin = |n: usize| {
         let mut p = vec![0xc5];
         p.extend_from_slice(&(n as u16).to_be_bytes());

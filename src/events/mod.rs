@@ -4,7 +4,6 @@
 pub mod capture;
 pub mod encode;
 mod fast;
-pub mod live;
 pub mod msgpack;
 
 use std::borrow::Cow;

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde_json::{Value as Json, json};
 
-use crate::events::live::CaptureSummary;
+use crate::capture::CaptureSummary;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
