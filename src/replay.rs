@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::events::capture::MessageRef;
+use crate::events::capture::{CaptureReader, MessageRef};
 use crate::events::msgpack::{DecodeError, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::index::{
@@ -193,6 +193,84 @@ pub struct LookupRequest {
     pub tokens: Vec<u32>,
     pub pod: Option<String>,
     pub model: Option<String>,
+}
+
+impl LookupRequest {
+    /// `[[1,2,3], {"tokens": [..], "pod": "..", "model": ".."}]`: a list of token lists or
+    /// of objects naming the pod and model to look up in.
+    pub fn parse_list(v: &serde_json::Value) -> Result<Vec<LookupRequest>, String> {
+        use serde_json::Value as Json;
+        let items = v.as_array().ok_or("expected a JSON list")?;
+        let ids = |v: &Json, i: usize| -> Result<Vec<u32>, String> {
+            v.as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|x| x.as_u64().and_then(|t| u32::try_from(t).ok()))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| format!("entry {i} needs a list of token ids"))
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Json::Array(_) => Ok(LookupRequest {
+                    tokens: ids(item, i)?,
+                    pod: None,
+                    model: None,
+                }),
+                Json::Object(o) => Ok(LookupRequest {
+                    tokens: ids(o.get("tokens").unwrap_or(&Json::Null), i)?,
+                    pod: o.get("pod").and_then(Json::as_str).map(str::to_string),
+                    model: o.get("model").and_then(Json::as_str).map(str::to_string),
+                }),
+                _ => Err(format!("entry {i} must be a list or an object")),
+            })
+            .collect()
+    }
+}
+
+/// A whole capture replayed: the report, the input's format, and where bad input stopped it
+/// (byte offset and reason) when it did.
+pub struct ReplayRun {
+    pub report: ReplayReport,
+    pub format: &'static str,
+    pub stopped: Option<(u64, String)>,
+}
+
+/// Replay every message of `reader` through the emulation in one streaming pass, then look
+/// up `lookups`. `on_progress` is told the byte offset now and then (every 4096 messages).
+pub fn run<R: std::io::Read>(
+    mut reader: CaptureReader<R>,
+    options: ReplayOptions,
+    lookups: &[LookupRequest],
+    mut on_progress: impl FnMut(u64),
+) -> ReplayRun {
+    let mut replayer = Replayer::new(options);
+    let mut stopped: Option<(u64, String)> = None;
+    let mut n: u64 = 0;
+    while let Some(read) = reader.next_ref() {
+        let msg = match read {
+            Ok(m) => m,
+            Err(e) => {
+                stopped = Some((e.offset, e.reason));
+                break;
+            }
+        };
+        if let Err(e) = replayer.feed(msg) {
+            stopped = Some((e.offset as u64, e.into_info().reason));
+            break;
+        }
+        n += 1;
+        if n.is_multiple_of(4096) {
+            on_progress(reader.offset());
+        }
+    }
+    ReplayRun {
+        report: replayer.finish(lookups),
+        format: reader.format().name(),
+        stopped,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

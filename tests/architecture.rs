@@ -78,14 +78,19 @@ fn no_cycles_between_top_level_modules() {
     for node in graph.keys() {
         visit(node, &graph, &mut Vec::new(), &mut done);
     }
-    assert!(graph.contains_key("events") && graph.contains_key("capture"), "{graph:?}");
+    assert!(
+        graph.contains_key("events") && graph.contains_key("capture"),
+        "{graph:?}"
+    );
 }
 
 #[test]
 fn lower_layers_never_import_higher_ones() {
     let graph = top_level_imports();
     let lower = ["events", "render", "model", "tokenize", "input"];
-    let higher = ["align", "index", "replay", "audit", "capture", "report", "commands", "cli"];
+    let higher = [
+        "align", "index", "replay", "audit", "capture", "report", "commands", "cli",
+    ];
     let mut wrong = Vec::new();
     for l in lower {
         for dep in graph.get(l).into_iter().flatten() {

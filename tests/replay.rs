@@ -420,7 +420,7 @@ fn mutated_captures_never_panic() {
     use kvaudit::events::Engine;
     use kvaudit::events::capture::CaptureReader;
     use kvaudit::index::{IndexConfig, Profile};
-    use kvaudit::replay::{ReplayOptions, Replayer};
+    use kvaudit::replay::ReplayOptions;
     let base = seed_capture(80);
     let mut rand = common::xorshift(0x9E37_79B9_7F4A_7C15);
     for case in 0..3000 {
@@ -441,24 +441,19 @@ fn mutated_captures_never_panic() {
         }
         let mut views = vec![IndexConfig::new(16), IndexConfig::new(64)];
         views[1].profile = Profile::Router202608;
-        let mut replayer = Replayer::new(ReplayOptions {
+        let options = ReplayOptions {
             views,
             engine: Engine::Vllm,
             keep_going: case % 2 == 0,
             default_pod: "p".into(),
-        });
-        let mut reader = CaptureReader::new(&data[..]).unwrap();
-        while let Some(Ok(msg)) = reader.next_message() {
-            if replayer.feed(msg.as_ref()).is_err() {
-                break;
-            }
-        }
+        };
         let lookup = kvaudit::replay::LookupRequest {
             tokens: (1..=144).collect(),
             pod: None,
             model: None,
         };
-        replayer.finish(&[lookup]);
+        let reader = CaptureReader::new(&data[..]).unwrap();
+        kvaudit::replay::run(reader, options, &[lookup], |_| {});
     }
 }
 

@@ -8,7 +8,7 @@ use super::index_config;
 use crate::cli::{EmulationArgs, EngineArg, ReplayArgs, ReplayFormat};
 use crate::events::Engine;
 use crate::events::capture::CaptureReader;
-use crate::replay::{LookupRequest, ReplayOptions, Replayer};
+use crate::replay::{LookupRequest, ReplayOptions, ReplayRun};
 use crate::report::replay::{InputInfo, to_human, to_json, to_prometheus};
 
 /// Stopped on bad input after printing what was counted: exit 2 with this message.
@@ -56,39 +56,25 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
         (Box::new(f), size)
     };
-    let mut reader = CaptureReader::new(source)
+    let reader = CaptureReader::new(source)
         .with_context(|| format!("cannot read capture {shown}"))?
         .with_size(size);
-    let mut replayer = Replayer::new(options);
     let progress = progress_bar(size);
-    let mut error: Option<(u64, String)> = None;
-    let mut n: u64 = 0;
-    while let Some(read) = reader.next_ref() {
-        let msg = match read {
-            Ok(m) => m,
-            Err(e) => {
-                error = Some((e.offset, e.reason));
-                break;
-            }
-        };
-        if let Err(e) = replayer.feed(msg) {
-            error = Some((e.offset as u64, e.into_info().reason));
-            break;
+    let ReplayRun {
+        report,
+        format,
+        stopped: error,
+    } = crate::replay::run(reader, options, &lookups, |offset| {
+        if let Some(p) = &progress {
+            p.set_position(offset);
         }
-        n += 1;
-        if n.is_multiple_of(4096)
-            && let Some(p) = &progress
-        {
-            p.set_position(reader.offset());
-        }
-    }
+    });
     if let Some(p) = progress {
         p.finish_and_clear();
     }
-    let report = replayer.finish(&lookups);
     let input = InputInfo {
         path: &shown,
-        format: reader.format().name(),
+        format,
         error: error.clone(),
     };
     let text = match args.format {
@@ -130,44 +116,14 @@ fn progress_bar(size: Option<u64>) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// `[[1,2,3], {"tokens": [..], "pod": "..", "model": ".."}]`
+/// The largest lookup file read (a list of token lists).
+const MAX_LOOKUP_FILE: u64 = 64 << 20;
+
 fn read_lookups(path: &std::path::Path) -> Result<Vec<LookupRequest>> {
     let shown = path.display();
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read lookups {shown}"))?;
+    let text = crate::input::read_text(path, MAX_LOOKUP_FILE)
+        .with_context(|| format!("cannot read lookups {shown}"))?;
     let v: Json = serde_json::from_str(&text)
         .with_context(|| format!("lookups {shown} is not valid JSON"))?;
-    let items = v
-        .as_array()
-        .with_context(|| format!("lookups {shown}: expected a JSON list"))?;
-    let ids = |v: &Json, i: usize| -> Result<Vec<u32>> {
-        v.as_array()
-            .and_then(|a| {
-                a.iter()
-                    .map(|x| {
-                        x.as_u64()
-                            .filter(|&t| t <= u32::MAX as u64)
-                            .map(|t| t as u32)
-                    })
-                    .collect::<Option<Vec<_>>>()
-            })
-            .with_context(|| format!("lookups {shown}: entry {i} needs a list of token ids"))
-    };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| match item {
-            Json::Array(_) => Ok(LookupRequest {
-                tokens: ids(item, i)?,
-                pod: None,
-                model: None,
-            }),
-            Json::Object(o) => Ok(LookupRequest {
-                tokens: ids(o.get("tokens").unwrap_or(&Json::Null), i)?,
-                pod: o.get("pod").and_then(Json::as_str).map(str::to_string),
-                model: o.get("model").and_then(Json::as_str).map(str::to_string),
-            }),
-            _ => bail!("lookups {shown}: entry {i} must be a list or an object"),
-        })
-        .collect()
+    LookupRequest::parse_list(&v).map_err(|e| anyhow::anyhow!("lookups {shown}: {e}"))
 }
