@@ -1,14 +1,13 @@
 use std::io::IsTerminal;
 
 use anyhow::{Context, Result, bail};
-use serde_json::json;
 
 use super::Outcome;
 use super::diff_turns::{conversations, settings};
 use super::index_config;
 use crate::audit::{self, ModelSpec};
 use crate::cli::{KeysArgs, OutputFormat};
-use crate::index::KeyHasher;
+use crate::report::keys::KeysReport;
 use crate::tokenize::Tokenizer;
 
 pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
@@ -38,7 +37,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             })
             .collect()
     } else if let Some(path) = &args.tokens_file {
-        let text = std::fs::read_to_string(path)
+        let text = crate::input::read_text(path, MAX_TOKENS_FILE)
             .with_context(|| format!("cannot read {}", path.display()))?;
         vec![(
             path.display().to_string(),
@@ -52,49 +51,17 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let Some(model_name) = cfg.model_name.clone() else {
         bail!("--model-name is needed: llm-d hashes the model name into every key");
     };
-    let hasher = KeyHasher::new(cfg.algo, &cfg.seed);
-    let root = hasher.root(&model_name);
-    let keyed: Vec<(String, usize, Vec<u64>)> = sequences
-        .into_iter()
-        .map(|(name, ids)| {
-            let keys = hasher.keys(root, &ids, cfg.block_size, None);
-            (name, ids.len(), keys)
-        })
-        .collect();
+    let report = KeysReport::new(&cfg, &model_name, sequences);
     let text = match args.format {
-        OutputFormat::Json => {
-            let seqs: Vec<_> = keyed
-                .iter()
-                .map(|(name, n, keys)| json!({"source": name, "tokens": n, "keys": keys}))
-                .collect();
-            let v = json!({
-                "schema_version": 1,
-                "index_block_size": cfg.block_size,
-                "hash": cfg.algo.name(),
-                "hash_seed": cfg.seed,
-                "model_name": model_name,
-                "root": root,
-                "sequences": seqs,
-            });
-            format!("{}\n", serde_json::to_string_pretty(&v)?)
-        }
-        OutputFormat::Human => {
-            let mut s = String::new();
-            let many = keyed.len() > 1;
-            for (name, n, keys) in &keyed {
-                if many {
-                    s.push_str(&format!("# {name}: {n} tokens, {} keys\n", keys.len()));
-                }
-                for k in keys {
-                    s.push_str(&format!("{k}\n"));
-                }
-            }
-            s
-        }
+        OutputFormat::Json => report.to_json(),
+        OutputFormat::Human => report.to_human(),
     };
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)
 }
+
+/// The largest token-id file read (16 M ids written out take about 100 MB).
+const MAX_TOKENS_FILE: u64 = 128 << 20;
 
 /// A JSON list of ids, or ids separated by commas or whitespace.
 fn parse_tokens(text: &str) -> Result<Vec<u32>> {

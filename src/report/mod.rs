@@ -2,4 +2,5 @@
 
 pub mod capture;
 pub mod diff_turns;
+pub mod keys;
 pub mod replay;
