@@ -3,8 +3,7 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result, bail};
 
 use super::Outcome;
-use super::diff_turns::{conversations, settings};
-use super::index_config;
+use super::settings::{audit_settings, conversations, index_config};
 use crate::audit::{self, ModelSpec};
 use crate::cli::{KeysArgs, OutputFormat};
 use crate::report::keys::KeysReport;
@@ -25,7 +24,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         })?;
         let tok = Tokenizer::from_file(&files.tokenizer_path)?;
         let convs = conversations(&args.conversation)?;
-        let settings = settings(&args.conversation, None)?;
+        let settings = audit_settings(&args.conversation, None)?;
         cfg.model_name.get_or_insert_with(|| model.clone());
         audit::conversation_prompts(&files, &tok, &convs, &settings)?
             .into_iter()

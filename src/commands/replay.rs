@@ -1,44 +1,19 @@
 use std::io::{IsTerminal, Read};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::Value as Json;
 
 use super::Outcome;
-use super::index_config;
-use crate::cli::{EmulationArgs, EngineArg, ReplayArgs, ReplayFormat};
-use crate::events::Engine;
+use super::settings::replay_options;
+use crate::cli::{ReplayArgs, ReplayFormat};
 use crate::events::capture::CaptureReader;
-use crate::replay::{LookupRequest, ReplayOptions, ReplayRun};
+use crate::replay::{LookupRequest, ReplayRun};
 use crate::report::replay::{InputInfo, to_human, to_json, to_prometheus};
 
 /// Stopped on bad input after printing what was counted: exit 2 with this message.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct StoppedOnBadInput(pub String);
-
-/// The emulation settings shared by replay and capture --live-replay.
-pub(crate) fn replay_options(
-    args: &EmulationArgs,
-    keep_going: bool,
-    default_pod: &str,
-) -> Result<ReplayOptions> {
-    if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
-        bail!("--index-block-size must be positive integers, e.g. 16,64");
-    }
-    Ok(ReplayOptions {
-        views: args
-            .index_block_size
-            .iter()
-            .map(|&b| index_config(&args.index, b))
-            .collect(),
-        engine: match args.engine {
-            EngineArg::Vllm => Engine::Vllm,
-            EngineArg::Sglang => Engine::Sglang,
-        },
-        keep_going,
-        default_pod: default_pod.to_string(),
-    })
-}
 
 pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let options = replay_options(&args.emulation, args.keep_going, &args.pod)?;

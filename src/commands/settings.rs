@@ -1,0 +1,230 @@
+//! Command-line values turned into validated domain settings, in one place: every command
+//! takes its settings from here, so a flag shared by several commands is checked one way.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value as Json};
+
+use crate::align::AlignOptions;
+use crate::audit::{self, AuditSettings, QuickTurn};
+use crate::cli::{
+    ConversationArgs, DiffTurnsArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend,
+};
+use crate::events::Engine;
+use crate::render::reply::PlanOptions;
+use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, parse_time};
+use crate::replay::ReplayOptions;
+
+/// llm-d's index settings from the flags diff-turns, replay, capture and keys share.
+pub fn index_config(args: &crate::cli::IndexArgs, block_size: usize) -> crate::index::IndexConfig {
+    use crate::cli::{HashArg, ProfileArg};
+    let mut cfg = crate::index::IndexConfig::new(block_size);
+    cfg.algo = match args.hash {
+        HashArg::CborFnv => crate::index::HashAlgo::CborFnv,
+        HashArg::Xxh64 => crate::index::HashAlgo::Xxh64,
+    };
+    cfg.seed = args.hash_seed.clone();
+    cfg.model_name = args.model_name.clone();
+    cfg.profile = match args.llmd_profile {
+        ProfileArg::DigestFirst => crate::index::Profile::DigestFirst,
+        ProfileArg::Router202608 => crate::index::Profile::Router202608,
+    };
+    cfg
+}
+
+/// The emulation settings shared by replay and capture --live-replay.
+pub fn replay_options(
+    args: &EmulationArgs,
+    keep_going: bool,
+    default_pod: &str,
+) -> Result<ReplayOptions> {
+    if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
+        bail!("--index-block-size must be positive integers, e.g. 16,64");
+    }
+    Ok(ReplayOptions {
+        views: args
+            .index_block_size
+            .iter()
+            .map(|&b| index_config(&args.index, b))
+            .collect(),
+        engine: match args.engine {
+            EngineArg::Vllm => Engine::Vllm,
+            EngineArg::Sglang => Engine::Sglang,
+        },
+        keep_going,
+        default_pod: default_pod.to_string(),
+    })
+}
+
+pub fn router_settings(args: &DiffTurnsArgs) -> Result<crate::index::router::RouterSettings> {
+    if args.engine_block_size == 0 || args.index_block_size == 0 {
+        bail!("--engine-block-size and --index-block-size must be positive");
+    }
+    let decider = crate::index::decider::DeciderConfig::parse(&args.decider)
+        .map_err(|e| anyhow::anyhow!("--decider {:?}: {e}", args.decider))?;
+    let mut index = index_config(&args.index, args.index_block_size);
+    index
+        .model_name
+        .get_or_insert_with(|| args.model.model.clone());
+    Ok(crate::index::router::RouterSettings {
+        engine_block_size: args.engine_block_size,
+        index,
+        decider,
+    })
+}
+
+pub fn audit_settings(
+    args: &ConversationArgs,
+    template_name: Option<String>,
+) -> Result<AuditSettings> {
+    let now = match &args.now {
+        Some(t) => parse_time(t)
+            .with_context(|| format!("--now {t:?}: expected a time like 2026-01-15T10:00:00"))?,
+        None => chrono::Local::now().naive_local(),
+    };
+    let mut kwargs = Map::new();
+    for kv in &args.template_kwarg {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--template-kwarg {kv:?}: expected KEY=VALUE"))?;
+        if k.is_empty() {
+            bail!("--template-kwarg {kv:?}: the key is empty");
+        }
+        let value = serde_json::from_str::<Json>(v).unwrap_or_else(|_| Json::String(v.to_string()));
+        kwargs.insert(k.to_string(), value);
+    }
+    Ok(AuditSettings {
+        clock: Clock::Fixed(now),
+        date_rollover: false,
+        plan: PlanOptions {
+            reply_format: args.reply_format.map(|f| match f {
+                ReplyFormatArg::Plain => ReplyFormat::Plain,
+                ReplyFormatArg::ThinkNl => ReplyFormat::ThinkNl,
+                ReplyFormatArg::ThinkTight => ReplyFormat::ThinkTight,
+                ReplyFormatArg::Harmony => ReplyFormat::Harmony,
+            }),
+            kwargs,
+            extra_stops: Vec::new(),
+        },
+        align: AlignOptions::default(),
+        template_name,
+        fuel: args.fuel,
+        router: None,
+    })
+}
+
+pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
+    let resend = match args.resend {
+        Resend::Content => ResendMode::Content,
+        Resend::Raw => ResendMode::Raw,
+        Resend::ReasoningField => ResendMode::ReasoningField,
+    };
+    if !args.conversation.is_empty() {
+        return args
+            .conversation
+            .iter()
+            .map(|p| Conversation::from_file(p).map_err(Into::into))
+            .collect();
+    }
+    let Some(user) = &args.user else {
+        return Ok(audit::probe_conversations(args.system.as_deref(), resend));
+    };
+    let Some(reply) = &args.reply else {
+        bail!("--user needs --reply: the answer the model gave");
+    };
+    let follow_ups: Vec<(String, &str)> = if args.follow_up.is_empty() {
+        audit::PROBE_FOLLOW_UPS
+            .iter()
+            .map(|(n, f)| (n.replace("probe:", "quick:"), *f))
+            .collect()
+    } else {
+        args.follow_up
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (format!("quick:follow-up-{}", i + 1), f.as_str()))
+            .collect()
+    };
+    Ok(follow_ups
+        .into_iter()
+        .map(|(source, follow_up)| {
+            audit::quick_conversation(&QuickTurn {
+                source,
+                system: args.system.as_deref(),
+                user,
+                reply,
+                reasoning: args.reasoning.as_deref(),
+                follow_up,
+                resend,
+            })
+        })
+        .collect())
+}
+
+/// The longest duration a flag takes: tokio's timers reach about two years, and no capture
+/// or timeout needs more than one.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `90s`, `2m`, `1h`, `500ms`, or plain seconds; more than zero and at most a year.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (num, unit) = t.split_at(
+        t.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(t.len()),
+    );
+    let syntax = || "expected a duration like 90s, 5m or 500ms".to_string();
+    let v: f64 = num.parse().map_err(|_| syntax())?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1000.0,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(syntax()),
+    };
+    // Compared as f64 before converting: Duration::from_secs_f64 panics past u64 seconds.
+    if !secs.is_finite() || secs > MAX_DURATION.as_secs_f64() {
+        return Err("longer than a year (365 days is the most)".into());
+    }
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err("must be more than zero".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("8760h"), Ok(MAX_DURATION));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("expected a duration")
+        );
+        assert!(parse_duration("0s").unwrap_err().contains("more than zero"));
+        assert!(
+            parse_duration("0.0000000001s")
+                .unwrap_err()
+                .contains("more than zero")
+        );
+        // Each of these panicked in Duration::from_secs_f64.
+        for big in ["99999999999999999999s", "8761h", "1e400", &"9".repeat(400)] {
+            let err = parse_duration(big).unwrap_err();
+            assert!(
+                err.contains("longer than a year") || err.contains("expected a duration"),
+                "{big}: {err}"
+            );
+        }
+        assert!(
+            parse_duration("99999999999999999999s")
+                .unwrap_err()
+                .contains("year")
+        );
+    }
+}
