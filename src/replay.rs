@@ -9,8 +9,7 @@ use crate::events::capture::{CaptureReader, MessageRef};
 use crate::events::msgpack::{DecodeError, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::index::{
-    Counts, INVALID_BLOCK_SIZE, Index, IndexConfig, MSG_BATCH_DECODE_ERROR, NON_DENSE_BLOCK_SPAN,
-    message_drop_reason, parse_topic,
+    Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, parse_topic,
 };
 
 #[derive(Debug, Clone)]
@@ -293,7 +292,7 @@ pub struct ReplayReport {
     /// BlockStored events kvaudit's engine view could not split into blocks (by reason: a
     /// block size that is not positive, or tokens that are not hashes × block size). llm-d
     /// checks this only for events with a group (`stores_skipped` of each view).
-    pub engine_skipped: Counts,
+    pub engine_skipped: Counts<SkipReason>,
     pub views: Vec<ViewReport>,
     pub sequences: Vec<Sequence>,
     /// Leaf chains whose root the engine no longer holds (not looked up).
@@ -333,7 +332,7 @@ pub struct Replayer {
     messages: u64,
     events: EventCounts,
     malformed: MalformedCounts,
-    engine_skipped: Counts,
+    engine_skipped: Counts<SkipReason>,
     order: u64,
     bytes: u64,
     pool: crate::events::Pool,
@@ -388,7 +387,7 @@ impl Replayer {
                 self.messages += 1;
                 self.malformed.add(e.offset as u64, &e.reason);
                 for v in &mut self.views {
-                    v.stats.messages_dropped.add(MSG_BATCH_DECODE_ERROR);
+                    v.stats.messages_dropped.add(DropReason::BatchDecodeError);
                 }
                 return Ok(());
             }
@@ -574,20 +573,20 @@ fn on_gpu(medium: Option<&str>) -> bool {
 /// blocks is left out, and why is returned. Every number here comes off the wire, so the
 /// arithmetic is checked: a block size near 2^62 wrapped `n * block_size` onto the token
 /// count and the slicing then ran out of range.
-fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) -> Result<(), &'static str> {
+fn insert_blocks(tree: &mut PodTree, s: &BlockStored, order: u64) -> Result<(), SkipReason> {
     let n = s.block_hashes.len();
     if s.token_ids.is_empty() {
         return Ok(()); // a tier update (or nothing): no tokens to place
     }
     if s.block_size <= 0 {
-        return Err(INVALID_BLOCK_SIZE);
+        return Err(SkipReason::InvalidBlockSize);
     }
-    let bs = usize::try_from(s.block_size).map_err(|_| NON_DENSE_BLOCK_SPAN)?;
+    let bs = usize::try_from(s.block_size).map_err(|_| SkipReason::NonDenseBlockSpan)?;
     if n.checked_mul(bs) != Some(s.token_ids.len()) {
-        return Err(NON_DENSE_BLOCK_SPAN);
+        return Err(SkipReason::NonDenseBlockSpan);
     }
     // Dense, so bs ≤ the token count, which the payload size limit keeps far below 2^32.
-    let len = u32::try_from(bs).map_err(|_| NON_DENSE_BLOCK_SPAN)?;
+    let len = u32::try_from(bs).map_err(|_| SkipReason::NonDenseBlockSpan)?;
     let mut parent = s.parent_block_hash.as_ref().map(|h| h.as_u64());
     for (i, h) in s.block_hashes.iter().enumerate() {
         let h = h.as_u64();

@@ -1127,7 +1127,7 @@ mod tests {
 mod sglang_tests {
     use super::msgpack::Writer;
     use super::*;
-    use crate::index::{Index, IndexConfig, MSG_BATCH_DECODE_ERROR};
+    use crate::index::{DropReason, Index, IndexConfig};
 
     /// SGLang 0.5 publishes tagged maps with its own fields (cache_salt, no group_idx) and
     /// signed 64-bit hashes; llm-d's SGLang adapter only takes arrays.
@@ -1162,7 +1162,7 @@ mod sglang_tests {
         let mut idx = Index::new(IndexConfig::new(1));
         idx.apply("p", "m", &batch, Engine::Sglang);
         assert_eq!(
-            idx.stats.messages_dropped.get(MSG_BATCH_DECODE_ERROR),
+            idx.stats.messages_dropped.get(DropReason::BatchDecodeError),
             Some(1)
         );
 

@@ -3,6 +3,7 @@
 
 pub mod decider;
 pub mod hash;
+pub mod reasons;
 pub mod router;
 pub mod stats;
 
@@ -13,6 +14,7 @@ use crate::events::{
     Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash,
 };
 pub use hash::{HashAlgo, KeyHasher};
+pub use reasons::{DropReason, Reason, SkipReason};
 pub use stats::{Counts, Stats};
 
 /// Which llm-d behaviour to reproduce for events shorter than one index block.
@@ -33,28 +35,6 @@ impl Profile {
             Profile::Router202608 => "router-2026-08",
         }
     }
-}
-
-/// Why llm-d drops a whole message (§2.4 M1–M3).
-pub const MSG_FRAME_MALFORMED: &str = "frame_malformed";
-pub const MSG_BATCH_DECODE_ERROR: &str = "batch_decode_error";
-pub const MSG_BATCH_IS_MAP: &str = "batch_is_map";
-
-/// Why a BlockStored is skipped (§2.4 S1–S7).
-pub const UNSUPPORTED_CACHE_KIND: &str = "unsupported_cache_kind";
-pub const INVALID_BLOCK_SIZE: &str = "invalid_block_size";
-pub const NON_DENSE_BLOCK_SPAN: &str = "non_dense_block_span";
-pub const PARENT_UNRESOLVED: &str = "parent_unresolved";
-pub const EXTRA_FEATURES_MISMATCH: &str = "extra_features_mismatch";
-pub const INCOMPLETE_CANONICAL_BLOCK: &str = "incomplete_canonical_block";
-pub const TIER_UPDATE_UNRESOLVED: &str = "tier_update_unresolved";
-
-/// The reasons llm-d itself counts in `llm_d_epp_kv_cache_events_stores_skipped_total`.
-pub fn llm_d_counts(reason: &str, profile: Profile) -> bool {
-    matches!(
-        reason,
-        UNSUPPORTED_CACHE_KIND | INVALID_BLOCK_SIZE | NON_DENSE_BLOCK_SPAN
-    ) || (profile == Profile::DigestFirst && reason == INCOMPLETE_CANONICAL_BLOCK)
 }
 
 #[derive(Debug, Clone)]
@@ -220,18 +200,18 @@ fn llm_d_hash(h: &WireHash) -> Option<u64> {
 }
 
 /// Why llm-d's adapter would refuse this batch, if it would.
-pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(&'static str, String)> {
+pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(DropReason, String)> {
     match batch.wire {
         BatchWire::Map => {
             return Some((
-                MSG_BATCH_IS_MAP,
+                DropReason::BatchIsMap,
                 "the batch is a map: llm-d decodes zero events".into(),
             ));
         }
         BatchWire::Array(3) => {}
         BatchWire::Array(n) => {
             return Some((
-                MSG_BATCH_DECODE_ERROR,
+                DropReason::BatchDecodeError,
                 format!("batch has {n} elements; llm-d's struct decoder needs exactly 3"),
             ));
         }
@@ -240,25 +220,25 @@ pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(&'static st
         match (engine, ev.wire, &ev.kind) {
             (Engine::Sglang, EventWire::Map, _) => {
                 return Some((
-                    MSG_BATCH_DECODE_ERROR,
+                    DropReason::BatchDecodeError,
                     "llm-d's SGLang adapter only decodes array events".into(),
                 ));
             }
             (Engine::Sglang, EventWire::Array(n), EventKind::Stored(_)) if n > 9 => {
                 return Some((
-                    MSG_BATCH_DECODE_ERROR,
+                    DropReason::BatchDecodeError,
                     format!("SGLang BlockStored with {n} elements (llm-d takes at most 9)"),
                 ));
             }
             (Engine::Sglang, EventWire::Array(n), EventKind::Removed(_)) if n > 3 => {
                 return Some((
-                    MSG_BATCH_DECODE_ERROR,
+                    DropReason::BatchDecodeError,
                     format!("SGLang BlockRemoved with {n} elements (llm-d takes at most 3)"),
                 ));
             }
             (Engine::Vllm, EventWire::Array(n), EventKind::Stored(_)) if n < 5 => {
                 return Some((
-                    MSG_BATCH_DECODE_ERROR,
+                    DropReason::BatchDecodeError,
                     format!("BlockStored with {n} elements (llm-d needs 5)"),
                 ));
             }
@@ -273,12 +253,12 @@ pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(&'static st
             || parent.is_some_and(|h| llm_d_hash(h).is_none())
         {
             return Some((
-                MSG_BATCH_DECODE_ERROR,
+                DropReason::BatchDecodeError,
                 "a block hash is packed narrower than 64 bits (unsupported hash type)".into(),
             ));
         }
         if group.is_some_and(|g| g < 0) {
-            return Some((MSG_BATCH_DECODE_ERROR, "negative group_idx".into()));
+            return Some((DropReason::BatchDecodeError, "negative group_idx".into()));
         }
     }
     None
@@ -367,9 +347,9 @@ impl Index {
         r
     }
 
-    fn skip(&mut self, reason: &'static str, kind: &crate::events::Text) {
+    fn skip(&mut self, reason: SkipReason, kind: &crate::events::Text) {
         self.stats.stores_skipped.add(reason);
-        if llm_d_counts(reason, self.cfg.profile) {
+        if reason.counted_by_llm_d(self.cfg.profile) {
             const UNKNOWN: crate::events::Text = crate::events::Text::Borrowed("unknown");
             let kind = if kind.is_empty() { &UNKNOWN } else { kind };
             self.stats.stores_skipped_by_kind.add(kind, reason);
@@ -389,7 +369,7 @@ impl Index {
         pod: &str,
         model: &str,
         batch: &Batch,
-        dropped: Option<&'static str>,
+        dropped: Option<DropReason>,
     ) {
         if let Some(reason) = dropped {
             self.stats.messages_dropped.add(reason);
@@ -464,33 +444,33 @@ impl Index {
             };
             // Digestibility (S1–S3): only for events that carry a group.
             if !ok {
-                return self.skip(UNSUPPORTED_CACHE_KIND, &kind);
+                return self.skip(SkipReason::UnsupportedCacheKind, &kind);
             }
             if !s.token_ids.is_empty() {
                 if s.block_size <= 0 {
-                    return self.skip(INVALID_BLOCK_SIZE, &kind);
+                    return self.skip(SkipReason::InvalidBlockSize, &kind);
                 }
                 // A block size past usize cannot be dense (`as` would truncate it to one that is).
                 let Ok(ebs) = usize::try_from(s.block_size) else {
-                    return self.skip(NON_DENSE_BLOCK_SPAN, &kind);
+                    return self.skip(SkipReason::NonDenseBlockSpan, &kind);
                 };
                 if !s.token_ids.len().is_multiple_of(ebs)
                     || s.token_ids.len() / ebs != s.block_hashes.len()
                 {
-                    return self.skip(NON_DENSE_BLOCK_SPAN, &kind);
+                    return self.skip(SkipReason::NonDenseBlockSpan, &kind);
                 }
             }
         }
         let tokens = s.token_ids.len();
         self.stats.tokens_stored += tokens as u64;
         if self.cfg.profile == Profile::DigestFirst && tokens > 0 && tokens < bs {
-            return self.skip(INCOMPLETE_CANONICAL_BLOCK, &kind);
+            return self.skip(SkipReason::IncompleteCanonicalBlock, &kind);
         }
         let parent = s.parent_block_hash.as_ref().map_or(0, WireHash::as_u64);
         let parent_key = if parent != 0 {
             match self.engine_to_request.get(&parent).and_then(|v| v.last()) {
                 Some(&k) => k,
-                None => return self.skip(PARENT_UNRESOLVED, &kind),
+                None => return self.skip(SkipReason::ParentUnresolved, &kind),
             }
         } else {
             self.root(hash_model)
@@ -507,7 +487,7 @@ impl Index {
         if let Some(f) = &features
             && f.len() != chunks
         {
-            return self.skip(EXTRA_FEATURES_MISMATCH, &kind);
+            return self.skip(SkipReason::ExtraFeaturesMismatch, &kind);
         }
         // Scratch vectors kept between events: no allocation per accepted store.
         let (mut request_keys, mut engine_keys) = std::mem::take(&mut self.scratch);
@@ -525,7 +505,7 @@ impl Index {
             if tokens == 0 && !engine_keys.is_empty() {
                 self.tier_update(pod, tier, entry, &engine_keys, &kind);
             } else {
-                self.skip(INCOMPLETE_CANONICAL_BLOCK, &kind);
+                self.skip(SkipReason::IncompleteCanonicalBlock, &kind);
             }
         } else {
             if !tokens.is_multiple_of(bs) {
@@ -556,7 +536,7 @@ impl Index {
             }
         }
         if resolved.is_empty() {
-            return self.skip(TIER_UPDATE_UNRESOLVED, kind);
+            return self.skip(SkipReason::TierUpdateUnresolved, kind);
         }
         self.stats.stores_accepted += 1;
         self.stats.tier_updates += 1;
@@ -617,7 +597,7 @@ impl Index {
                     *self
                         .stats
                         .removals_skipped
-                        .entry(("unknown".into(), "unknown_group"))
+                        .entry(("unknown".into(), SkipReason::UnknownGroup))
                         .or_default() += 1;
                     return;
                 }
@@ -626,7 +606,7 @@ impl Index {
                     *self
                         .stats
                         .removals_skipped
-                        .entry((kind, UNSUPPORTED_CACHE_KIND))
+                        .entry((kind, SkipReason::UnsupportedCacheKind))
                         .or_default() += 1;
                     return;
                 }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde_json::{Value as Json, json};
 
-use crate::index::{MSG_BATCH_DECODE_ERROR, MSG_BATCH_IS_MAP, MSG_FRAME_MALFORMED};
+use crate::index::{DropReason, Reason};
 use crate::replay::ReplayReport;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -243,22 +243,21 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             "\nblock {}: why llm-d loses events",
             v.config.block_size
         );
-        for (reason, n) in v.stats.messages_dropped.iter() {
+        for (reason, n) in v.stats.messages_dropped.reasons() {
             let what = match reason {
-                MSG_BATCH_DECODE_ERROR => "whole messages llm-d cannot decode",
-                MSG_BATCH_IS_MAP => "messages whose batch is a map (zero events)",
-                MSG_FRAME_MALFORMED => "malformed frames",
-                _ => "messages dropped",
+                DropReason::BatchDecodeError => "whole messages llm-d cannot decode",
+                DropReason::BatchIsMap => "messages whose batch is a map (zero events)",
             };
-            let _ = writeln!(out, "  {n:>8}  {reason} ({what})");
+            let _ = writeln!(out, "  {n:>8}  {} ({what})", reason.as_str());
         }
-        for (reason, n) in v.stats.stores_skipped.iter() {
-            let counted = if crate::index::llm_d_counts(reason, v.config.profile) {
+        for (reason, n) in v.stats.stores_skipped.reasons() {
+            let reason_name = reason.as_str();
+            let counted = if reason.counted_by_llm_d(v.config.profile) {
                 "counted by llm-d"
             } else {
                 "not counted by llm-d"
             };
-            let _ = writeln!(out, "  {n:>8}  {reason} ({counted})");
+            let _ = writeln!(out, "  {n:>8}  {reason_name} ({counted})");
         }
     }
     if !r.sequences.is_empty() {
