@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use serde_json::{Value as Json, json};
 
 use crate::align::{AlignOptions, RewriteClass, Transition, align_plan};
+use crate::finding::{Finding, FindingKind};
 use crate::model::{HubSettings, ModelFiles, fetch_from_hub, is_hub_id};
 use crate::render::{
     ChatRenderer, Clock, Conversation, ResendMode, plan_turns, reply::PlanOptions,
@@ -99,14 +100,42 @@ pub struct DiffTurnsReport {
 
 impl DiffTurnsReport {
     /// A rewrite point anywhere (including across midnight) is a finding.
+    /// A rewrite point per diverging transition, and a date-rollover finding per transition
+    /// whose next prompt diverges when rendered a day later.
+    pub fn findings(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for c in &self.conversations {
+            for t in &c.transitions {
+                if let Some(r) = &t.rewrite {
+                    out.push(Finding::new(
+                        FindingKind::RewritePoint,
+                        format!("{} turn {} -> {}", c.source, t.from_prompt, t.to_prompt),
+                        format!(
+                            "held {}, next {}, common prefix {}: rewrite at {} ({})",
+                            t.held_tokens,
+                            t.next_prompt_tokens,
+                            t.common_prefix_tokens,
+                            r.position,
+                            r.class.name()
+                        ),
+                    ));
+                }
+            }
+            for (t, r) in c.transitions.iter().zip(c.rollover.iter().flatten()) {
+                if let Some(at) = r.rewrite_position {
+                    out.push(Finding::new(
+                        FindingKind::DateRollover,
+                        format!("{} turn {} -> {}", c.source, t.from_prompt, t.to_prompt),
+                        format!("a day later the next prompt diverges at {at}"),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     pub fn has_findings(&self) -> bool {
-        self.conversations.iter().any(|c| {
-            c.transitions.iter().any(|t| t.rewrite.is_some())
-                || c.rollover
-                    .iter()
-                    .flatten()
-                    .any(|r| r.rewrite_position.is_some())
-        })
+        !self.findings().is_empty()
     }
 }
 

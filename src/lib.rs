@@ -6,6 +6,7 @@ pub mod capture;
 pub mod cli;
 pub mod commands;
 pub mod events;
+pub mod finding;
 pub mod index;
 pub mod input;
 pub mod model;

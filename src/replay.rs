@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap;
 use crate::events::capture::{CaptureReader, MessageRef};
 use crate::events::msgpack::{DecodeError, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
+use crate::finding::{Finding, FindingKind};
 use crate::index::{
     Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, parse_topic,
 };
@@ -305,18 +306,84 @@ pub struct ReplayReport {
 impl ReplayReport {
     /// Anything llm-d would lose: dropped messages, skipped stores, sequences it cannot see
     /// in full, or messages kvaudit could not read.
-    pub fn has_findings(&self) -> bool {
-        !self.malformed.is_empty()
-            || !self.engine_skipped.is_empty()
-            || self.events.token_ids_out_of_range > 0
-            || self
-                .views
-                .iter()
-                .any(|v| !v.stats.messages_dropped.is_empty() || !v.stats.stores_skipped.is_empty())
-            || self
+    /// What the replay found: undecodable messages, events the engine view or the index
+    /// skipped or dropped, out-of-range token ids, and sequences the index sees less of than
+    /// the engine holds.
+    pub fn findings(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if !self.malformed.is_empty() {
+            out.push(Finding::new(
+                FindingKind::MalformedMessages,
+                "capture",
+                format!("{} messages could not be decoded", self.malformed.len()),
+            ));
+        }
+        if !self.engine_skipped.is_empty() {
+            out.push(Finding::new(
+                FindingKind::EngineSkipped,
+                "engine view",
+                format!(
+                    "{} BlockStored events cannot be split into blocks",
+                    self.engine_skipped.total()
+                ),
+            ));
+        }
+        if self.events.token_ids_out_of_range > 0 {
+            out.push(Finding::new(
+                FindingKind::TokenIdsOutOfRange,
+                "capture",
+                format!(
+                    "{} events carry token ids outside u32",
+                    self.events.token_ids_out_of_range
+                ),
+            ));
+        }
+        for v in &self.views {
+            let subject = format!("index block {}", v.config.block_size);
+            if !v.stats.messages_dropped.is_empty() {
+                out.push(Finding::new(
+                    FindingKind::MessagesDropped,
+                    subject.clone(),
+                    format!("{} messages dropped", v.stats.messages_dropped.total()),
+                ));
+            }
+            if !v.stats.stores_skipped.is_empty() {
+                out.push(Finding::new(
+                    FindingKind::StoresSkipped,
+                    subject.clone(),
+                    format!(
+                        "{} BlockStored events skipped",
+                        v.stats.stores_skipped.total()
+                    ),
+                ));
+            }
+        }
+        // One finding per view, not per sequence: a capture can hold millions of sequences.
+        for (i, v) in self.views.iter().enumerate() {
+            let behind: Vec<&Sequence> = self
                 .sequences
                 .iter()
-                .any(|s| s.index_tokens.iter().any(|&t| t < s.engine_tokens))
+                .filter(|s| s.index_tokens.get(i).is_some_and(|&t| t < s.engine_tokens))
+                .collect();
+            if !behind.is_empty() {
+                let held: usize = behind.iter().map(|s| s.engine_tokens).sum();
+                let seen: usize = behind.iter().map(|s| s.index_tokens[i]).sum();
+                out.push(Finding::new(
+                    FindingKind::IndexBehindEngine,
+                    format!("index block {}", v.config.block_size),
+                    format!(
+                        "{} of {} sequences: the engine holds {held} tokens, the index finds {seen}",
+                        behind.len(),
+                        self.sequences.len()
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
+    pub fn has_findings(&self) -> bool {
+        !self.findings().is_empty()
     }
 }
 
