@@ -151,7 +151,11 @@ impl<R: Read> CaptureReader<R> {
                 self.end -= self.start;
                 self.start = 0;
             }
-            let want = self.end + (n - self.end).max(CHUNK);
+            // Grow toward `n` by doubling, not at once: a corrupt length (up to MAX_PAYLOAD)
+            // must not allocate and zero that much before the input turns out to be shorter.
+            let want = n
+                .min(self.buf.len().saturating_mul(2))
+                .max(self.end + CHUNK);
             if self.buf.len() < want {
                 self.buf.resize(want, 0);
             }
@@ -341,8 +345,12 @@ impl<R: Read> CaptureReader<R> {
                     let want = self.available() + CHUNK;
                     match self.fill(want) {
                         Ok(_) if self.eof && self.available() < want => {
-                            // One more try with everything there is.
-                            if let Ok(Some(_)) = value_len(&self.buf[self.start..self.end]) {
+                            // One more try with everything there is: a whole message or a
+                            // bad byte is reported as such (the loop decodes it again), only
+                            // a message that still needs more is truncated. Reads that split
+                            // the message (a pipe, a file over CHUNK) must not turn an invalid
+                            // marker into "truncated" at the message start.
+                            if !matches!(value_len(&self.buf[self.start..self.end]), Ok(None)) {
                                 continue;
                             }
                             let have = self.available();
@@ -455,6 +463,52 @@ mod tests {
                 .reason
                 .contains("truncated")
         );
+    }
+
+    /// Found by fuzzing (fuzz/regressions/frames_reader/): a 300-byte capture whose last
+    /// frame claims a 739 MiB payload made the reader allocate and zero all of it first.
+    #[test]
+    fn claimed_payload_length_is_not_allocated_up_front() {
+        let mut data = frames(&[("kv@a@m", 0, &[0x93, 0x00, 0x90, 0x00])]);
+        data.extend_from_slice(&6u32.to_be_bytes());
+        data.extend_from_slice(b"kv@a@m");
+        data.extend_from_slice(&1u64.to_be_bytes());
+        data.extend_from_slice(&((MAX_PAYLOAD - 1) as u32).to_be_bytes());
+        data.extend_from_slice(&[0x93; 100]);
+        let mut r = CaptureReader::new(&data[..]).unwrap();
+        r.next_message().unwrap().unwrap();
+        let e = r.next_message().unwrap().unwrap_err();
+        assert!(e.reason.starts_with("truncated frame: payload"), "{}", e.reason);
+        assert!(r.buf.len() <= 2 * CHUNK, "buffer grew to {}", r.buf.len());
+    }
+
+    /// Found by fuzzing (fuzz/regressions/frames_reader/): a raw msgpack message with an
+    /// invalid marker, read in pieces that split it, was reported as truncated at its start.
+    #[test]
+    fn invalid_marker_after_a_short_read_is_not_truncation() {
+        struct OneByte<'a>(&'a [u8]);
+        impl Read for OneByte<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(buf.len()).min(1);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let data = [0x9a, 0xc1];
+        let whole = CaptureReader::new(&data[..])
+            .unwrap()
+            .next_message()
+            .unwrap()
+            .unwrap_err();
+        let split = CaptureReader::new(OneByte(&data))
+            .unwrap()
+            .next_message()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(whole, split);
+        assert_eq!(split.offset, 1);
+        assert!(split.reason.starts_with("not msgpack"), "{}", split.reason);
     }
 
     #[test]
