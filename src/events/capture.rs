@@ -151,12 +151,13 @@ impl<R: Read> CaptureReader<R> {
                 self.end -= self.start;
                 self.start = 0;
             }
-            // Grow toward `n` by doubling, not at once: a corrupt length (up to MAX_PAYLOAD)
-            // must not allocate and zero that much before the input turns out to be shorter.
-            let want = n
-                .min(self.buf.len().saturating_mul(2))
-                .max(self.end + CHUNK);
-            if self.buf.len() < want {
+            // Grow only when full, and toward `n` by doubling, not at once: a corrupt length
+            // (up to MAX_PAYLOAD) must not allocate and zero that much before the input turns
+            // out to be shorter, however few bytes each read returns.
+            if self.end == self.buf.len() {
+                let want = n
+                    .min(self.buf.len().saturating_mul(2))
+                    .max(self.end + CHUNK);
                 self.buf.resize(want, 0);
             }
             let got = read_some(&mut self.inner, &mut self.buf[self.end..])?;
@@ -465,6 +466,17 @@ mod tests {
         );
     }
 
+    /// A reader that returns one byte per read.
+    struct OneByte<'a>(&'a [u8]);
+    impl Read for OneByte<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.len().min(buf.len()).min(1);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
     /// Found by fuzzing (fuzz/regressions/frames_reader/): a 300-byte capture whose last
     /// frame claims a 739 MiB payload made the reader allocate and zero all of it first.
     #[test]
@@ -480,21 +492,17 @@ mod tests {
         let e = r.next_message().unwrap().unwrap_err();
         assert!(e.reason.starts_with("truncated frame: payload"), "{}", e.reason);
         assert!(r.buf.len() <= 2 * CHUNK, "buffer grew to {}", r.buf.len());
+        // The same read a byte at a time (a slow pipe).
+        let mut r = CaptureReader::new(OneByte(&data)).unwrap();
+        r.next_message().unwrap().unwrap();
+        assert_eq!(r.next_message().unwrap().unwrap_err(), e);
+        assert!(r.buf.len() <= 2 * CHUNK, "buffer grew to {}", r.buf.len());
     }
 
     /// Found by fuzzing (fuzz/regressions/frames_reader/): a raw msgpack message with an
     /// invalid marker, read in pieces that split it, was reported as truncated at its start.
     #[test]
     fn invalid_marker_after_a_short_read_is_not_truncation() {
-        struct OneByte<'a>(&'a [u8]);
-        impl Read for OneByte<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-                let n = self.0.len().min(buf.len()).min(1);
-                buf[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
         let data = [0x9a, 0xc1];
         let whole = CaptureReader::new(&data[..])
             .unwrap()
