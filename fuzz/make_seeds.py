@@ -12,8 +12,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+class U64(int):
+    """An int always written as msgpack uint 64 (0xcf), as vLLM writes block hashes."""
+
+
 def mp(v):
     """A minimal msgpack encoder (enough for event batches)."""
+    if isinstance(v, U64):
+        return b"\xcf" + struct.pack(">Q", v)
     if v is None:
         return b"\xc0"
     if v is True:
@@ -68,6 +74,14 @@ toks = list(range(1, 33))
 # vLLM array layout: [tag, block_hashes, parent, token_ids, block_size, lora_id, medium, ...]
 stored = ["BlockStored", [1111, 2222], None, toks, 16, None, "GPU"]
 stored_child = ["BlockStored", [3333], 2222, list(range(33, 49)), 16, None, "GPU", None, None, 0]
+# As vLLM writes them (hashes as uint 64, every field): the decoder's fast path takes these.
+h = [U64(0x9DA8B2180B280F96 + i) for i in range(8)]
+v_stored = ["BlockStored", h[:2], None, toks, 16, None, "GPU", None, None, 0, "full_attention"]
+v_stored2 = ["BlockStored", h[2:4], h[1], list(range(100, 132)), 16, None, "GPU", None, None, 0, "full_attention"]
+v_stored3 = ["BlockStored", h[4:5], h[3], list(range(70000, 70016)), 16, None, "GPU", None, None, 0, "full_attention"]
+v_removed = ["BlockRemoved", h[:2], "GPU", 0]
+v_map = {"type": "BlockStored", "block_hashes": h[5:6], "parent_block_hash": None, "token_ids": toks[:16],
+         "block_size": 16, "lora_id": None, "medium": "GPU"}
 stored_bytes = ["BlockStored", [b"\x01" * 32], b"\x02" * 32, toks[:16], 16, 7, None, "lora-a", [["img", 3]]]
 removed = ["BlockRemoved", [1111], "GPU"]
 cleared = ["AllBlocksCleared"]
@@ -82,17 +96,21 @@ batches = {
     "bytes-hashes": [2.0, [stored_bytes], 1, "extra"],
     "sglang": {"ts": 3.0, "events": [sglang_stored], "attn_dp_rank": 2},
     "empty": [0.0, []],
+    "vllm-fast": [1767225600.5, [v_stored, v_stored2, v_stored3, v_removed], None],
+    "vllm-fast-map": [1767225601.0, [v_map, v_removed, ["AllBlocksCleared"]], 0],
 }
 payloads = {k: mp(v) for k, v in batches.items()}
 for k, p in payloads.items():
     write("decode_events", k + ".msgpack", p)
 
 # Captures: raw concatenated msgpack, and frames (u32 topic len, topic, u64 seq, u32 len, payload).
-raw = b"".join(payloads[k] for k in ["array3", "array2-int-ts", "map"])
+raw = b"".join(payloads[k] for k in ["array3", "array2-int-ts", "map", "vllm-fast"])
 frames = (frame("kv@pod-a@model-x", 0, payloads["array3"])
           + frame("kv@pod-a@model-x", 1, payloads["array2-int-ts"])
           + frame("kv@pod-b@model-x", 0, payloads["map"])
-          + frame("pod-c", 7, payloads["bytes-hashes"]))
+          + frame("pod-c", 7, payloads["bytes-hashes"])
+          + frame("kv@pod-a@model-x", 2, payloads["vllm-fast"])
+          + frame("kv@pod-a@model-x", 3, payloads["vllm-fast-map"]))
 bad = frame("kv@pod-a@m", 0, payloads["array3"]) + frame("kv@pod-a@m", 1, b"\x93\xc1") + frame("kv@pod-a@m", 2, payloads["empty"])
 for target in ["frames_reader", "replay_bytes"]:
     write(target, "raw.msgpack", raw)

@@ -82,3 +82,18 @@ fn every_target_is_tested() {
         ]
     );
 }
+
+/// decode_events compares the fast path with the general decoder: the seeds must reach the
+/// fast path, or the comparison checks nothing.
+#[test]
+fn decode_events_seeds_reach_the_fast_path() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/decode_events");
+    let mut pool = kvaudit::events::Pool::default();
+    for entry in std::fs::read_dir(dir).expect("seeds") {
+        let data = std::fs::read(entry.expect("entry").path()).expect("seed");
+        for engine in [kvaudit::events::Engine::Vllm, kvaudit::events::Engine::Sglang] {
+            let _ = kvaudit::events::decode_batch_with(&data, 0, engine, &mut pool);
+        }
+    }
+    assert!(pool.fast_decoded() > 0, "no seed event took the fast path");
+}
