@@ -91,7 +91,10 @@ fn decode_events_seeds_reach_the_fast_path() {
     let mut pool = kvaudit::events::Pool::default();
     for entry in std::fs::read_dir(dir).expect("seeds") {
         let data = std::fs::read(entry.expect("entry").path()).expect("seed");
-        for engine in [kvaudit::events::Engine::Vllm, kvaudit::events::Engine::Sglang] {
+        for engine in [
+            kvaudit::events::Engine::Vllm,
+            kvaudit::events::Engine::Sglang,
+        ] {
             let _ = kvaudit::events::decode_batch_with(&data, 0, engine, &mut pool);
         }
     }

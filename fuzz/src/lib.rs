@@ -82,7 +82,10 @@ fn read_all(reader: impl Read, limit: usize) -> Vec<Read1> {
         return out;
     };
     while let Some(m) = r.next_ref() {
-        assert!(out.len() <= limit, "capture reader yields more messages than bytes");
+        assert!(
+            out.len() <= limit,
+            "capture reader yields more messages than bytes"
+        );
         match m {
             Ok(m) => out.push(Ok((
                 m.topic.map(str::to_string),
@@ -97,7 +100,11 @@ fn read_all(reader: impl Read, limit: usize) -> Vec<Read1> {
             }
         }
     }
-    assert!(r.offset() <= limit as u64, "reader offset {} past the end", r.offset());
+    assert!(
+        r.offset() <= limit as u64,
+        "reader offset {} past the end",
+        r.offset()
+    );
     out
 }
 
@@ -111,7 +118,10 @@ pub fn frames_reader(data: &[u8]) {
         let (_, _, payload, offset, payload_offset) = m;
         assert!(offset <= payload_offset);
         assert!(*payload_offset as usize + payload.len() <= data.len());
-        assert_eq!(&data[*payload_offset as usize..][..payload.len()], payload.as_slice());
+        assert_eq!(
+            &data[*payload_offset as usize..][..payload.len()],
+            payload.as_slice()
+        );
     }
 }
 
@@ -255,19 +265,25 @@ pub fn prepared_tokenizer(body: &[u8]) {
     let key = xxhash_rust::xxh3::xxh3_128(SOURCE_JSON);
     let cached = dir.join(format!("{key:032x}.kvtok"));
     std::fs::write(&cached, prepared_file(body)).expect("write prepared file");
-    let Ok(tok) = kvaudit::tokenize::Tokenizer::load(&dir.join("tokenizer.json"), Some(dir))
-    else {
+    let Ok(tok) = kvaudit::tokenize::Tokenizer::load(&dir.join("tokenizer.json"), Some(dir)) else {
         return;
     };
     assert!(tok.is_prepared());
     let _ = tok.sha256();
     let n = tok.vocab_size();
-    for text in ["Hello world! 12345 ünïcödé 日本語 🙂\n\n  x", "", " ", "<s>a</s>"] {
+    for text in [
+        "Hello world! 12345 ünïcödé 日本語 🙂\n\n  x",
+        "",
+        " ",
+        "<s>a</s>",
+    ] {
         if let Ok(ids) = tok.encode(text) {
             let _ = tok.decode(&ids);
         }
     }
-    let probe: Vec<u32> = (0..(n.min(64) as u32)).chain([u32::MAX, n as u32]).collect();
+    let probe: Vec<u32> = (0..(n.min(64) as u32))
+        .chain([u32::MAX, n as u32])
+        .collect();
     let _ = tok.decode(&probe);
     let _ = tok.token_id("a");
     let _ = tok.token_id("<s>");

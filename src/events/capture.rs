@@ -490,7 +490,11 @@ mod tests {
         let mut r = CaptureReader::new(&data[..]).unwrap();
         r.next_message().unwrap().unwrap();
         let e = r.next_message().unwrap().unwrap_err();
-        assert!(e.reason.starts_with("truncated frame: payload"), "{}", e.reason);
+        assert!(
+            e.reason.starts_with("truncated frame: payload"),
+            "{}",
+            e.reason
+        );
         assert!(r.buf.len() <= 2 * CHUNK, "buffer grew to {}", r.buf.len());
         // The same read a byte at a time (a slow pipe).
         let mut r = CaptureReader::new(OneByte(&data)).unwrap();

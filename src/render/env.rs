@@ -1,5 +1,6 @@
 //! The minijinja environment that reproduces transformers' `apply_chat_template` rendering.
 
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use chrono::NaiveDateTime;
@@ -416,7 +417,19 @@ pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
             format!("strftime_now: unsupported format {format:?}"),
         ));
     }
-    Ok(now.format_with_items(items.into_iter()).to_string())
+    // A time zone specifier (%z, %:z, %Z, %+, ...) cannot be formatted on a naive time: chrono
+    // returns fmt::Error, on which to_string() panicked. (Python's strftime gives "" for %z
+    // and %Z on a naive datetime; here such a template ends in this error instead.)
+    let mut out = String::new();
+    write!(out, "{}", now.format_with_items(items.into_iter())).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "strftime_now: cannot format {format:?} (time zone specifiers are not supported)"
+            ),
+        )
+    })?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -512,6 +525,11 @@ mod tests {
             .unwrap();
         assert_eq!(out, "15 Jan 2026");
         assert!(render("{{ strftime_now('%Q') }}").is_err());
+        // Found by fuzzing (fuzz/regressions/template_render/): these panicked.
+        for spec in ["%z", "%:z", "%Z", "%+", "%#z", "%::z"] {
+            let err = render(&format!("{{{{ strftime_now('%d {spec}') }}}}")).unwrap_err();
+            assert!(err.to_string().contains("time zone"), "{spec}: {err}");
+        }
     }
 
     #[test]
