@@ -1,5 +1,7 @@
 //! The minijinja environment that reproduces transformers' `apply_chat_template` rendering.
 
+use std::fmt::Write as _;
+
 use chrono::NaiveDateTime;
 use chrono::format::{Item, StrftimeItems};
 use minijinja::syntax::SyntaxConfig;
@@ -411,7 +413,26 @@ pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
             format!("strftime_now: unsupported format {format:?}"),
         ));
     }
-    Ok(now.format_with_items(items.into_iter()).to_string())
+    // transformers formats a naive `datetime.now()`, on which Python's strftime gives "" for
+    // %z and %Z; the other zone specifiers chrono knows (%:z, %+, ...) cannot be formatted on
+    // a naive time (chrono returns fmt::Error, on which to_string() panicked) and end here.
+    use chrono::format::Fixed;
+    let items = items.into_iter().filter(|i| {
+        !matches!(
+            i,
+            Item::Fixed(Fixed::TimezoneName) | Item::Fixed(Fixed::TimezoneOffset)
+        )
+    });
+    let mut out = String::new();
+    write!(out, "{}", now.format_with_items(items)).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "strftime_now: cannot format {format:?} (time zone specifiers are not supported)"
+            ),
+        )
+    })?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -547,6 +568,13 @@ mod tests {
             .unwrap();
         assert_eq!(out, "15 Jan 2026");
         assert!(render("{{ strftime_now('%Q') }}").is_err());
+        // Found by fuzzing (fuzz/regressions/template_render/): these panicked. Python gives
+        // "" for %z and %Z on the naive time transformers formats; the rest are errors.
+        assert_eq!(render("{{ strftime_now('%d%z|%Z.') }}").unwrap(), "15|.");
+        for spec in ["%:z", "%+", "%#z", "%::z"] {
+            let err = render(&format!("{{{{ strftime_now('%d {spec}') }}}}")).unwrap_err();
+            assert!(err.to_string().contains("time zone"), "{spec}: {err}");
+        }
     }
 
     #[test]

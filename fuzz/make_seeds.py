@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Writes the committed seed inputs in fuzz/seeds/<target>/ (small, hand-made; no external data).
+
+Run from anywhere: python3 fuzz/make_seeds.py. Real captures, templates and conversations are
+added to the working corpus at run time by fuzz/run.sh when ../shared exists; they are never
+committed.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+class U64(int):
+    """An int always written as msgpack uint 64 (0xcf), as vLLM writes block hashes."""
+
+
+def mp(v):
+    """A minimal msgpack encoder (enough for event batches)."""
+    if isinstance(v, U64):
+        return b"\xcf" + struct.pack(">Q", v)
+    if v is None:
+        return b"\xc0"
+    if v is True:
+        return b"\xc3"
+    if v is False:
+        return b"\xc2"
+    if isinstance(v, int):
+        if 0 <= v < 0x80:
+            return bytes([v])
+        if -32 <= v < 0:
+            return struct.pack("b", v)
+        if 0 <= v < 1 << 8:
+            return b"\xcc" + struct.pack(">B", v)
+        if 0 <= v < 1 << 16:
+            return b"\xcd" + struct.pack(">H", v)
+        if 0 <= v < 1 << 32:
+            return b"\xce" + struct.pack(">I", v)
+        if 0 <= v < 1 << 64:
+            return b"\xcf" + struct.pack(">Q", v)
+        return b"\xd3" + struct.pack(">q", v)
+    if isinstance(v, float):
+        return b"\xcb" + struct.pack(">d", v)
+    if isinstance(v, str):
+        b = v.encode()
+        return (bytes([0xA0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)])) + b
+    if isinstance(v, bytes):
+        return b"\xc4" + bytes([len(v)]) + v
+    if isinstance(v, (list, tuple)):
+        head = bytes([0x90 | len(v)]) if len(v) < 16 else b"\xdc" + struct.pack(">H", len(v))
+        return head + b"".join(mp(x) for x in v)
+    if isinstance(v, dict):
+        assert len(v) < 16
+        return bytes([0x80 | len(v)]) + b"".join(mp(k) + mp(x) for k, x in v.items())
+    raise TypeError(v)
+
+
+def frame(topic, seq, payload):
+    t = topic.encode()
+    return struct.pack(">I", len(t)) + t + struct.pack(">Q", seq) + struct.pack(">I", len(payload)) + payload
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "seeds", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+toks = list(range(1, 33))
+# vLLM array layout: [tag, block_hashes, parent, token_ids, block_size, lora_id, medium, ...]
+stored = ["BlockStored", [1111, 2222], None, toks, 16, None, "GPU"]
+stored_child = ["BlockStored", [3333], 2222, list(range(33, 49)), 16, None, "GPU", None, None, 0]
+# As vLLM writes them (hashes as uint 64, every field): the decoder's fast path takes these.
+h = [U64(0x9DA8B2180B280F96 + i) for i in range(8)]
+v_stored = ["BlockStored", h[:2], None, toks, 16, None, "GPU", None, None, 0, "full_attention"]
+v_stored2 = ["BlockStored", h[2:4], h[1], list(range(100, 132)), 16, None, "GPU", None, None, 0, "full_attention"]
+v_stored3 = ["BlockStored", h[4:5], h[3], list(range(70000, 70016)), 16, None, "GPU", None, None, 0, "full_attention"]
+v_removed = ["BlockRemoved", h[:2], "GPU", 0]
+v_map = {"type": "BlockStored", "block_hashes": h[5:6], "parent_block_hash": None, "token_ids": toks[:16],
+         "block_size": 16, "lora_id": None, "medium": "GPU"}
+stored_bytes = ["BlockStored", [b"\x01" * 32], b"\x02" * 32, toks[:16], 16, 7, None, "lora-a", [["img", 3]]]
+removed = ["BlockRemoved", [1111], "GPU"]
+cleared = ["AllBlocksCleared"]
+stored_map = {"type": "BlockStored", "block_hashes": [-5, 9], "parent_block_hash": None,
+              "token_ids": toks, "block_size": 16, "lora_id": None}
+sglang_stored = ["BlockStored", [42], None, toks[:16], 16, None, None, None, None, None, None, None, None, None, None, "salt"]
+
+batches = {
+    "array3": [1767225600.25, [stored, stored_child], 0],
+    "array2-int-ts": [1767225600, [removed, cleared]],
+    "map": {"ts": 1.5, "events": [stored_map, removed], "data_parallel_rank": None},
+    "bytes-hashes": [2.0, [stored_bytes], 1, "extra"],
+    "sglang": {"ts": 3.0, "events": [sglang_stored], "attn_dp_rank": 2},
+    "empty": [0.0, []],
+    "vllm-fast": [1767225600.5, [v_stored, v_stored2, v_stored3, v_removed], None],
+    "vllm-fast-map": [1767225601.0, [v_map, v_removed, ["AllBlocksCleared"]], 0],
+}
+payloads = {k: mp(v) for k, v in batches.items()}
+for k, p in payloads.items():
+    write("decode_events", k + ".msgpack", p)
+
+# Captures: raw concatenated msgpack, and frames (u32 topic len, topic, u64 seq, u32 len, payload).
+raw = b"".join(payloads[k] for k in ["array3", "array2-int-ts", "map", "vllm-fast"])
+frames = (frame("kv@pod-a@model-x", 0, payloads["array3"])
+          + frame("kv@pod-a@model-x", 1, payloads["array2-int-ts"])
+          + frame("kv@pod-b@model-x", 0, payloads["map"])
+          + frame("pod-c", 7, payloads["bytes-hashes"])
+          + frame("kv@pod-a@model-x", 2, payloads["vllm-fast"])
+          + frame("kv@pod-a@model-x", 3, payloads["vllm-fast-map"]))
+bad = frame("kv@pod-a@m", 0, payloads["array3"]) + frame("kv@pod-a@m", 1, b"\x93\xc1") + frame("kv@pod-a@m", 2, payloads["empty"])
+for target in ["frames_reader", "replay_bytes"]:
+    write(target, "raw.msgpack", raw)
+    write(target, "capture.frames", frames)
+    write(target, "bad-payload.frames", bad)
+    write(target, "truncated.frames", frames[:-5])
+
+# Conversations: the project's own fixtures plus a few edge cases.
+fx = os.path.join(ROOT, "fixtures", "conversations")
+for name in sorted(os.listdir(fx)):
+    with open(os.path.join(fx, name), "rb") as f:
+        write("conversation_json", name, f.read())
+write("conversation_json", "tools-now.json",
+      '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,'
+      '"tool_calls":[{"type":"function","function":{"name":"f","arguments":{"a":1}}}]},'
+      '{"role":"tool","content":"1"}],"tools":[{"type":"function","function":{"name":"f"}}],'
+      '"documents":[{"title":"t","text":"x"}],"now":"2026-01-15T10:00:00"}')
+write("conversation_json", "generated.json",
+      '\ufeff{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a",'
+      '"generated":"a","generated_ids":[1,2,4294967295]}],"now_per_prompt":["2026-01-15 10:00"]}')
+
+# Templates: `template \0 conversation-json`.
+with open(os.path.join(fx, "tool-loop.json"), "rb") as f:
+    conv = f.read()
+ft = os.path.join(ROOT, "fixtures", "templates")
+for name in sorted(os.listdir(ft)):
+    with open(os.path.join(ft, name), "rb") as f:
+        write("template_render", name, f.read() + b"\0" + conv)
+write("template_render", "chatml.jinja",
+      "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] | trim "
+      "+ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+write("template_render", "methods.jinja",
+      "{%- set ns = namespace(sys='') -%}{%- for m in messages -%}{%- if m.role == 'system' -%}"
+      "{%- set ns.sys = m.content.strip().split('\\n')|join(' ') -%}{%- elif m.content is string "
+      "and m.content.startswith('W') -%}{{ m.content|tojson(indent=2) }}{%- else -%}"
+      "{{ bos_token ~ m.role|upper ~ (m.content or '')[:10]|replace('a','b') ~ eos_token }}"
+      "{%- endif -%}{%- endfor -%}{{ ns.sys }}{{ tools|tojson if tools else '' }}"
+      "{{ strftime_now('%Y-%m-%d') }}{% for k, v in {'a': 1}.items() %}{{ k }}{{ v }}{% endfor %}"
+      "{{ messages|length }}{{ messages[-1].content|indent(4) }}{% generation %}x{% endgeneration %}")
+
+# Prepared tokenizer bodies (after the 32-byte header the harness adds): sha256, rest JSON,
+# vocab size, ids, blob, starts, lengths, vocab table, merge table.
+def u64(v):
+    return struct.pack("<Q", v)
+
+
+def by(b):
+    return u64(len(b)) + b
+
+
+def u32s(vs):
+    return b"".join(struct.pack("<I", v) for v in vs)
+
+
+E32 = 0xFFFFFFFF
+E64 = 0xFFFFFFFFFFFFFFFF
+rest = b'{"model":{"type":"BPE","unk_token":null,"byte_fallback":false},"added_tokens":[{"id":2,"content":"<s>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},"decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true}}'
+blob = b"ab<s>"
+body = (by(b"0" * 64) + by(rest) + u64(3) + u64(3) + by(blob)
+        + u32s([0, 1, 2]) + u32s([1, 1, 3])
+        + u64(4) + u32s([0, 1, E32, 2])
+        + u64(2) + u64(0) + u64(E64) + u64(2) + u64(0))
+write("prepared_tokenizer", "tiny.body", body)
+write("prepared_tokenizer", "no-merges.body",
+      by(b"") + by(b'{"model":{}}') + u64(0) + u64(0) + by(b"") + u64(1) + u32s([E32]) + u64(1) + u64(E64) + u64(0))
+
+# seeds/prepared_tokenizer/tiny-plain.body is not written here: it is the prepared form of the
+# project fixture fixtures/models/tiny-plain/tokenizer.json without its 32-byte header, made with
+#   KVAUDIT_TOKENIZER_CACHE=/tmp/c kvaudit keys -m fixtures/models/tiny-plain \
+#       -c fixtures/conversations/tool-loop.json --offline
+#   python3 -c "import sys; sys.stdout.buffer.write(open(sys.argv[1],'rb').read()[32:])" /tmp/c/*.kvtok

@@ -1,0 +1,290 @@
+//! What each fuzz target does with one input. Shared by the libFuzzer targets
+//! (`fuzz/fuzz_targets/*.rs`) and the main crate's `tests/fuzz_regressions.rs`, which includes
+//! this file with `#[path]` and replays the saved crashing inputs in `fuzz/regressions/<target>/`.
+//! Every function must return normally for any input: a panic is a finding.
+
+use std::io::{Cursor, Read};
+
+use kvaudit::events::capture::CaptureReader;
+use kvaudit::events::{Engine, Pool, decode_batch_with};
+use kvaudit::index::IndexConfig;
+use kvaudit::replay::{ReplayOptions, Replayer};
+
+/// Target names, in the order run.sh runs them, with the function each one calls.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("decode_events", decode_events),
+    ("frames_reader", frames_reader),
+    ("replay_bytes", replay_bytes),
+    ("conversation_json", conversation_json),
+    ("template_render", template_render),
+    ("prepared_tokenizer", prepared_tokenizer),
+];
+
+/// Equal, or both print the same (NaN timestamps and floats compare unequal to themselves).
+fn same<T: PartialEq + std::fmt::Debug>(a: &T, b: &T) -> bool {
+    a == b || format!("{a:?}") == format!("{b:?}")
+}
+
+/// One payload through the fast-path decoder and the general decoder, for each engine: both
+/// must accept or both reject, and decode the same batch. The fast pool then gets its batch
+/// back and decodes again: recycled bodies must not leak into the next batch.
+pub fn decode_events(data: &[u8]) {
+    for engine in [Engine::Vllm, Engine::Sglang] {
+        let mut fast = Pool::default();
+        let mut general = Pool::general_only();
+        let a = decode_batch_with(data, 0, engine, &mut fast);
+        let b = decode_batch_with(data, 0, engine, &mut general);
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                assert!(
+                    same(&a, &b),
+                    "{engine:?}: fast path and general decoder differ\nfast:    {a:?}\ngeneral: {b:?}"
+                );
+                fast.recycle(a);
+                let again = decode_batch_with(data, 0, engine, &mut fast)
+                    .expect("decoding the same payload with a recycled pool failed");
+                assert!(
+                    same(&again, &b),
+                    "{engine:?}: recycled pool decodes differently\nrecycled: {again:?}\ngeneral:  {b:?}"
+                );
+            }
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!(
+                "{engine:?}: fast path and general decoder disagree on accepting\nfast:    {a:?}\ngeneral: {b:?}"
+            ),
+        }
+    }
+}
+
+/// A reader that hands out at most a few bytes per `read` (sizes from the data itself), so
+/// the capture reader's refills split frames and payloads at every possible point.
+struct Trickle<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.data.len() - self.at;
+        let step = 1 + (self.data.get(self.at).copied().unwrap_or(0) as usize % 7);
+        let n = step.min(left).min(buf.len());
+        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+type Read1 = Result<(Option<String>, Option<u64>, Vec<u8>, u64, u64), (u64, String)>;
+
+fn read_all(reader: impl Read, limit: usize) -> Vec<Read1> {
+    let mut out = Vec::new();
+    let Ok(mut r) = CaptureReader::new(reader) else {
+        return out;
+    };
+    while let Some(m) = r.next_ref() {
+        assert!(
+            out.len() <= limit,
+            "capture reader yields more messages than bytes"
+        );
+        match m {
+            Ok(m) => out.push(Ok((
+                m.topic.map(str::to_string),
+                m.seq,
+                m.payload.to_vec(),
+                m.offset,
+                m.payload_offset,
+            ))),
+            Err(e) => {
+                out.push(Err((e.offset, e.reason)));
+                break;
+            }
+        }
+    }
+    assert!(
+        r.offset() <= limit as u64,
+        "reader offset {} past the end",
+        r.offset()
+    );
+    out
+}
+
+/// A capture file read whole (a Cursor) and read a few bytes at a time: the same messages,
+/// offsets and error.
+pub fn frames_reader(data: &[u8]) {
+    let whole = read_all(Cursor::new(data), data.len());
+    let trickled = read_all(Trickle { data, at: 0 }, data.len());
+    assert_eq!(whole, trickled, "messages differ with short reads");
+    for m in whole.iter().flatten() {
+        let (_, _, payload, offset, payload_offset) = m;
+        assert!(offset <= payload_offset);
+        assert!(*payload_offset as usize + payload.len() <= data.len());
+        assert_eq!(
+            &data[*payload_offset as usize..][..payload.len()],
+            payload.as_slice()
+        );
+    }
+}
+
+fn replay_with(data: &[u8], keep_going: bool, configure: impl Fn(&mut IndexConfig)) {
+    let views = [16, 64]
+        .into_iter()
+        .map(|b| {
+            let mut c = IndexConfig::new(b);
+            configure(&mut c);
+            c
+        })
+        .collect();
+    let opts = ReplayOptions {
+        views,
+        engine: Engine::Vllm,
+        keep_going,
+        default_pod: "pod".to_string(),
+    };
+    let Ok(mut reader) = CaptureReader::new(Cursor::new(data)) else {
+        return;
+    };
+    let mut replayer = Replayer::new(opts);
+    while let Some(read) = reader.next_ref() {
+        let Ok(msg) = read else { break };
+        if replayer.feed(msg).is_err() {
+            assert!(!keep_going, "keep_going replay stopped on a message");
+            break;
+        }
+    }
+    let report = replayer.finish(&[]);
+    let _ = report.has_findings();
+}
+
+/// A capture file through the whole replay pipeline (as `kvaudit replay`), stopping on bad
+/// input and going on past it, with the default index and with xxh64 / the 2026-08 router.
+pub fn replay_bytes(data: &[u8]) {
+    replay_with(data, false, |_| {});
+    replay_with(data, true, |c| {
+        c.algo = kvaudit::index::HashAlgo::Xxh64;
+        c.profile = kvaudit::index::Profile::Router202608;
+        c.seed = "fuzz".into();
+    });
+}
+
+/// A conversation file's text: parse, then ask its clock for a few prompts' times.
+pub fn conversation_json(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(conv) = kvaudit::render::Conversation::from_json_text(&text, "fuzz.json")
+        && let Some(clock) = &conv.clock
+    {
+        for i in [0, 1, conv.messages.len(), usize::MAX] {
+            let _ = clock.at(i);
+            let _ = clock.frozen();
+        }
+    }
+}
+
+/// Instructions per render: small, so a slow template ends in a fuel error quickly.
+pub const TEMPLATE_FUEL: u64 = 100_000;
+
+/// `template \0 conversation-json`: the template rendered with the conversation's messages,
+/// tools, documents and kwargs as `kvaudit render` passes them (a default chat when the JSON
+/// part is missing or invalid). Errors are fine; panics and hangs are not.
+pub fn template_render(data: &[u8]) {
+    use kvaudit::render::{ChatRenderer, Conversation, RenderInput};
+    use serde_json::{Map, Value as Json, json};
+    let (src, rest) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let Ok(src) = std::str::from_utf8(src) else {
+        return;
+    };
+    let mut special = Map::new();
+    special.insert("bos_token".into(), json!("<s>"));
+    special.insert("eos_token".into(), json!("</s>"));
+    let Ok(renderer) = ChatRenderer::new(src, special, TEMPLATE_FUEL) else {
+        return;
+    };
+    let conv = Conversation::from_json_text(&String::from_utf8_lossy(rest), "fuzz.json").ok();
+    let default_messages = [
+        json!({"role": "system", "content": "Be brief."}),
+        json!({"role": "user", "content": "Hi"}),
+        json!({"role": "assistant", "content": "Hello!"}),
+        json!({"role": "user", "content": "What is 2+2?"}),
+    ];
+    let no_kwargs = Map::new();
+    let fixed = chrono::NaiveDate::from_ymd_opt(2026, 1, 15)
+        .and_then(|d| d.and_hms_opt(10, 0, 0))
+        .unwrap_or_default();
+    let input = match &conv {
+        Some(c) => RenderInput {
+            messages: &c.messages,
+            tools: c.tools.as_ref(),
+            documents: c.documents.as_ref(),
+            kwargs: &c.template_kwargs,
+            add_generation_prompt: true,
+            now: c.clock.as_ref().map_or(fixed, |k| k.at(0)),
+        },
+        None => RenderInput {
+            messages: &default_messages,
+            tools: None::<&Json>,
+            documents: None,
+            kwargs: &no_kwargs,
+            add_generation_prompt: true,
+            now: fixed,
+        },
+    };
+    let _ = renderer.render(&input);
+}
+
+/// The tokenizer.json the prepared files are keyed to: not a tokenizer, so a prepared file
+/// that does not load makes `Tokenizer::load` fail at once instead of building one.
+const SOURCE_JSON: &[u8] = b"{}";
+const MAGIC: &[u8; 8] = b"KVTOKv02";
+
+/// A prepared-tokenizer file whose header (magic, source key, body checksum) is valid for
+/// `body`, so the fuzzer explores the body instead of the checksum.
+pub fn prepared_file(body: &[u8]) -> Vec<u8> {
+    let key = xxhash_rust::xxh3::xxh3_128(SOURCE_JSON);
+    let mut data = Vec::with_capacity(32 + body.len());
+    data.extend_from_slice(MAGIC);
+    data.extend_from_slice(&key.to_le_bytes());
+    data.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+    data.extend_from_slice(body);
+    data
+}
+
+/// The input is the body of a prepared-tokenizer file (after magic, key and checksum), loaded
+/// through the cache the way `Tokenizer::load` finds it; a file that loads must then encode,
+/// decode and look up tokens without panicking.
+pub fn prepared_tokenizer(body: &[u8]) {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("kvaudit-fuzz-tok-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        std::fs::write(d.join("tokenizer.json"), SOURCE_JSON).expect("write tokenizer.json");
+        d
+    });
+    let key = xxhash_rust::xxh3::xxh3_128(SOURCE_JSON);
+    let cached = dir.join(format!("{key:032x}.kvtok"));
+    std::fs::write(&cached, prepared_file(body)).expect("write prepared file");
+    let Ok(tok) = kvaudit::tokenize::Tokenizer::load(&dir.join("tokenizer.json"), Some(dir)) else {
+        return;
+    };
+    assert!(tok.is_prepared());
+    let _ = tok.sha256();
+    let n = tok.vocab_size();
+    for text in [
+        "Hello world! 12345 ünïcödé 日本語 🙂\n\n  x",
+        "",
+        " ",
+        "<s>a</s>",
+    ] {
+        if let Ok(ids) = tok.encode(text) {
+            let _ = tok.decode(&ids);
+        }
+    }
+    let probe: Vec<u32> = (0..(n.min(64) as u32))
+        .chain([u32::MAX, n as u32])
+        .collect();
+    let _ = tok.decode(&probe);
+    let _ = tok.token_id("a");
+    let _ = tok.token_id("<s>");
+}

@@ -1,0 +1,102 @@
+//! Replays the fuzz targets' inputs on stable Rust, without libFuzzer: every committed seed
+//! (`fuzz/seeds/<target>/`) and every minimised crash found by fuzzing
+//! (`fuzz/regressions/<target>/`) goes through the same code as the target
+//! (`fuzz/src/lib.rs`, included here), which must return without panicking.
+
+#[path = "../fuzz/src/lib.rs"]
+#[allow(dead_code)]
+mod harness;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+
+fn replay(target: &str) {
+    let run = harness::TARGETS
+        .iter()
+        .find(|(name, _)| *name == target)
+        .map(|(_, f)| *f)
+        .expect("unknown fuzz target");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let mut failed = Vec::new();
+    let mut n = 0;
+    for kind in ["seeds", "regressions"] {
+        let Ok(dir) = std::fs::read_dir(root.join(kind).join(target)) else {
+            continue;
+        };
+        let mut files: Vec<_> = dir.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        for file in files.iter().filter(|p| p.is_file()) {
+            let data = std::fs::read(file).expect("read fuzz input");
+            n += 1;
+            if catch_unwind(AssertUnwindSafe(|| run(&data))).is_err() {
+                failed.push(file.display().to_string());
+            }
+        }
+    }
+    assert!(n > 0, "no inputs for {target}");
+    assert!(failed.is_empty(), "{target} panicked on: {failed:#?}");
+}
+
+#[test]
+fn decode_events() {
+    replay("decode_events");
+}
+
+#[test]
+fn frames_reader() {
+    replay("frames_reader");
+}
+
+#[test]
+fn replay_bytes() {
+    replay("replay_bytes");
+}
+
+#[test]
+fn conversation_json() {
+    replay("conversation_json");
+}
+
+#[test]
+fn template_render() {
+    replay("template_render");
+}
+
+#[test]
+fn prepared_tokenizer() {
+    replay("prepared_tokenizer");
+}
+
+#[test]
+fn every_target_is_tested() {
+    let names: Vec<&str> = harness::TARGETS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        names,
+        [
+            "decode_events",
+            "frames_reader",
+            "replay_bytes",
+            "conversation_json",
+            "template_render",
+            "prepared_tokenizer"
+        ]
+    );
+}
+
+/// decode_events compares the fast path with the general decoder: the seeds must reach the
+/// fast path, or the comparison checks nothing.
+#[test]
+fn decode_events_seeds_reach_the_fast_path() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/decode_events");
+    let mut pool = kvaudit::events::Pool::default();
+    for entry in std::fs::read_dir(dir).expect("seeds") {
+        let data = std::fs::read(entry.expect("entry").path()).expect("seed");
+        for engine in [
+            kvaudit::events::Engine::Vllm,
+            kvaudit::events::Engine::Sglang,
+        ] {
+            let _ = kvaudit::events::decode_batch_with(&data, 0, engine, &mut pool);
+        }
+    }
+    assert!(pool.fast_decoded() > 0, "no seed event took the fast path");
+}
