@@ -10,8 +10,11 @@ use kvaudit::events::{Engine, Pool, decode_batch_with};
 use kvaudit::index::IndexConfig;
 use kvaudit::replay::{ReplayOptions, Replayer};
 
+/// What a target runs on one input.
+pub type Target = fn(&[u8]);
+
 /// Target names, in the order run.sh runs them, with the function each one calls.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("decode_events", decode_events),
     ("frames_reader", frames_reader),
     ("replay_bytes", replay_bytes),
