@@ -654,8 +654,7 @@ fn raw_msgpack_claims_fail_fast_and_scan_once() {
     fails_at(
         &big,
         &format!(
-            "needs at least {} bytes by its headers but the file ends at byte {}",
-            5 + (1u64 << 28),
+            "its headers claim more bytes than the file holds (it ends at byte {})",
             5 + zeros
         ),
     );
