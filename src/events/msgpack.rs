@@ -596,6 +596,9 @@ pub struct ValueScan {
     /// Elements (map: keys and values) still owed per open level; the bottom level is the
     /// value itself. At most `MAX_DEPTH + 1` levels, as the reader allows.
     owed: Vec<u64>,
+    /// The most bytes the value may claim; checked at each header, so the header that goes
+    /// past it is the error's position however the bytes arrived.
+    limit: u64,
 }
 
 impl Default for ValueScan {
@@ -606,9 +609,16 @@ impl Default for ValueScan {
 
 impl ValueScan {
     pub fn new() -> ValueScan {
+        ValueScan::with_limit(u64::MAX)
+    }
+
+    /// A scan that fails at the first header whose claims (with what came before) need more
+    /// than `limit` bytes.
+    pub fn with_limit(limit: u64) -> ValueScan {
         ValueScan {
             pos: 0,
             owed: vec![1],
+            limit,
         }
     }
 
@@ -697,6 +707,22 @@ impl ValueScan {
             self.pos = (at + head).saturating_add(usize::try_from(body).unwrap_or(usize::MAX));
             if let Some(n) = open.filter(|&n| n > 0) {
                 self.owed.push(n);
+            }
+            if (body > 0 || open.is_some()) && self.min_len() > self.limit {
+                return Err(DecodeError(Box::new(DecodeErrorInfo {
+                    offset: at,
+                    reason: if self.limit.is_multiple_of(1 << 30) {
+                        format!(
+                            "msgpack message claims more than the {} GiB limit by its headers",
+                            self.limit >> 30
+                        )
+                    } else {
+                        format!(
+                            "msgpack message claims more than the {}-byte limit by its headers",
+                            self.limit
+                        )
+                    },
+                })));
             }
         }
     }
