@@ -728,8 +728,8 @@ impl ValueScan {
     }
 }
 
-/// A minimal msgpack writer (smallest encodings, like msgspec); used by tests and benchmarks
-/// to build captures, and by the router simulation.
+/// A minimal msgpack writer (smallest encodings, like msgspec), behind `encode::encode_batch`:
+/// tests, benchmarks and fuzz seeds build captures with it.
 #[derive(Default)]
 pub struct Writer {
     pub buf: Vec<u8>,
