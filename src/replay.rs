@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use crate::events::capture::{CaptureReader, MessageRef};
-use crate::events::msgpack::{DecodeError, clip, short_eq};
+use crate::events::msgpack::{DecodeError, DecodeErrorKind, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::finding::{Finding, FindingKind};
 use crate::index::{
@@ -52,16 +52,13 @@ pub struct MalformedCounts {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MalformedKind {
-    pub kind: String,
+    pub kind: DecodeErrorKind,
     pub count: u64,
     pub examples: Vec<Malformed>,
 }
 
 /// Examples kept per kind.
 const MALFORMED_EXAMPLES: usize = 3;
-/// Distinct kinds kept; the rest are counted under [`OTHER_KIND`].
-const MALFORMED_KINDS: usize = 32;
-const OTHER_KIND: &str = "other";
 /// Longest reason kept in an example (a reason may quote a string from the input).
 const REASON_MAX: usize = 200;
 
@@ -74,17 +71,15 @@ impl MalformedCounts {
         self.total
     }
 
-    pub fn add(&mut self, offset: u64, reason: &str) {
+    /// Counted by the error's kind (a handful exist, so the list stays short whatever the
+    /// input), with the first few reasons as examples.
+    pub fn add(&mut self, offset: u64, kind: DecodeErrorKind, reason: &str) {
         self.total += 1;
-        let mut kind = malformed_kind(reason);
-        if !self.kinds.iter().any(|k| k.kind == kind) && self.kinds.len() >= MALFORMED_KINDS {
-            kind = OTHER_KIND;
-        }
         let at = match self.kinds.iter().position(|k| k.kind == kind) {
             Some(i) => i,
             None => {
                 self.kinds.push(MalformedKind {
-                    kind: kind.to_string(),
+                    kind,
                     count: 0,
                     examples: Vec::new(),
                 });
@@ -99,20 +94,6 @@ impl MalformedCounts {
                 reason: clip(reason, REASON_MAX).to_string(),
             });
         }
-    }
-}
-
-/// A reason's fixed part: its text up to the first number or quoted value, so messages that
-/// differ only in a count, offset or name fall under one kind.
-pub fn malformed_kind(reason: &str) -> &str {
-    let end = reason
-        .find(|c: char| c.is_ascii_digit() || c == '"')
-        .unwrap_or(reason.len());
-    let kind = reason[..end].trim_end_matches([' ', ':', ',', '(']);
-    if kind.is_empty() {
-        OTHER_KIND
-    } else {
-        clip(kind, REASON_MAX)
     }
 }
 
@@ -452,7 +433,7 @@ impl Replayer {
             Err(e) if !self.opts.keep_going => return Err(e),
             Err(e) => {
                 self.messages += 1;
-                self.malformed.add(e.offset as u64, &e.reason);
+                self.malformed.add(e.offset as u64, e.kind, &e.reason);
                 for v in &mut self.views {
                     v.stats.messages_dropped.add(DropReason::BatchDecodeError);
                 }
@@ -723,22 +704,29 @@ mod tests {
     fn malformed_messages_are_counted_by_kind_with_bounded_examples() {
         let mut m = MalformedCounts::default();
         for i in 0..10u64 {
-            m.add(i, &format!("truncated msgpack: {i} more bytes expected"));
+            m.add(
+                i,
+                DecodeErrorKind::Truncated,
+                &format!("truncated msgpack: {i} more bytes expected"),
+            );
         }
-        m.add(99, &format!("unknown event tag \"{}\"", "x".repeat(1000)));
+        m.add(
+            99,
+            DecodeErrorKind::Schema,
+            &format!("unknown event tag \"{}\"", "x".repeat(1000)),
+        );
         for i in 0..100u64 {
-            m.add(i, &format!("kind {} {i}", "k".repeat(i as usize)));
+            m.add(i, DecodeErrorKind::TypeMismatch, &format!("kind {i}"));
         }
         assert_eq!(m.len(), 111);
-        assert_eq!(m.kinds[0].kind, "truncated msgpack");
+        assert_eq!(m.kinds[0].kind, DecodeErrorKind::Truncated);
         assert_eq!(m.kinds[0].count, 10);
         let offsets: Vec<u64> = m.kinds[0].examples.iter().map(|e| e.offset).collect();
         assert_eq!(offsets, [0, 1, 2]);
-        assert_eq!(m.kinds[1].kind, "unknown event tag");
+        assert_eq!(m.kinds[1].kind, DecodeErrorKind::Schema);
         assert_eq!(m.kinds[1].examples[0].reason.len(), REASON_MAX);
-        assert_eq!(m.kinds.len(), MALFORMED_KINDS + 1);
-        let other = m.kinds.last().unwrap();
-        assert_eq!((other.kind.as_str(), other.count), (OTHER_KIND, 70));
+        assert_eq!(m.kinds.len(), 3);
+        assert_eq!((m.kinds[2].count, m.kinds[2].examples.len()), (100, 3));
     }
 
     /// A leaf is a block no held block extends, whatever order the events came in: a child

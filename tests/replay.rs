@@ -616,7 +616,7 @@ fn keep_going_on_zeros_keeps_memory_and_report_small() {
     let kinds = v["malformed_kinds"].as_object().unwrap();
     assert_eq!(kinds.len(), 1, "{kinds:?}");
     let (kind, what) = kinds.iter().next().unwrap();
-    assert_eq!(kind, "truncated msgpack");
+    assert_eq!(kind, "truncated");
     assert_eq!(what["count"], messages);
     let offsets: Vec<u64> = what["examples"]
         .as_array()

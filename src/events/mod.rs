@@ -8,7 +8,7 @@ pub mod msgpack;
 
 use std::borrow::Cow;
 
-use msgpack::{DecodeError, Head, IntWidth, Reader, Val};
+use msgpack::{DecodeError, DecodeErrorKind, Head, IntWidth, Reader, Val};
 
 /// A string field: the values vLLM repeats on every event are shared, not allocated.
 pub type Text = Cow<'static, str>;
@@ -200,6 +200,7 @@ pub fn decode_batch_with(
             if n < 2 {
                 return Err(r.error(
                     at,
+                    DecodeErrorKind::Schema,
                     format!("event batch has {n} elements, expected [ts, events, rank]"),
                 ));
             }
@@ -233,8 +234,16 @@ pub fn decode_batch_with(
                 }
             }
             Batch {
-                ts: ts.ok_or_else(|| r.error(at, "event batch map has no `ts`"))?,
-                events: events.ok_or_else(|| r.error(at, "event batch map has no `events`"))?,
+                ts: ts.ok_or_else(|| {
+                    r.error(at, DecodeErrorKind::Schema, "event batch map has no `ts`")
+                })?,
+                events: events.ok_or_else(|| {
+                    r.error(
+                        at,
+                        DecodeErrorKind::Schema,
+                        "event batch map has no `events`",
+                    )
+                })?,
                 data_parallel_rank: rank,
                 wire: BatchWire::Map,
             }
@@ -242,6 +251,7 @@ pub fn decode_batch_with(
         other => {
             return Err(r.error(
                 at,
+                DecodeErrorKind::TypeMismatch,
                 format!(
                     "event batch must be an array or a map, found {}",
                     msgpack::head_kind(other)
@@ -251,7 +261,11 @@ pub fn decode_batch_with(
     };
     if !r.at_end() {
         let at = r.position();
-        return Err(r.error(at, "trailing bytes after the event batch"));
+        return Err(r.error(
+            at,
+            DecodeErrorKind::Schema,
+            "trailing bytes after the event batch",
+        ));
     }
     Ok(batch)
 }
@@ -265,7 +279,11 @@ fn read_ts(r: &mut Reader) -> Result<f64, DecodeError> {
         Val::Float(f) => Ok(f),
         Val::Uint(v, _) => Ok(v as f64),
         Val::Int(v, _) => Ok(v as f64),
-        other => Err(r.error(at, format!("ts: expected a number, found {}", other.kind()))),
+        other => Err(r.error(
+            at,
+            DecodeErrorKind::TypeMismatch,
+            format!("ts: expected a number, found {}", other.kind()),
+        )),
     }
 }
 
@@ -441,7 +459,11 @@ fn read_tag(r: &mut Reader, what: &str) -> Result<Tag, DecodeError> {
     // A tag quoted back in full could be the whole payload.
     tag_of(name).ok_or_else(|| {
         let shown = msgpack::clip(name, 64);
-        r.error(at, format!("unknown event tag {shown:?}"))
+        r.error(
+            at,
+            DecodeErrorKind::Schema,
+            format!("unknown event tag {shown:?}"),
+        )
     })
 }
 
@@ -456,7 +478,11 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
     match r.head()? {
         Head::Array(n) => {
             if n == 0 {
-                return Err(r.error(at, "event is an empty array (no tag)"));
+                return Err(r.error(
+                    at,
+                    DecodeErrorKind::Schema,
+                    "event is an empty array (no tag)",
+                ));
             }
             let tag = read_tag(r, "event tag")?;
             let order = field_order(tag, engine);
@@ -497,7 +523,8 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
                 }
             }
             let end = r.position();
-            let tag = tag.ok_or_else(|| r.error(at, "event map has no \"type\""))?;
+            let tag = tag
+                .ok_or_else(|| r.error(at, DecodeErrorKind::Schema, "event map has no \"type\""))?;
             let mut fields = Fields::new(tag, pool);
             for (field, pos) in pending {
                 let mut sub = r.sub_reader(pos);
@@ -508,6 +535,7 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
         }
         other => Err(r.error(
             at,
+            DecodeErrorKind::TypeMismatch,
             format!(
                 "event must be an array or a map, found {}",
                 msgpack::head_kind(other)
@@ -740,7 +768,7 @@ impl<'a> Fields<'a> {
                 let at = r.position();
                 self.stored.block_size = r
                     .opt_int("block_size")?
-                    .ok_or_else(|| r.error(at, "block_size is nil"))?;
+                    .ok_or_else(|| r.error(at, DecodeErrorKind::Schema, "block_size is nil"))?;
                 self.has_block_size = true;
             }
             Field::LoraId if stored => self.stored.lora_id = r.opt_int("lora_id")?,
@@ -773,6 +801,7 @@ impl<'a> Fields<'a> {
                                 other => {
                                     return Err(r.error(
                                         item_at,
+                                        DecodeErrorKind::TypeMismatch,
                                         format!(
                                             "extra_keys: entry is {}, expected an array or nil",
                                             other.kind()
@@ -786,6 +815,7 @@ impl<'a> Fields<'a> {
                     other => {
                         return Err(r.error(
                             at,
+                            DecodeErrorKind::TypeMismatch,
                             format!(
                                 "extra_keys: expected an array or nil, found {}",
                                 msgpack::head_kind(other)
@@ -830,6 +860,7 @@ impl<'a> Fields<'a> {
                             let Val::Array(ids) = l else {
                                 return Err(r.error(
                                     at,
+                                    DecodeErrorKind::TypeMismatch,
                                     "lookahead_token_ids: expected lists of token ids",
                                 ));
                             };
@@ -837,7 +868,11 @@ impl<'a> Fields<'a> {
                                 ids.iter()
                                     .map(|v| {
                                         v.as_i64().ok_or_else(|| {
-                                            r.error(at, "lookahead_token_ids: expected integers")
+                                            r.error(
+                                                at,
+                                                DecodeErrorKind::TypeMismatch,
+                                                "lookahead_token_ids: expected integers",
+                                            )
                                         })
                                     })
                                     .collect::<Result<Vec<_>, _>>()?,
@@ -848,6 +883,7 @@ impl<'a> Fields<'a> {
                     other => {
                         return Err(r.error(
                             at,
+                            DecodeErrorKind::TypeMismatch,
                             format!(
                                 "lookahead_token_ids: expected an array, found {}",
                                 other.kind()
@@ -888,6 +924,7 @@ impl<'a> Fields<'a> {
                 if !has_hashes || !has_tokens || !has_block_size {
                     return Err(r.error(
                         at,
+                        DecodeErrorKind::Schema,
                         "BlockStored lacks block_hashes, token_ids or block_size",
                     ));
                 }
@@ -896,7 +933,11 @@ impl<'a> Fields<'a> {
             Tag::Removed => {
                 pool.stored.push(stored);
                 if !has_hashes {
-                    return Err(r.error(at, "BlockRemoved lacks block_hashes"));
+                    return Err(r.error(
+                        at,
+                        DecodeErrorKind::Schema,
+                        "BlockRemoved lacks block_hashes",
+                    ));
                 }
                 EventKind::Removed(removed)
             }
@@ -915,9 +956,14 @@ fn hash_of(r: &Reader, at: usize, v: Val) -> Result<WireHash, DecodeError> {
         Val::Uint(u, w) => Ok(WireHash::Uint(u, w)),
         Val::Int(i, w) => Ok(WireHash::Int(i, w)),
         Val::Bin(b) if !b.is_empty() => Ok(WireHash::Bytes(b.to_vec())),
-        Val::Bin(_) => Err(r.error(at, "block hash is empty bytes")),
+        Val::Bin(_) => Err(r.error(
+            at,
+            DecodeErrorKind::TypeMismatch,
+            "block hash is empty bytes",
+        )),
         other => Err(r.error(
             at,
+            DecodeErrorKind::TypeMismatch,
             format!(
                 "block hash must be an integer or bytes, found {}",
                 other.kind()

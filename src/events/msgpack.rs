@@ -19,11 +19,45 @@ pub enum IntWidth {
     I64,
 }
 
+/// What kind of decoding failure: callers count and branch on this, never on the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DecodeErrorKind {
+    /// The bytes end inside a value.
+    Truncated,
+    /// Not msgpack: an invalid marker or a string that is not UTF-8.
+    InvalidMsgpack,
+    /// Containers nested deeper than the reader allows.
+    TooDeep,
+    /// Headers that claim more bytes than the payload limit.
+    TooLarge,
+    /// Valid msgpack of another type than the field needs.
+    TypeMismatch,
+    /// An integer outside the field's range.
+    OutOfRange,
+    /// Valid msgpack that is not a KV-event batch: missing fields, unknown tags, extra bytes.
+    Schema,
+}
+
+impl DecodeErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecodeErrorKind::Truncated => "truncated",
+            DecodeErrorKind::InvalidMsgpack => "invalid_msgpack",
+            DecodeErrorKind::TooDeep => "too_deep",
+            DecodeErrorKind::TooLarge => "too_large",
+            DecodeErrorKind::TypeMismatch => "type_mismatch",
+            DecodeErrorKind::OutOfRange => "out_of_range",
+            DecodeErrorKind::Schema => "schema",
+        }
+    }
+}
+
 /// Why bytes could not be decoded, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeErrorInfo {
     /// Offset of the offending byte, relative to the start of the decoded buffer.
     pub offset: usize,
+    pub kind: DecodeErrorKind,
     pub reason: String,
 }
 
@@ -50,6 +84,8 @@ impl fmt::Display for DecodeError {
         write!(f, "{} (at byte {})", self.reason, self.offset)
     }
 }
+
+impl std::error::Error for DecodeError {}
 
 /// A decoded value; containers are decoded on demand through [`Reader`].
 #[derive(Debug, Clone, PartialEq)]
@@ -153,9 +189,15 @@ impl<'a> Reader<'a> {
         self.pos >= self.buf.len()
     }
 
-    pub fn error(&self, at: usize, reason: impl Into<String>) -> DecodeError {
+    pub fn error(
+        &self,
+        at: usize,
+        kind: DecodeErrorKind,
+        reason: impl Into<String>,
+    ) -> DecodeError {
         DecodeError(Box::new(DecodeErrorInfo {
             offset: self.base + at,
+            kind,
             reason: reason.into(),
         }))
     }
@@ -169,6 +211,7 @@ impl<'a> Reader<'a> {
             }
             None => Err(self.error(
                 self.buf.len(),
+                DecodeErrorKind::Truncated,
                 format!("truncated msgpack: {n} more bytes expected"),
             )),
         }
@@ -253,7 +296,13 @@ impl<'a> Reader<'a> {
             0xde => Head::Map(self.be(2)? as usize),
             0xdf => Head::Map(self.be(4)? as usize),
             0xe0..=0xff => Head::Int(b as i8 as i64, IntWidth::Fix),
-            0xc1 => return Err(self.error(at, "invalid msgpack marker 0xc1")),
+            0xc1 => {
+                return Err(self.error(
+                    at,
+                    DecodeErrorKind::InvalidMsgpack,
+                    "invalid msgpack marker 0xc1",
+                ));
+            }
         })
         .inspect(|&h| {
             // Floats keep their marker so the payload can be read next.
@@ -308,7 +357,7 @@ impl<'a> Reader<'a> {
     fn enter(&mut self, at: usize) -> Result<(), DecodeError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(self.error(at, "msgpack nested too deeply"));
+            return Err(self.error(at, DecodeErrorKind::TooDeep, "msgpack nested too deeply"));
         }
         Ok(())
     }
@@ -318,13 +367,19 @@ impl<'a> Reader<'a> {
         match self.take(1)?[0] {
             0xca => Ok(f32::from_bits(self.be(4)? as u32) as f64),
             0xcb => Ok(f64::from_bits(self.be(8)?)),
-            _ => Err(self.error(at, "expected a float")),
+            _ => Err(self.error(at, DecodeErrorKind::TypeMismatch, "expected a float")),
         }
     }
 
     fn str_body(&mut self, n: usize, at: usize) -> Result<&'a str, DecodeError> {
         let bytes = self.take(n)?;
-        std::str::from_utf8(bytes).map_err(|_| self.error(at, "string is not valid UTF-8"))
+        std::str::from_utf8(bytes).map_err(|_| {
+            self.error(
+                at,
+                DecodeErrorKind::InvalidMsgpack,
+                "string is not valid UTF-8",
+            )
+        })
     }
 
     /// The batch timestamp's fast path: a float64 (what msgspec writes).
@@ -388,6 +443,7 @@ impl<'a> Reader<'a> {
             Head::Str(n) => self.str_body(n, at),
             other => Err(self.error(
                 at,
+                DecodeErrorKind::TypeMismatch,
                 format!("{what}: expected a string, found {}", head_kind(other)),
             )),
         }
@@ -407,6 +463,7 @@ impl<'a> Reader<'a> {
             Head::Str(n) => self.take(n),
             other => Err(self.error(
                 at,
+                DecodeErrorKind::TypeMismatch,
                 format!("{what}: expected a string, found {}", head_kind(other)),
             )),
         }
@@ -431,6 +488,7 @@ impl<'a> Reader<'a> {
             Head::Str(n) => self.str_body(n, at).map(Some),
             other => Err(self.error(
                 at,
+                DecodeErrorKind::TypeMismatch,
                 format!(
                     "{what}: expected a string or nil, found {}",
                     head_kind(other)
@@ -455,12 +513,17 @@ impl<'a> Reader<'a> {
         }
         match self.head()? {
             Head::Nil => Ok(None),
-            Head::Uint(v, _) => i64::try_from(v)
-                .map(Some)
-                .map_err(|_| self.error(at, format!("{what}: integer {v} out of range"))),
+            Head::Uint(v, _) => i64::try_from(v).map(Some).map_err(|_| {
+                self.error(
+                    at,
+                    DecodeErrorKind::OutOfRange,
+                    format!("{what}: integer {v} out of range"),
+                )
+            }),
             Head::Int(v, _) => Ok(Some(v)),
             other => Err(self.error(
                 at,
+                DecodeErrorKind::TypeMismatch,
                 format!(
                     "{what}: expected an integer or nil, found {}",
                     head_kind(other)
@@ -476,6 +539,7 @@ impl<'a> Reader<'a> {
             Head::Array(n) => Ok(n),
             other => Err(self.error(
                 at,
+                DecodeErrorKind::TypeMismatch,
                 format!("{what}: expected an array, found {}", head_kind(other)),
             )),
         }
@@ -495,6 +559,7 @@ impl<'a> Reader<'a> {
                 other => {
                     return Err(self.error(
                         at,
+                        DecodeErrorKind::TypeMismatch,
                         format!("{what}: expected an integer, found {}", head_kind(other)),
                     ));
                 }
@@ -661,6 +726,7 @@ impl ValueScan {
                 0xc1 => {
                     return Err(DecodeError(Box::new(DecodeErrorInfo {
                         offset: at,
+                        kind: DecodeErrorKind::InvalidMsgpack,
                         reason: "invalid msgpack marker 0xc1".into(),
                     })));
                 }
@@ -701,6 +767,7 @@ impl ValueScan {
             if open.is_some() && self.owed.len() > MAX_DEPTH {
                 return Err(DecodeError(Box::new(DecodeErrorInfo {
                     offset: at,
+                    kind: DecodeErrorKind::TooDeep,
                     reason: "msgpack nested too deeply".into(),
                 })));
             }
@@ -711,6 +778,7 @@ impl ValueScan {
             if (body > 0 || open.is_some()) && self.min_len() > self.limit {
                 return Err(DecodeError(Box::new(DecodeErrorInfo {
                     offset: at,
+                    kind: DecodeErrorKind::TooLarge,
                     reason: if self.limit.is_multiple_of(1 << 30) {
                         format!(
                             "msgpack message claims more than the {} GiB limit by its headers",

@@ -86,7 +86,7 @@ fn malformed_json(r: &ReplayReport) -> Json {
             .map(|e| json!({"offset": e.offset, "reason": e.reason}))
             .collect();
         out.insert(
-            k.kind.clone(),
+            k.kind.as_str().to_string(),
             json!({"count": k.count, "examples": examples}),
         );
     }
@@ -185,11 +185,16 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
         },
     );
     for k in &r.malformed.kinds {
-        let first = k.examples.first().map(|e| e.offset).unwrap_or_default();
+        let (first, why) = k
+            .examples
+            .first()
+            .map(|e| (e.offset, e.reason.as_str()))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {:>8} malformed: {} (first at byte {first})",
-            k.count, k.kind
+            "  {:>8} malformed: {} (first at byte {first}: {why})",
+            k.count,
+            k.kind.as_str()
         );
     }
     if r.events.token_ids_out_of_range > 0 {
