@@ -356,7 +356,7 @@ pub enum CaptureFailure {
     Connect { endpoint: String, reason: String },
     #[error("cannot bind {endpoint}: {reason}")]
     Bind { endpoint: String, reason: String },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         path: String,
         source: std::io::Error,

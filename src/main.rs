@@ -41,14 +41,14 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            let mut line = format!("error: {e}");
-            for cause in e.chain().skip(1) {
-                let text = cause.to_string();
-                if !line.contains(&text) {
-                    line.push_str(&format!(": {text}"));
-                }
-            }
-            eprintln!("{}", line.replace('\n', " "));
+            // Each error in the chain says only its own part (none prints its source), so
+            // the chain joined is the whole story, once.
+            let line = e
+                .chain()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(": ");
+            eprintln!("error: {}", line.replace('\n', " "));
             ExitCode::from(2)
         }
     }

@@ -23,12 +23,12 @@ pub const MODEL_FILES: [&str; 6] = [
 pub enum ModelError {
     #[error("{0}")]
     Missing(String),
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path} is not valid JSON: {source}")]
+    #[error("{path} is not valid JSON")]
     Json {
         path: String,
         source: serde_json::Error,

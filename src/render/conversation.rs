@@ -10,12 +10,12 @@ use super::reply::ResendMode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConversationError {
-    #[error("cannot read conversation {path}: {source}")]
+    #[error("cannot read conversation {path}")]
     Read {
         path: String,
         source: std::io::Error,
     },
-    #[error("conversation {path} is not valid JSON: {source}")]
+    #[error("conversation {path} is not valid JSON")]
     Json {
         path: String,
         source: serde_json::Error,
@@ -306,8 +306,13 @@ mod tests {
     #[test]
     fn json_errors_carry_line_and_column() {
         let err = Conversation::from_json_text("{\"messages\": [\n  {\"role\": }]}", "c.json")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("line 2 column"), "{err}");
+            .unwrap_err();
+        // The error names the file; the JSON parser's position is its source, printed once.
+        assert_eq!(err.to_string(), "conversation c.json is not valid JSON");
+        let chain = format!("{:#}", anyhow::Error::from(err));
+        assert!(
+            chain.contains(": ") && chain.contains("line 2 column"),
+            "{chain}"
+        );
     }
 }

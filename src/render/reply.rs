@@ -123,7 +123,7 @@ pub struct TurnPlan {
 pub enum PlanError {
     #[error("{0}")]
     Shape(String),
-    #[error("rendering prompt {prompt}: {source}")]
+    #[error("rendering prompt {prompt}")]
     Render {
         prompt: usize,
         #[source]

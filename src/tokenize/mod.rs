@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizeError {
-    #[error("cannot read tokenizer {path}: {source}")]
+    #[error("cannot read tokenizer {path}")]
     Read {
         path: String,
         source: std::io::Error,
