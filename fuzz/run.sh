@@ -11,6 +11,8 @@
 #   FUZZ_SANITIZER  cargo fuzz --sanitizer (default none: the crate has no unsafe code, and
 #                   without ASan each run is about twice as fast; use address to check anyway)
 #   FUZZ_NO_BUILD=1 run what is already built
+#   FUZZ_SEED       libFuzzer's -seed (default 0: a new one each run); CI fixes it so that a
+#                   smoke run explores the same inputs every time
 #   KVAUDIT_SHARED  real inputs to seed from (default ../shared beside the repository);
 #                   a bounded sample is copied into the working corpus, never committed
 #
@@ -134,7 +136,7 @@ for t in $TARGETS; do
     touch "$marker"
     echo "== $t: ${SECONDS_EACH}s, $(ls "$corpus" | wc -l) corpus inputs"
     set +e
-    "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
+    "$bin" -max_total_time="$SECONDS_EACH" -seed="${FUZZ_SEED:-0}" -timeout=10 -rss_limit_mb=2048 \
         -max_len="$(max_len "$t")" -print_final_stats=1 \
         -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1
     rc=$?
