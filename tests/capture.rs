@@ -668,29 +668,51 @@ fn silent_replay_router_does_not_slow_the_live_stream() {
     unhelpful_replay_endpoint(Router::Silent, "no reply");
 }
 
+/// Publish `total` messages leaving out every one whose seq % `every` == `skip`, let `router`
+/// serve them back, capture, and check the file holds exactly the original frames. Returns
+/// the capture's JSON summary.
+fn capture_recovering(total: u64, every: u64, skip: u64, router: fn(Frames) -> Router) -> Json {
+    let all: Frames = (0..total).map(message).collect();
+    let live: Frames = all
+        .iter()
+        .filter(|m| seq_of(m).unwrap() % every != skip)
+        .cloned()
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("recovered.frames");
+    let publisher = start_publisher(live, Duration::from_millis(5), router(all.clone()));
+    let rep = format!("tcp://127.0.0.1:{}", publisher.replay_port.unwrap());
+    let (code, v, err) = finish(capture(&args(
+        publisher.port,
+        &out,
+        &[
+            "--max-messages",
+            &total.to_string(),
+            "--replay-endpoint",
+            &rep,
+        ],
+    )));
+    publisher.handle.join().unwrap();
+    assert_eq!(code, 0, "{err}\n{v}");
+    let want: Vec<_> = all
+        .iter()
+        .map(|m| (m[0].clone(), seq_of(m).unwrap(), m[2].clone()))
+        .collect();
+    assert_eq!(
+        sorted(read_frames(&out)),
+        want,
+        "exactly the original frames"
+    );
+    v
+}
+
 /// 40 gaps, all recovered beside the live stream. Before, the first recovery stopped at the
 /// count it wanted and left the rest of the reply in the DEALER, where the next recoveries
 /// read it: 1 of 39 gaps was recovered.
 #[test]
 fn forty_gaps_are_all_recovered() {
-    let all: Frames = (0..120).map(message).collect();
-    let live: Frames = all
-        .iter()
-        .filter(|m| seq_of(m).unwrap() % 3 != 1)
-        .cloned()
-        .collect();
-    assert_eq!(all.len() - live.len(), 40);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("forty.frames");
-    let publisher = start_publisher(live, Duration::from_millis(5), Router::Serve(all.clone()));
-    let rep = format!("tcp://127.0.0.1:{}", publisher.replay_port.unwrap());
-    let (code, v, err) = finish(capture(&args(
-        publisher.port,
-        &out,
-        &["--max-messages", "120", "--replay-endpoint", &rep],
-    )));
-    publisher.handle.join().unwrap();
-    assert_eq!(code, 0, "{err}\n{v}");
+    assert_eq!((0..120u64).filter(|s| s % 3 == 1).count(), 40);
+    let v = capture_recovering(120, 3, 1, Router::Serve);
     let gaps = v["gaps"].as_array().unwrap();
     assert_eq!(gaps.len(), 40);
     assert!(
@@ -701,48 +723,14 @@ fn forty_gaps_are_all_recovered() {
     assert_eq!(v["gaps_unrecovered"], 0);
     assert_eq!(v["replay_endpoints"][0]["recovered"], 40);
     assert_eq!(v["replay_endpoints"][0]["failures"], 0);
-    let want: Vec<_> = all
-        .iter()
-        .map(|m| (m[0].clone(), seq_of(m).unwrap(), m[2].clone()))
-        .collect();
-    assert_eq!(
-        sorted(read_frames(&out)),
-        want,
-        "exactly the original frames"
-    );
 }
 
 /// vLLM before 0.26 replies `[seq, payload]`: the seq alone says which gap it fills.
 #[test]
 fn gaps_are_recovered_from_a_pre_0_26_router() {
-    let all: Frames = (0..30).map(message).collect();
-    let live: Frames = all
-        .iter()
-        .filter(|m| seq_of(m).unwrap() % 6 != 3)
-        .cloned()
-        .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("legacy.frames");
-    let publisher = start_publisher(
-        live,
-        Duration::from_millis(5),
-        Router::ServeLegacy(all.clone()),
-    );
-    let rep = format!("tcp://127.0.0.1:{}", publisher.replay_port.unwrap());
-    let (code, v, err) = finish(capture(&args(
-        publisher.port,
-        &out,
-        &["--max-messages", "30", "--replay-endpoint", &rep],
-    )));
-    publisher.handle.join().unwrap();
-    assert_eq!(code, 0, "{err}\n{v}");
+    let v = capture_recovering(30, 6, 3, Router::ServeLegacy);
     assert_eq!(v["gaps"].as_array().unwrap().len(), 5);
     assert_eq!(v["replay_endpoints"][0]["recovered"], 5);
-    let want: Vec<_> = all
-        .iter()
-        .map(|m| (m[0].clone(), seq_of(m).unwrap(), m[2].clone()))
-        .collect();
-    assert_eq!(sorted(read_frames(&out)), want);
 }
 
 /// A ROUTER that answers every request with endless 1 MB messages: the capture reads and

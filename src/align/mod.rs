@@ -99,16 +99,20 @@ pub fn align_plan(
     tok: &Tokenizer,
     options: &AlignOptions,
 ) -> Result<Vec<Transition>, TokenizeError> {
-    let mut out = Vec::new();
-    // Prompt k+1 is both the next prompt of transition k and the held prompt of transition
-    // k+1: encode it once (tokenizing every prompt is most of the work on long conversations).
-    let mut previous_next: Option<(&str, Vec<u32>)> = None;
+    let mut out: Vec<Transition> = Vec::new();
     for (k, turn) in plan.turns.iter().enumerate() {
         let Some(next_text) = &plan.next_prompts[k] else {
             continue;
         };
-        let prompt_ids = match previous_next.take() {
-            Some((text, ids)) if text == turn.prompt => ids,
+        // Prompt k+1 is both the next prompt of transition k and the held prompt of
+        // transition k+1: take its ids from the previous transition (tokenizing every prompt
+        // is most of the work on long conversations).
+        let previous = k
+            .checked_sub(1)
+            .and_then(|j| plan.next_prompts[j].as_deref())
+            .zip(out.last());
+        let prompt_ids = match previous {
+            Some((text, prev)) if text == turn.prompt => prev.next_ids.clone(),
             _ => tok.encode(&turn.prompt)?,
         };
         let encoded = tok.encode(&turn.generated)?;
@@ -127,7 +131,6 @@ pub fn align_plan(
         let mut held = prompt_ids.clone();
         held.extend_from_slice(&generated);
         let next = tok.encode(next_text)?;
-        previous_next = Some((next_text.as_str(), next.clone()));
         let lcp = common_prefix(&held, &next);
         let rewrite = if lcp < held.len() {
             let next_same_day = match &plan.next_at_held_time[k] {
