@@ -78,6 +78,14 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Formats of the diff-turns report (Markdown: for `$GITHUB_STEP_SUMMARY` and PR comments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Human,
+    Json,
+    Markdown,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Resend {
     /// Content only, as a server with a reasoning parser returns it.
@@ -225,8 +233,8 @@ pub struct DiffTurnsArgs {
     pub decider: String,
 
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
-    pub format: OutputFormat,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+    pub format: ReportFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -22,7 +22,7 @@ pub struct ReplayOptions {
     pub default_pod: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EventCounts {
     pub block_stored: u64,
     pub block_removed: u64,
@@ -285,8 +285,6 @@ pub struct ReplayReport {
 }
 
 impl ReplayReport {
-    /// Anything llm-d would lose: dropped messages, skipped stores, sequences it cannot see
-    /// in full, or messages kvaudit could not read.
     /// What the replay found: undecodable messages, events the engine view or the index
     /// skipped or dropped, out-of-range token ids, and sequences the index sees less of than
     /// the engine holds.

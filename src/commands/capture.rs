@@ -5,9 +5,10 @@ use anyhow::{Context, Result, anyhow};
 use super::Outcome;
 use super::settings::{parse_duration, replay_options};
 use crate::capture::{LiveOptions, Progress, capture};
-use crate::cli::{CaptureArgs, OutputFormat};
+use crate::cli::CaptureArgs;
 use crate::events::capture::MAX_PAYLOAD;
-use crate::report::capture::{to_human, to_json};
+use crate::report::capture::CaptureOutput;
+use crate::report::export;
 
 pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
     let duration =
@@ -60,10 +61,8 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
     if tty {
         eprintln!();
     }
-    let text = match args.format {
-        OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&to_json(&summary))?),
-        OutputFormat::Human => to_human(&summary),
-    };
+    let out_path = summary.out.display().to_string();
+    let text = export(&CaptureOutput::new(&summary, &out_path), args.format.into())?;
     out.write_all(text.as_bytes())?;
     Ok(if summary.unrecovered_gaps() {
         Outcome::Findings

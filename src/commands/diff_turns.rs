@@ -5,7 +5,7 @@ use anyhow::{Result, bail};
 use super::Outcome;
 use super::settings::{audit_settings, conversations, router_settings};
 use crate::audit::{self, ModelSpec};
-use crate::cli::{DiffTurnsArgs, OutputFormat};
+use crate::cli::DiffTurnsArgs;
 use crate::report;
 use crate::tokenize::Tokenizer;
 
@@ -28,14 +28,7 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     })?;
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
     let report = audit::diff_turns(&files, &tok, &conversations, &settings)?;
-    let text = match args.format {
-        OutputFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&report::diff_turns::to_json(&report))?;
-            s.push('\n');
-            s
-        }
-        OutputFormat::Human => report::diff_turns::to_human(&report),
-    };
+    let text = report::export(&report, args.format.into())?;
     out.write_all(text.as_bytes())?;
     Ok(if report.has_findings() {
         Outcome::Findings

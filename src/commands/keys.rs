@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use super::Outcome;
 use super::settings::{audit_settings, conversations, index_config};
 use crate::audit::{self, ModelSpec};
-use crate::cli::{KeysArgs, OutputFormat};
+use crate::cli::KeysArgs;
 use crate::report::keys::KeysReport;
 use crate::tokenize::Tokenizer;
 
@@ -51,10 +51,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         bail!("--model-name is needed: llm-d hashes the model name into every key");
     };
     let report = KeysReport::new(&cfg, &model_name, sequences);
-    let text = match args.format {
-        OutputFormat::Json => report.to_json(),
-        OutputFormat::Human => report.to_human(),
-    };
+    let text = crate::report::export(&report, args.format.into())?;
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)
 }

@@ -5,10 +5,11 @@ use serde_json::Value as Json;
 
 use super::Outcome;
 use super::settings::replay_options;
-use crate::cli::{ReplayArgs, ReplayFormat};
+use crate::cli::ReplayArgs;
 use crate::events::capture::CaptureReader;
 use crate::replay::{LookupRequest, ReplayRun};
-use crate::report::replay::{InputInfo, to_human, to_json, to_prometheus};
+use crate::report::export;
+use crate::report::replay::{InputInfo, ReplayOutput};
 
 /// Stopped on bad input after printing what was counted: exit 2 with this message.
 #[derive(Debug, thiserror::Error)]
@@ -52,15 +53,13 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         format,
         error: error.clone(),
     };
-    let text = match args.format {
-        ReplayFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&to_json(&report, &input))?;
-            s.push('\n');
-            s
-        }
-        ReplayFormat::Prometheus => to_prometheus(&report),
-        ReplayFormat::Human => to_human(&report, &input),
-    };
+    let text = export(
+        &ReplayOutput {
+            report: &report,
+            input,
+        },
+        args.format.into(),
+    )?;
     out.write_all(text.as_bytes())?;
     if let Some((offset, reason)) = error {
         let hint = if args.keep_going {

@@ -15,6 +15,7 @@ use crate::events::Engine;
 use crate::render::reply::PlanOptions;
 use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, parse_time};
 use crate::replay::ReplayOptions;
+use crate::report::Format;
 
 /// llm-d's index settings from the flags diff-turns, replay, capture and keys share.
 pub fn index_config(args: &crate::cli::IndexArgs, block_size: usize) -> crate::index::IndexConfig {
@@ -188,6 +189,35 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     match Duration::try_from_secs_f64(secs) {
         Ok(d) if !d.is_zero() => Ok(d),
         _ => Err("must be more than zero".into()),
+    }
+}
+
+impl From<crate::cli::OutputFormat> for Format {
+    fn from(f: crate::cli::OutputFormat) -> Format {
+        match f {
+            crate::cli::OutputFormat::Human => Format::Human,
+            crate::cli::OutputFormat::Json => Format::Json,
+        }
+    }
+}
+
+impl From<crate::cli::ReportFormat> for Format {
+    fn from(f: crate::cli::ReportFormat) -> Format {
+        match f {
+            crate::cli::ReportFormat::Human => Format::Human,
+            crate::cli::ReportFormat::Json => Format::Json,
+            crate::cli::ReportFormat::Markdown => Format::Markdown,
+        }
+    }
+}
+
+impl From<crate::cli::ReplayFormat> for Format {
+    fn from(f: crate::cli::ReplayFormat) -> Format {
+        match f {
+            crate::cli::ReplayFormat::Human => Format::Human,
+            crate::cli::ReplayFormat::Json => Format::Json,
+            crate::cli::ReplayFormat::Prometheus => Format::Prometheus,
+        }
     }
 }
 

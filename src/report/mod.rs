@@ -1,6 +1,110 @@
-//! Output formats. Reports are built as strings; only the command layer prints them.
+//! Reports: a serializable view of each domain result, and one exporter per output format.
+//!
+//! JSON and Markdown are generic over a report's view (`#[derive(Serialize)]` structs, so each
+//! shape is defined once); the human view and Prometheus text are written per report family,
+//! one file per format. Only the command layer prints what an exporter returns.
 
 pub mod capture;
 pub mod diff_turns;
+pub mod json;
 pub mod keys;
+pub mod markdown;
 pub mod replay;
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+/// An output format a report can be exported in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+    Markdown,
+    Prometheus,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Human => "human",
+            Format::Json => "json",
+            Format::Markdown => "markdown",
+            Format::Prometheus => "prometheus",
+        }
+    }
+}
+
+/// One output format of one report family.
+pub trait Exporter<R: ?Sized> {
+    fn export(&self, report: &R) -> Result<String>;
+}
+
+/// The serializable shape of a report: what JSON prints and what report templates see.
+pub trait View {
+    type View<'a>: Serialize
+    where
+        Self: 'a;
+    fn view(&self) -> Self::View<'_>;
+}
+
+/// A report family: its name and the exporter for each format it supports.
+pub trait Report: View + Sized {
+    /// Used in messages and as the stem of its files under `templates/`.
+    const NAME: &'static str;
+    fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>>;
+}
+
+/// The report in `format`, or an error naming the formats that report has.
+pub fn export<R: Report>(report: &R, format: Format) -> Result<String> {
+    match report.exporter(format) {
+        Some(e) => e.export(report),
+        None => {
+            let have: Vec<&str> = [
+                Format::Human,
+                Format::Json,
+                Format::Markdown,
+                Format::Prometheus,
+            ]
+            .into_iter()
+            .filter(|f| report.exporter(*f).is_some())
+            .map(Format::name)
+            .collect();
+            bail!(
+                "{} has no {} output (it has: {})",
+                R::NAME,
+                format.name(),
+                have.join(", ")
+            )
+        }
+    }
+}
+
+/// Control characters spelled out (`\n`, `\t`, `\r`), as reports show token text.
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::IndexConfig;
+    use crate::report::keys::KeysReport;
+
+    #[test]
+    fn a_format_a_report_lacks_names_the_ones_it_has() {
+        let cfg = IndexConfig::new(16);
+        let report = KeysReport::new(&cfg, "m", vec![("t".into(), vec![1, 2, 3])]);
+        let err = export(&report, Format::Markdown).unwrap_err().to_string();
+        assert_eq!(err, "keys has no markdown output (it has: human, json)");
+        assert!(export(&report, Format::Json).unwrap().ends_with("}\n"));
+    }
+}

@@ -1,6 +1,11 @@
 //! The `keys` report: llm-d's block keys for token sequences, as llm-d computes them.
 
+mod human;
+
 use serde::Serialize;
+
+use super::json::Json;
+use super::{Exporter, Format, Report, View};
 
 use crate::index::{IndexConfig, KeyHasher};
 
@@ -47,30 +52,24 @@ impl KeysReport {
                 .collect(),
         }
     }
+}
 
-    pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
-        s.push('\n');
-        s
+impl View for KeysReport {
+    type View<'a> = &'a KeysReport;
+
+    fn view(&self) -> &KeysReport {
+        self
     }
+}
 
-    /// One key a line; with several sequences, a `# source: N tokens, K keys` line before each.
-    pub fn to_human(&self) -> String {
-        let mut s = String::new();
-        let many = self.sequences.len() > 1;
-        for seq in &self.sequences {
-            if many {
-                s.push_str(&format!(
-                    "# {}: {} tokens, {} keys\n",
-                    seq.source,
-                    seq.tokens,
-                    seq.keys.len()
-                ));
-            }
-            for k in &seq.keys {
-                s.push_str(&format!("{k}\n"));
-            }
+impl Report for KeysReport {
+    const NAME: &'static str = "keys";
+
+    fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
+        match format {
+            Format::Human => Some(&human::Human),
+            Format::Json => Some(&Json),
+            Format::Markdown | Format::Prometheus => None,
         }
-        s
     }
 }

@@ -1,110 +1,32 @@
-//! diff-turns output: JSON (stable field names, `schema_version`) and the human view.
+//! The diff-turns human view.
 
 use std::fmt::Write;
 
 use owo_colors::{OwoColorize, Stream};
-use serde_json::{Value as Json, json};
 
+use super::DECIDER_WIRING_NOTE;
 use crate::align::{DiffStep, TokenView, Transition};
 use crate::audit::DiffTurnsReport;
-use crate::index::router::RouterView;
-
-pub const SCHEMA_VERSION: u32 = 1;
-
-pub fn to_json(report: &DiffTurnsReport) -> Json {
-    let conversations: Vec<Json> = report
-        .conversations
-        .iter()
-        .map(|c| {
-            let transitions: Vec<Json> = c
-                .transitions
-                .iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let mut v = transition_json(t);
-                    if let Some(r) = c.routers.get(i) {
-                        v["router"] = router_json(r);
-                    }
-                    if let Some(shift) = c.rollover.as_ref().and_then(|r| r.get(i)) {
-                        v["date_rollover"] = json!({
-                            "common_prefix_tokens": shift.common_prefix_tokens,
-                            "rewrite_position": shift.rewrite_position,
-                            "class": shift.class.map(|c| c.name()),
-                            "moved": shift.moved,
-                        });
-                    }
-                    v
-                })
-                .collect();
-            json!({"source": c.source, "transitions": transitions})
-        })
-        .collect();
-    json!({
-        "schema_version": SCHEMA_VERSION,
-        "model": {
-            "source": report.model.source,
-            "template": report.model.template_origin,
-            "template_sha256": report.model.template_sha256,
-            "tokenizer_sha256": report.model.tokenizer_sha256,
-        },
-        "conversations": conversations,
-    })
-}
-
-fn transition_json(t: &Transition) -> Json {
-    json!({
-        "from_prompt": t.from_prompt,
-        "to_prompt": t.to_prompt,
-        "held_tokens": t.held_tokens,
-        "next_prompt_tokens": t.next_prompt_tokens,
-        "common_prefix_tokens": t.common_prefix_tokens,
-        "rewrite": t.rewrite,
-        "retokenization_drift": t.retokenization_drift,
-        "uncached": t.uncached,
-    })
-}
-
-/// The decider as llm-d-router wires it reads the approximate producer (§5.2 of the llm-d notes).
-pub const DECIDER_WIRING_NOTE: &str = "as wired in llm-d-router (2026-08) the prefix-based-pd-decider reads the approx-prefix-cache-producer's match info, not the precise index, unless the precise producer is named approx-prefix-cache-producer";
-
-fn router_json(r: &RouterView) -> Json {
-    json!({
-        "engine_block_size": r.engine_block_size,
-        "index_block_size": r.index_block_size,
-        "engine_cached_tokens": r.engine_cached_tokens,
-        "index_visible_tokens": r.index_visible_tokens,
-        "events_emitted": r.events_emitted,
-        "events_skipped": r.events_skipped,
-        "decider": {
-            "verdict": r.decision.verdict.name(),
-            "input_tokens": r.decision.input_tokens,
-            "cached_tokens": r.decision.cached_tokens,
-            "non_cached_tokens": r.decision.non_cached,
-            "rule": r.decision.rule.to_string(),
-            "note": DECIDER_WIRING_NOTE,
-        },
-    })
-}
+use crate::report::{Exporter, visible};
 
 /// A token as `text·id`, with control characters made visible.
 fn token(t: &TokenView) -> String {
-    let mut text = String::new();
-    for c in t.text.chars() {
-        match c {
-            '\n' => text.push_str("\\n"),
-            '\t' => text.push_str("\\t"),
-            '\r' => text.push_str("\\r"),
-            c => text.push(c),
-        }
-    }
-    format!("{text}·{}", t.id)
+    format!("{}·{}", visible(&t.text), t.id)
 }
 
 fn tokens(list: &[TokenView]) -> String {
     list.iter().map(token).collect::<Vec<_>>().join(" ")
 }
 
-pub fn to_human(report: &DiffTurnsReport) -> String {
+pub struct Human;
+
+impl Exporter<DiffTurnsReport> for Human {
+    fn export(&self, report: &DiffTurnsReport) -> anyhow::Result<String> {
+        Ok(to_human(report))
+    }
+}
+
+fn to_human(report: &DiffTurnsReport) -> String {
     let mut out = String::new();
     let m = &report.model;
     let _ = writeln!(

@@ -1,62 +1,30 @@
-//! capture summary: JSON (stable field names) and the human view.
+//! The capture summary's human view.
 
 use std::fmt::Write;
 
-use serde_json::{Value as Json, json};
-
+use super::CaptureOutput;
 use crate::capture::CaptureSummary;
+use crate::report::replay::ReplayOutput;
+use crate::report::{Exporter, Format, export};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub struct Human;
 
-/// The live replay's input: the file being captured.
-fn captured(path: &str) -> crate::report::replay::InputInfo<'_> {
-    crate::report::replay::InputInfo {
-        path,
-        format: "frames",
-        error: None,
+impl Exporter<CaptureOutput<'_>> for Human {
+    fn export(&self, c: &CaptureOutput<'_>) -> anyhow::Result<String> {
+        let mut out = to_human(c.summary);
+        if let Some(r) = &c.summary.replay {
+            let replay = ReplayOutput {
+                report: r,
+                input: c.replay_input(),
+            };
+            out.push('\n');
+            out.push_str(&export(&replay, Format::Human)?);
+        }
+        Ok(out)
     }
 }
 
-pub fn to_json(s: &CaptureSummary) -> Json {
-    let mut v = json!({
-        "schema_version": SCHEMA_VERSION,
-        "out": s.out.display().to_string(),
-        "messages": s.messages,
-        "events": s.events,
-        "bytes": s.bytes,
-        "publishers": s.publishers.iter().map(|p| json!({
-            "endpoint": p.endpoint, "topic": p.topic, "first_seq": p.first_seq, "last_seq": p.last_seq, "messages": p.messages,
-        })).collect::<Vec<_>>(),
-        "gaps": s.gaps.iter().map(|g| json!({
-            "endpoint": g.endpoint, "topic": g.topic, "after_seq": g.after_seq, "missing": g.missing, "recovered": g.recovered,
-        })).collect::<Vec<_>>(),
-        "restarts": s.restarts.iter().map(|r| json!({
-            "endpoint": r.endpoint, "topic": r.topic, "from_seq": r.from_seq, "to_seq": r.to_seq,
-        })).collect::<Vec<_>>(),
-        "gaps_unrecovered": s.unrecovered_gap_count(),
-        "replay_endpoints": s.replay_endpoints.iter().map(|r| json!({
-            "endpoint": r.endpoint, "publisher": r.publisher, "requests": r.requests, "failures": r.failures,
-            "recovered": r.recovered, "dropped_gaps": r.dropped_gaps, "down": r.down, "last_error": r.last_error,
-        })).collect::<Vec<_>>(),
-        "duplicates": s.duplicates,
-        "malformed": s.malformed.total(),
-        "malformed_kinds": s.malformed.kinds().map(|(k, c)| (k.name().to_string(), json!({
-            "count": c.count,
-            "examples": c.examples.iter().map(|e| json!({"endpoint": e.endpoint, "detail": e.detail})).collect::<Vec<_>>(),
-        }))).collect::<serde_json::Map<_, _>>(),
-        "undecodable": s.undecodable,
-        "stopped_by": s.stopped_by,
-        "elapsed_seconds": s.elapsed.as_secs_f64(),
-        "active_seconds": s.active.as_secs_f64(),
-    });
-    if let Some(r) = &s.replay {
-        let path = s.out.display().to_string();
-        v["replay"] = crate::report::replay::to_json(r, &captured(&path));
-    }
-    v
-}
-
-pub fn to_human(s: &CaptureSummary) -> String {
+fn to_human(s: &CaptureSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -141,12 +109,6 @@ pub fn to_human(s: &CaptureSummary) -> String {
             "  {} messages are msgpack but not event batches kvaudit knows (kept in the file)",
             s.undecodable
         );
-    }
-    if let Some(r) = &s.replay {
-        let path = s.out.display().to_string();
-        let input = captured(&path);
-        let _ = writeln!(out);
-        out.push_str(&crate::report::replay::to_human(r, &input));
     }
     out
 }

@@ -1,0 +1,186 @@
+//! The diff-turns report: its view (the JSON shape, defined once) and its exporters.
+
+mod human;
+
+use serde::Serialize;
+
+use super::json::Json;
+use super::markdown::Markdown;
+use super::{Exporter, Format, Report, View};
+use crate::align::{Drift, Rewrite, Transition, Uncached};
+use crate::audit::{ConversationAudit, DiffTurnsReport, RolloverShift};
+use crate::index::router::RouterView;
+
+/// The JSON shape of the diff-turns report.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The decider as llm-d-router wires it reads the approximate producer (§5.2 of the llm-d notes).
+pub const DECIDER_WIRING_NOTE: &str = "as wired in llm-d-router (2026-08) the prefix-based-pd-decider reads the approx-prefix-cache-producer's match info, not the precise index, unless the precise producer is named approx-prefix-cache-producer";
+
+#[derive(Serialize)]
+pub struct DiffTurnsView<'a> {
+    pub schema_version: u32,
+    pub model: ModelView<'a>,
+    pub conversations: Vec<ConversationView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct ModelView<'a> {
+    pub source: &'a str,
+    pub template: &'a str,
+    pub template_sha256: &'a str,
+    pub tokenizer_sha256: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct ConversationView<'a> {
+    pub source: &'a str,
+    pub transitions: Vec<TransitionView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct TransitionView<'a> {
+    pub from_prompt: usize,
+    pub to_prompt: usize,
+    pub held_tokens: usize,
+    pub next_prompt_tokens: usize,
+    pub common_prefix_tokens: usize,
+    pub rewrite: &'a Option<Rewrite>,
+    pub retokenization_drift: &'a Option<Drift>,
+    pub uncached: &'a [Uncached],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date_rollover: Option<RolloverView>,
+}
+
+#[derive(Serialize)]
+pub struct RouterJson<'a> {
+    pub engine_block_size: usize,
+    pub index_block_size: usize,
+    pub engine_cached_tokens: usize,
+    pub index_visible_tokens: usize,
+    pub events_emitted: usize,
+    pub events_skipped: &'a std::collections::BTreeMap<&'static str, u64>,
+    pub decider: DeciderView,
+}
+
+#[derive(Serialize)]
+pub struct DeciderView {
+    pub verdict: &'static str,
+    pub input_tokens: usize,
+    pub cached_tokens: usize,
+    pub non_cached_tokens: usize,
+    pub rule: String,
+    pub note: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct RolloverView {
+    pub common_prefix_tokens: usize,
+    pub rewrite_position: Option<usize>,
+    pub class: Option<&'static str>,
+    pub moved: bool,
+}
+
+impl<'a> ConversationView<'a> {
+    fn new(c: &'a ConversationAudit) -> Self {
+        let transitions = c
+            .transitions
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                TransitionView::new(
+                    t,
+                    c.routers.get(i),
+                    c.rollover.as_ref().and_then(|r| r.get(i)),
+                )
+            })
+            .collect();
+        ConversationView {
+            source: &c.source,
+            transitions,
+        }
+    }
+}
+
+impl<'a> TransitionView<'a> {
+    fn new(
+        t: &'a Transition,
+        router: Option<&'a RouterView>,
+        shift: Option<&RolloverShift>,
+    ) -> Self {
+        TransitionView {
+            from_prompt: t.from_prompt,
+            to_prompt: t.to_prompt,
+            held_tokens: t.held_tokens,
+            next_prompt_tokens: t.next_prompt_tokens,
+            common_prefix_tokens: t.common_prefix_tokens,
+            rewrite: &t.rewrite,
+            retokenization_drift: &t.retokenization_drift,
+            uncached: &t.uncached,
+            router: router.map(RouterJson::new),
+            date_rollover: shift.map(|s| RolloverView {
+                common_prefix_tokens: s.common_prefix_tokens,
+                rewrite_position: s.rewrite_position,
+                class: s.class.map(|c| c.name()),
+                moved: s.moved,
+            }),
+        }
+    }
+}
+
+impl<'a> RouterJson<'a> {
+    fn new(r: &'a RouterView) -> Self {
+        RouterJson {
+            engine_block_size: r.engine_block_size,
+            index_block_size: r.index_block_size,
+            engine_cached_tokens: r.engine_cached_tokens,
+            index_visible_tokens: r.index_visible_tokens,
+            events_emitted: r.events_emitted,
+            events_skipped: &r.events_skipped,
+            decider: DeciderView {
+                verdict: r.decision.verdict.name(),
+                input_tokens: r.decision.input_tokens,
+                cached_tokens: r.decision.cached_tokens,
+                non_cached_tokens: r.decision.non_cached,
+                rule: r.decision.rule.to_string(),
+                note: DECIDER_WIRING_NOTE,
+            },
+        }
+    }
+}
+
+impl View for DiffTurnsReport {
+    type View<'a> = DiffTurnsView<'a>;
+
+    fn view(&self) -> DiffTurnsView<'_> {
+        DiffTurnsView {
+            schema_version: SCHEMA_VERSION,
+            model: ModelView {
+                source: &self.model.source,
+                template: &self.model.template_origin,
+                template_sha256: &self.model.template_sha256,
+                tokenizer_sha256: &self.model.tokenizer_sha256,
+            },
+            conversations: self
+                .conversations
+                .iter()
+                .map(ConversationView::new)
+                .collect(),
+        }
+    }
+}
+
+impl Report for DiffTurnsReport {
+    const NAME: &'static str = "diff-turns";
+
+    fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
+        match format {
+            Format::Human => Some(&human::Human),
+            Format::Json => Some(&Json),
+            Format::Markdown => Some(&Markdown),
+            Format::Prometheus => None,
+        }
+    }
+}

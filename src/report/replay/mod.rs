@@ -1,0 +1,216 @@
+//! The replay report: its view (the JSON shape, defined once) and its exporters.
+
+mod human;
+mod prometheus;
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use super::json::Json;
+use super::{Exporter, Format, Report, View};
+use crate::index::{Counts, DropReason, SkipReason};
+use crate::replay::{EventCounts, MalformedCounts, ReplayReport};
+
+/// The JSON shape of the replay report.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where the input came from and how far it was read.
+pub struct InputInfo<'a> {
+    pub path: &'a str,
+    pub format: &'a str,
+    /// Set when reading stopped on an undecodable message.
+    pub error: Option<(u64, String)>,
+}
+
+/// A replay report with the input it was read from: what the replay exporters take.
+pub struct ReplayOutput<'a> {
+    pub report: &'a ReplayReport,
+    pub input: InputInfo<'a>,
+}
+
+#[derive(Serialize)]
+pub struct ReplayView<'a> {
+    pub schema_version: u32,
+    pub input: InputView<'a>,
+    pub messages: u64,
+    pub malformed: u64,
+    pub malformed_kinds: MalformedKindsView<'a>,
+    pub events: &'a EventCounts,
+    pub engine_skipped: &'a Counts<SkipReason>,
+    pub incomplete_sequences: u64,
+    pub views: Vec<IndexView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct InputView<'a> {
+    pub path: &'a str,
+    pub format: &'a str,
+    pub bytes_read: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<StopView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct StopView<'a> {
+    pub offset: u64,
+    pub reason: Cow<'a, str>,
+}
+
+/// `{kind: {count, examples: [{offset, reason}]}}`, bounded whatever the input.
+pub struct MalformedKindsView<'a>(&'a MalformedCounts);
+
+#[derive(Serialize)]
+struct MalformedKindView<'a> {
+    count: u64,
+    examples: Vec<StopView<'a>>,
+}
+
+impl Serialize for MalformedKindsView<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.kinds.len()))?;
+        for k in &self.0.kinds {
+            let examples = k
+                .examples
+                .iter()
+                .map(|e| StopView {
+                    offset: e.offset,
+                    reason: Cow::Borrowed(&e.reason),
+                })
+                .collect();
+            map.serialize_entry(
+                k.kind.as_str(),
+                &MalformedKindView {
+                    count: k.count,
+                    examples,
+                },
+            )?;
+        }
+        map.end()
+    }
+}
+
+/// One index view (block size × profile × hash) of the replay.
+#[derive(Serialize)]
+pub struct IndexView<'a> {
+    pub index_block_size: usize,
+    pub profile: &'static str,
+    pub hash: &'static str,
+    pub messages_dropped: &'a Counts<DropReason>,
+    pub stores_accepted: u64,
+    pub stores_skipped: &'a Counts<SkipReason>,
+    pub stores_with_dropped_tail: u64,
+    pub tier_updates: u64,
+    pub tokens_stored: u64,
+    pub tokens_indexed: u64,
+    pub removed_hashes_forwarded: u64,
+    pub removed_hashes_suppressed: u64,
+    pub sequences: Vec<SequenceView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookups: Option<Vec<LookupView<'a>>>,
+}
+
+#[derive(Serialize)]
+pub struct SequenceView<'a> {
+    pub pod: &'a str,
+    pub model: &'a str,
+    pub engine_tokens: usize,
+    pub index_tokens: usize,
+}
+
+#[derive(Serialize)]
+pub struct LookupView<'a> {
+    pub pod: &'a str,
+    pub model: &'a str,
+    pub tokens: usize,
+    pub index_tokens: usize,
+}
+
+impl<'a> ReplayView<'a> {
+    pub fn new(r: &'a ReplayReport, input: &InputInfo<'a>) -> Self {
+        let views = r
+            .views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| IndexView {
+                index_block_size: v.config.block_size,
+                profile: v.config.profile.name(),
+                hash: v.config.algo.name(),
+                messages_dropped: &v.stats.messages_dropped,
+                stores_accepted: v.stats.stores_accepted,
+                stores_skipped: &v.stats.stores_skipped,
+                stores_with_dropped_tail: v.stats.stores_with_dropped_tail,
+                tier_updates: v.stats.tier_updates,
+                tokens_stored: v.stats.tokens_stored,
+                tokens_indexed: v.stats.tokens_indexed,
+                removed_hashes_forwarded: v.stats.removed_hashes_forwarded,
+                removed_hashes_suppressed: v.stats.removed_hashes_suppressed,
+                sequences: r
+                    .sequences
+                    .iter()
+                    .map(|s| SequenceView {
+                        pod: &s.pod,
+                        model: &s.model,
+                        engine_tokens: s.engine_tokens,
+                        index_tokens: s.index_tokens[i],
+                    })
+                    .collect(),
+                lookups: (!r.lookups.is_empty()).then(|| {
+                    r.lookups
+                        .iter()
+                        .map(|l| LookupView {
+                            pod: &l.pod,
+                            model: &l.model,
+                            tokens: l.tokens,
+                            index_tokens: l.index_tokens[i],
+                        })
+                        .collect()
+                }),
+            })
+            .collect();
+        ReplayView {
+            schema_version: SCHEMA_VERSION,
+            input: InputView {
+                path: input.path,
+                format: input.format,
+                bytes_read: r.bytes,
+                error: input.error.as_ref().map(|(offset, reason)| StopView {
+                    offset: *offset,
+                    reason: Cow::Owned(reason.clone()),
+                }),
+            },
+            messages: r.messages,
+            malformed: r.malformed.len(),
+            malformed_kinds: MalformedKindsView(&r.malformed),
+            events: &r.events,
+            engine_skipped: &r.engine_skipped,
+            incomplete_sequences: r.incomplete_sequences,
+            views,
+        }
+    }
+}
+
+impl View for ReplayOutput<'_> {
+    type View<'a>
+        = ReplayView<'a>
+    where
+        Self: 'a;
+
+    fn view(&self) -> ReplayView<'_> {
+        ReplayView::new(self.report, &self.input)
+    }
+}
+
+impl Report for ReplayOutput<'_> {
+    const NAME: &'static str = "replay";
+
+    fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
+        match format {
+            Format::Human => Some(&human::Human),
+            Format::Json => Some(&Json),
+            Format::Prometheus => Some(&prometheus::Prometheus),
+            Format::Markdown => None,
+        }
+    }
+}
