@@ -59,7 +59,7 @@ _kvaudit() {
 
     case "${cmd}" in
         kvaudit)
-            opts="-h -V --color --help --version diff-turns fetch replay keys capture help"
+            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys capture help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -77,7 +77,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__capture)
-            opts="-h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --replay-timeout --format --color --help --version"
+            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --replay-timeout --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -159,7 +159,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__diff__subcmd__turns)
-            opts="-m -c -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --now --fuel --date-rollover --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --color --help --version"
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --now --fuel --date-rollover --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -270,7 +270,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "human json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "human json markdown" -- "${cur}"))
                     return 0
                     ;;
                 --color)
@@ -285,7 +285,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__fetch)
-            opts="-h -V --revision --offline --color --help --version"
+            opts="-q -h -V --revision --offline --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -405,7 +405,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__keys)
-            opts="-m -c -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --now --fuel --index-block-size --hash --hash-seed --model-name --llmd-profile --format --color --help --version"
+            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --now --fuel --index-block-size --hash --hash-seed --model-name --llmd-profile --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -515,7 +515,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__replay)
-            opts="-h -V --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --lookup --keep-going --pod --format --color --help --version"
+            opts="-q -h -V --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --lookup --keep-going --pod --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

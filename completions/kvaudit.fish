@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_kvaudit_global_optspecs
-    string join \n color= h/help V/version
+    string join \n color= q/quiet h/help V/version
 end
 
 function __fish_kvaudit_needs_command
@@ -27,6 +27,7 @@ end
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t''
 always\t''
 never\t''"
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
@@ -67,12 +68,15 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l llmd-prof
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l decider -d 'The prefix-based P/D decider\'s settings' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l format -d 'Output format' -r -f -a "human\t''
-json\t''"
+json\t''
+markdown\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l color -d 'When to colour the output' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l date-rollover -d 'Also render each prompt one day after the previous (23:59 -> 00:01) and report whether the divergence moves'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l only-rewrites -d 'Human output: show only transitions with a rewrite point (the summary still counts every transition; JSON and Markdown always list them all)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l revision -d 'Revision (branch, tag or commit)' -r
@@ -80,6 +84,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l color -d 'When
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l offline -d 'Check the cache only'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r
@@ -100,6 +105,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l color -d 'Whe
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l keep-going -d 'Count undecodable messages as malformed and go on, instead of stopping'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l tokens -d 'Token ids, comma separated' -r
@@ -135,6 +141,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l color -d 'When 
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l offline -d 'With --model: use the Hugging Face cache only'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l endpoint -d 'A publisher to connect to, e.g. tcp://10.0.0.5:5557 (repeatable; one SUB socket each)' -r
@@ -161,6 +168,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l color -d 'Wh
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l live-replay -d 'Run the llm-d emulation on the stream as it arrives (status line each second on a terminal)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'

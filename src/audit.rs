@@ -85,6 +85,8 @@ pub struct RolloverShift {
 #[derive(Debug, Clone)]
 pub struct ConversationAudit {
     pub source: String,
+    /// The template that rendered it (`tools` select `tool_use`, as transformers does).
+    pub template: String,
     pub transitions: Vec<Transition>,
     /// The router's view of each transition, when asked for.
     pub routers: Vec<crate::index::router::RouterView>,
@@ -92,14 +94,22 @@ pub struct ConversationAudit {
     pub rollover: Option<Vec<RolloverShift>>,
 }
 
+/// A conversation that could not be audited (the others still are).
+#[derive(Debug, Clone)]
+pub struct ConversationError {
+    pub source: String,
+    /// The error and its causes, joined by ": ".
+    pub message: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct DiffTurnsReport {
     pub model: ModelInfo,
     pub conversations: Vec<ConversationAudit>,
+    pub errors: Vec<ConversationError>,
 }
 
 impl DiffTurnsReport {
-    /// A rewrite point anywhere (including across midnight) is a finding.
     /// A rewrite point per diverging transition, and a date-rollover finding per transition
     /// whose next prompt diverges when rendered a day later.
     pub fn findings(&self) -> Vec<Finding> {
@@ -172,6 +182,7 @@ struct Planner<'a> {
 
 /// One conversation, rendered.
 struct Planned {
+    template: String,
     renderer: Arc<ChatRenderer>,
     clock: Clock,
     plan: crate::render::TurnPlan,
@@ -225,9 +236,9 @@ impl<'a> Planner<'a> {
             .clock
             .clone()
             .unwrap_or_else(|| self.settings.clock.clone());
-        let plan = plan_turns(conv, &renderer, &clock, &self.options)
-            .with_context(|| format!("conversation {}", conv.source))?;
+        let plan = plan_turns(conv, &renderer, &clock, &self.options)?;
         Ok(Planned {
+            template: template.origin,
             renderer,
             clock,
             plan,
@@ -241,51 +252,34 @@ pub fn diff_turns(
     conversations: &[Conversation],
     settings: &AuditSettings,
 ) -> Result<DiffTurnsReport> {
+    diff_turns_with_progress(files, tok, conversations, settings, |_, _| {})
+}
+
+/// [`diff_turns`], calling `on_conversation(index, source)` before each conversation.
+pub fn diff_turns_with_progress(
+    files: &ModelFiles,
+    tok: &Tokenizer,
+    conversations: &[Conversation],
+    settings: &AuditSettings,
+    on_conversation: impl Fn(usize, &str),
+) -> Result<DiffTurnsReport> {
     let planner = Planner::new(files, tok, settings)?;
     let default_template = files.select_template(settings.template_name.as_deref(), false)?;
     let mut audits = Vec::new();
-    for conv in conversations {
-        let Planned {
-            renderer,
-            clock,
-            plan,
-        } = planner.plan(conv)?;
-        let transitions = align_plan(&plan, tok, &settings.align)?;
-        let rollover = if settings.date_rollover {
-            let day = clock.at(0).date();
-            let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &planner.options)
-                .with_context(|| format!("conversation {} (date rollover)", conv.source))?;
-            let rolled = align_plan(&plan, tok, &settings.align)?;
-            Some(
-                rolled
-                    .iter()
-                    .zip(&transitions)
-                    .map(|(r, t)| RolloverShift {
-                        common_prefix_tokens: r.common_prefix_tokens,
-                        rewrite_position: r.rewrite.as_ref().map(|w| w.position),
-                        class: r.rewrite.as_ref().map(|w| w.class),
-                        moved: r.common_prefix_tokens < t.common_prefix_tokens,
-                    })
-                    .collect(),
-            )
-        } else {
-            None
-        };
-        let routers = match &settings.router {
-            Some(r) => transitions
-                .iter()
-                .map(|t| {
-                    crate::index::router::simulate(r, t.prompt_tokens, &t.held_ids, &t.next_ids)
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        audits.push(ConversationAudit {
-            source: conv.source.clone(),
-            transitions,
-            routers,
-            rollover,
-        });
+    let mut errors = Vec::new();
+    for (i, conv) in conversations.iter().enumerate() {
+        on_conversation(i, &conv.source);
+        match audit_conversation(&planner, tok, conv, settings) {
+            Ok(a) => audits.push(a),
+            Err(e) => errors.push(ConversationError {
+                source: conv.source.clone(),
+                message: e
+                    .chain()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(": "),
+            }),
+        }
     }
     Ok(DiffTurnsReport {
         model: ModelInfo {
@@ -295,6 +289,57 @@ pub fn diff_turns(
             tokenizer_sha256: tok.sha256().to_string(),
         },
         conversations: audits,
+        errors,
+    })
+}
+
+/// One conversation: its transitions, and the router and date-rollover views when asked for.
+fn audit_conversation(
+    planner: &Planner,
+    tok: &Tokenizer,
+    conv: &Conversation,
+    settings: &AuditSettings,
+) -> Result<ConversationAudit> {
+    let Planned {
+        template,
+        renderer,
+        clock,
+        plan,
+    } = planner.plan(conv)?;
+    let transitions = align_plan(&plan, tok, &settings.align)?;
+    let rollover = if settings.date_rollover {
+        let day = clock.at(0).date();
+        let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &planner.options)
+            .context("rendered a day later (--date-rollover)")?;
+        let rolled = align_plan(&plan, tok, &settings.align)?;
+        Some(
+            rolled
+                .iter()
+                .zip(&transitions)
+                .map(|(r, t)| RolloverShift {
+                    common_prefix_tokens: r.common_prefix_tokens,
+                    rewrite_position: r.rewrite.as_ref().map(|w| w.position),
+                    class: r.rewrite.as_ref().map(|w| w.class),
+                    moved: r.common_prefix_tokens < t.common_prefix_tokens,
+                })
+                .collect(),
+        )
+    } else {
+        None
+    };
+    let routers = match &settings.router {
+        Some(r) => transitions
+            .iter()
+            .map(|t| crate::index::router::simulate(r, t.prompt_tokens, &t.held_ids, &t.next_ids))
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(ConversationAudit {
+        source: conv.source.clone(),
+        template,
+        transitions,
+        routers,
+        rollover,
     })
 }
 
@@ -377,7 +422,10 @@ pub fn conversation_prompts(
     let planner = Planner::new(files, tok, settings)?;
     let mut out = Vec::new();
     for conv in conversations {
-        let plan = planner.plan(conv)?.plan;
+        let plan = planner
+            .plan(conv)
+            .with_context(|| format!("conversation {}", conv.source))?
+            .plan;
         let mut texts: Vec<&str> = plan.turns.iter().map(|t| t.prompt.as_str()).collect();
         if let Some(Some(last)) = plan.next_prompts.last() {
             texts.push(last);

@@ -16,6 +16,11 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
 
+    /// Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error).
+    /// Errors still go to stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -235,6 +240,11 @@ pub struct DiffTurnsArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
     pub format: ReportFormat,
+
+    /// Human output: show only transitions with a rewrite point (the summary still counts
+    /// every transition; JSON and Markdown always list them all).
+    #[arg(long)]
+    pub only_rewrites: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

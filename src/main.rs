@@ -20,7 +20,11 @@ fn main() -> ExitCode {
         ColorChoice::Auto => {}
     }
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out: Box<dyn Write> = if cli.quiet {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(stdout.lock())
+    };
     let result = match &cli.command {
         Command::DiffTurns(args) => commands::diff_turns::run(args, &mut out),
         Command::Fetch(args) => commands::fetch::run(args, &mut out),

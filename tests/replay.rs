@@ -13,7 +13,10 @@ use serde_json::Value as Json;
 
 fn kvaudit() -> Command {
     let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.current_dir(common::repo_root()).env("NO_COLOR", "1");
+    // Wide enough that no report line wraps: these tests look for whole lines.
+    cmd.current_dir(common::repo_root())
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "250");
     cmd
 }
 

@@ -40,13 +40,8 @@ pub struct Uncached {
     pub tokens: usize,
 }
 
-/// One step of the token-level diff after the divergence (for the human view).
-#[derive(Debug, Clone, PartialEq)]
-pub enum DiffStep {
-    Same(Vec<TokenView>),
-    Held(Vec<TokenView>),
-    Next(Vec<TokenView>),
-}
+/// Tokens of each side shown from the divergence on (the human view cuts them to its width).
+pub const SIDE_WINDOW: usize = 64;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
@@ -61,7 +56,9 @@ pub struct Transition {
     pub uncached: Vec<Uncached>,
     /// Tokens before the divergence, for context in the human view.
     pub before: Vec<TokenView>,
-    pub diff: Vec<DiffStep>,
+    /// From the divergence on, each side as it is (held, next): not re-aligned, since a
+    /// token-level diff would pair a dropped block with a look-alike later in the other side.
+    pub sides: [Vec<TokenView>; 2],
     /// The held and next token ids (for later stages: router simulation).
     pub held_ids: Vec<u32>,
     pub next_ids: Vec<u32>,
@@ -173,10 +170,14 @@ pub fn align_plan(
             common_prefix_tokens: lcp,
             prompt_tokens: prompt_ids.len(),
             before: views(tok, &held[before_start..lcp]),
-            diff: if rewrite.is_some() {
-                token_diff(tok, &held[lcp..], &next[lcp..])
+            sides: if rewrite.is_some() {
+                let end = |ids: &[u32]| (lcp + SIDE_WINDOW).min(ids.len());
+                [
+                    views(tok, &held[lcp..end(&held)]),
+                    views(tok, &next[lcp..end(&next)]),
+                ]
             } else {
-                Vec::new()
+                Default::default()
             },
             rewrite,
             retokenization_drift: drift,
@@ -195,41 +196,6 @@ fn views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {
             text: tok.decode(&[id]),
         })
         .collect()
-}
-
-/// How the two sides continue after the divergence: which held tokens are lost, which are
-/// new, and where they agree again. Bounded, so a long reply cannot make the report slow.
-fn token_diff(tok: &Tokenizer, held: &[u32], next: &[u32]) -> Vec<DiffStep> {
-    const WINDOW: usize = 96;
-    const MAX_STEPS: usize = 6;
-    let truncated = held.len() > WINDOW || next.len() > WINDOW;
-    let held = &held[..held.len().min(WINDOW)];
-    let next = &next[..next.len().min(WINDOW)];
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
-    let ops = similar::capture_diff_slices_deadline(
-        similar::Algorithm::Myers,
-        held,
-        next,
-        Some(deadline),
-    );
-    let mut steps = Vec::new();
-    for op in ops.iter().take(MAX_STEPS) {
-        let (old, new) = (op.old_range(), op.new_range());
-        match op.tag() {
-            similar::DiffTag::Equal => steps.push(DiffStep::Same(views(tok, &held[old]))),
-            similar::DiffTag::Delete => steps.push(DiffStep::Held(views(tok, &held[old]))),
-            similar::DiffTag::Insert => steps.push(DiffStep::Next(views(tok, &next[new]))),
-            similar::DiffTag::Replace => {
-                steps.push(DiffStep::Held(views(tok, &held[old])));
-                steps.push(DiffStep::Next(views(tok, &next[new])));
-            }
-        }
-    }
-    // A change at the edge of a cut window is an artefact of the cut, not of the texts.
-    while truncated && steps.len() > 1 && !matches!(steps.last(), Some(DiffStep::Same(_))) {
-        steps.pop();
-    }
-    steps
 }
 
 #[cfg(test)]

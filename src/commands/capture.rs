@@ -3,7 +3,7 @@ use std::io::{IsTerminal, Write};
 use anyhow::{Context, Result, anyhow};
 
 use super::Outcome;
-use super::settings::{parse_duration, replay_options};
+use super::settings::{parse_duration, replay_options, style};
 use crate::capture::{LiveOptions, Progress, capture};
 use crate::cli::CaptureArgs;
 use crate::events::capture::MAX_PAYLOAD;
@@ -62,7 +62,11 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
         eprintln!();
     }
     let out_path = summary.out.display().to_string();
-    let text = export(&CaptureOutput::new(&summary, &out_path), args.format.into())?;
+    let text = export(
+        &CaptureOutput::new(&summary, &out_path),
+        args.format.into(),
+        &style(false),
+    )?;
     out.write_all(text.as_bytes())?;
     Ok(if summary.unrecovered_gaps() {
         Outcome::Findings

@@ -3,7 +3,7 @@ use std::io::IsTerminal;
 use anyhow::{Result, bail};
 
 use super::Outcome;
-use super::settings::{audit_settings, conversations, router_settings};
+use super::settings::{audit_settings, conversations, router_settings, style};
 use crate::audit::{self, ModelSpec};
 use crate::cli::DiffTurnsArgs;
 use crate::report;
@@ -27,9 +27,38 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
         progress: std::io::stderr().is_terminal(),
     })?;
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
-    let report = audit::diff_turns(&files, &tok, &conversations, &settings)?;
-    let text = report::export(&report, args.format.into())?;
+    let spinner = super::progress::Spinner::start("rendering");
+    let n = conversations.len();
+    let report =
+        audit::diff_turns_with_progress(&files, &tok, &conversations, &settings, |i, s| {
+            spinner.set_message(format!("conversation {}/{n}: {s}", i + 1))
+        })?;
+    drop(spinner);
+    if report.conversations.is_empty()
+        && let [only] = report.errors.as_slice()
+    {
+        // Nothing audited, one cause: the error alone says it all.
+        bail!("{}: {}", only.source, only.message);
+    }
+    let failed = |e: &audit::ConversationError| {
+        anyhow::anyhow!(
+            "{} of {} conversations could not be audited; the first, {}: {}",
+            report.errors.len(),
+            report.errors.len() + report.conversations.len(),
+            e.source,
+            e.message
+        )
+    };
+    if report.conversations.is_empty()
+        && let Some(first) = report.errors.first()
+    {
+        return Err(failed(first));
+    }
+    let text = report::export(&report, args.format.into(), &style(args.only_rewrites))?;
     out.write_all(text.as_bytes())?;
+    if let Some(first) = report.errors.first() {
+        return Err(failed(first));
+    }
     Ok(if report.has_findings() {
         Outcome::Findings
     } else {

@@ -51,7 +51,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         bail!("--model-name is needed: llm-d hashes the model name into every key");
     };
     let report = KeysReport::new(&cfg, &model_name, sequences);
-    let text = crate::report::export(&report, args.format.into())?;
+    let text = crate::report::export(&report, args.format.into(), &super::settings::style(false))?;
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)
 }

@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use serde_json::Value as Json;
 
 use super::Outcome;
-use super::settings::replay_options;
+use super::settings::{replay_options, style};
 use crate::cli::ReplayArgs;
 use crate::events::capture::CaptureReader;
 use crate::replay::{LookupRequest, ReplayRun};
@@ -59,6 +59,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             input,
         },
         args.format.into(),
+        &style(false),
     )?;
     out.write_all(text.as_bytes())?;
     if let Some((offset, reason)) = error {

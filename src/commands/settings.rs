@@ -1,6 +1,7 @@
 //! Command-line values turned into validated domain settings, in one place: every command
 //! takes its settings from here, so a flag shared by several commands is checked one way.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -15,7 +16,7 @@ use crate::events::Engine;
 use crate::render::reply::PlanOptions;
 use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, parse_time};
 use crate::replay::ReplayOptions;
-use crate::report::Format;
+use crate::report::{Format, Style};
 
 /// llm-d's index settings from the flags diff-turns, replay, capture and keys share.
 pub fn index_config(args: &crate::cli::IndexArgs, block_size: usize) -> crate::index::IndexConfig {
@@ -189,6 +190,28 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     match Duration::try_from_secs_f64(secs) {
         Ok(d) if !d.is_zero() => Ok(d),
         _ => Err("must be more than zero".into()),
+    }
+}
+
+/// The human views' layout: `COLUMNS` when set (as terminals and `less` set it), else the width
+/// of the terminal stdout is, else 80 (a file or a pipe).
+pub fn style(only_findings: bool) -> Style {
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+        .or_else(|| {
+            std::io::stdout()
+                .is_terminal()
+                .then(|| terminal_size::terminal_size().map(|(w, _)| w.0 as usize))
+                .flatten()
+        })
+        .unwrap_or(80)
+        // A floor keeps a label and a value on one line, a ceiling keeps rows readable.
+        .clamp(40, 400);
+    Style {
+        width,
+        only_findings,
     }
 }
 

@@ -115,8 +115,10 @@ impl TemplateEngine {
         env.add_test("iterable", |v: &Value| {
             v.kind() != ValueKind::None && v.try_iter().is_ok()
         });
-        env.add_template_owned(TEMPLATE_NAME, super::source::prepare(source)?)
-            .map_err(|e| RenderError::Syntax(describe(&e)))?;
+        let prepared = super::source::prepare(source)?;
+        if let Err(e) = env.add_template_owned(TEMPLATE_NAME, prepared.clone()) {
+            return Err(RenderError::Syntax(describe(&e, Some(&prepared))));
+        }
         Ok(TemplateEngine { env, fuel })
     }
 
@@ -129,7 +131,7 @@ impl TemplateEngine {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
-            .map_err(|e| RenderError::Syntax(describe(&e)))?;
+            .map_err(|e| RenderError::Syntax(describe(&e, None)))?;
         let mut out = LimitedOutput {
             text: Vec::new(),
             limit: MAX_OUTPUT,
@@ -151,8 +153,10 @@ impl TemplateEngine {
                 }
                 match e.kind() {
                     ErrorKind::OutOfFuel => RenderError::OutOfFuel(self.fuel),
-                    ErrorKind::SyntaxError => RenderError::Syntax(describe(&e)),
-                    _ => RenderError::Failed(describe(&e)),
+                    ErrorKind::SyntaxError => {
+                        RenderError::Syntax(describe(&e, Some(template.source())))
+                    }
+                    _ => RenderError::Failed(describe(&e, Some(template.source()))),
                 }
             })
     }
@@ -188,15 +192,52 @@ pub fn too_large(filter: &str) -> Error {
     )
 }
 
-fn describe(e: &Error) -> String {
+/// The error, where it happened in the template (the line, and the source around the failing
+/// expression: real templates are often one long line, where a line number says little).
+fn describe(e: &Error, source: Option<&str>) -> String {
     let mut text = match e.detail() {
         Some(detail) => format!("{}: {}", e.kind(), detail),
         None => e.kind().to_string(),
     };
-    if let Some(line) = e.line() {
-        text.push_str(&format!(" (template line {line})"));
+    let excerpt = source.zip(e.range()).and_then(|(s, r)| excerpt(s, r));
+    match (e.line(), excerpt) {
+        (Some(line), Some(at)) => text.push_str(&format!(" (template line {line}, at `{at}`)")),
+        (Some(line), None) => text.push_str(&format!(" (template line {line})")),
+        (None, _) => {}
     }
     text
+}
+
+/// The failing span of `source` with a little context either side, on one line and bounded.
+fn excerpt(source: &str, range: std::ops::Range<usize>) -> Option<String> {
+    const CONTEXT: usize = 24;
+    const MAX_SPAN: usize = 80;
+    if range.start > range.end || range.end > source.len() {
+        return None;
+    }
+    let end = range.end.min(range.start + MAX_SPAN);
+    let mut from = range.start.saturating_sub(CONTEXT);
+    while !source.is_char_boundary(from) {
+        from -= 1;
+    }
+    let mut to = (end + CONTEXT).min(source.len());
+    while !source.is_char_boundary(to) {
+        to += 1;
+    }
+    let mut out = String::new();
+    if from > 0 {
+        out.push('…');
+    }
+    out.push_str(
+        &source[from..to]
+            .replace('\r', "")
+            .replace('\n', "⏎")
+            .replace('`', "'"),
+    );
+    if to < source.len() {
+        out.push('…');
+    }
+    Some(out)
 }
 
 /// Jinja2 prints values with Python's `str()`; minijinja differs for floats.

@@ -3,12 +3,12 @@
 
 use anyhow::Result;
 
-use super::{Exporter, View};
+use super::{Exporter, Style, View};
 
 pub struct Json;
 
 impl<R: View> Exporter<R> for Json {
-    fn export(&self, report: &R) -> Result<String> {
+    fn export(&self, report: &R, _style: &Style) -> Result<String> {
         let mut s = serde_json::to_string_pretty(&report.view())?;
         s.push('\n');
         Ok(s)

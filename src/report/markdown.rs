@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, Value};
 
-use super::{Exporter, Report, visible};
+use super::{Exporter, Report, Style, visible};
 
 /// `(file name, source)` of every template, embedded so the binary needs no data files.
 const TEMPLATES: &[(&str, &str)] = &[(
@@ -73,7 +73,7 @@ pub fn escape_markdown(text: &str) -> String {
 pub struct Markdown;
 
 impl<R: Report> Exporter<R> for Markdown {
-    fn export(&self, report: &R) -> Result<String> {
+    fn export(&self, report: &R, _style: &Style) -> Result<String> {
         let name = format!("{}.md", R::NAME);
         let template = ENV
             .get_template(&name)

@@ -8,6 +8,7 @@ pub mod capture;
 pub mod diff_turns;
 pub mod json;
 pub mod keys;
+pub mod layout;
 pub mod markdown;
 pub mod replay;
 
@@ -36,7 +37,26 @@ impl Format {
 
 /// One output format of one report family.
 pub trait Exporter<R: ?Sized> {
-    fn export(&self, report: &R) -> Result<String>;
+    fn export(&self, report: &R, style: &Style) -> Result<String>;
+}
+
+/// How the human view is laid out (JSON and the other machine formats ignore it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Style {
+    /// Columns available: prose wraps, token rows are cut and tables keep within it.
+    pub width: usize,
+    /// Show only what is a finding (diff-turns: transitions with a rewrite point); the summary
+    /// still counts everything.
+    pub only_findings: bool,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            width: 80,
+            only_findings: false,
+        }
+    }
 }
 
 /// The serializable shape of a report: what JSON prints and what report templates see.
@@ -55,9 +75,9 @@ pub trait Report: View + Sized {
 }
 
 /// The report in `format`, or an error naming the formats that report has.
-pub fn export<R: Report>(report: &R, format: Format) -> Result<String> {
+pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<String> {
     match report.exporter(format) {
-        Some(e) => e.export(report),
+        Some(e) => e.export(report, style),
         None => {
             let have: Vec<&str> = [
                 Format::Human,
@@ -103,8 +123,15 @@ mod tests {
     fn a_format_a_report_lacks_names_the_ones_it_has() {
         let cfg = IndexConfig::new(16);
         let report = KeysReport::new(&cfg, "m", vec![("t".into(), vec![1, 2, 3])]);
-        let err = export(&report, Format::Markdown).unwrap_err().to_string();
+        let style = Style::default();
+        let err = export(&report, Format::Markdown, &style)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "keys has no markdown output (it has: human, json)");
-        assert!(export(&report, Format::Json).unwrap().ends_with("}\n"));
+        assert!(
+            export(&report, Format::Json, &style)
+                .unwrap()
+                .ends_with("}\n")
+        );
     }
 }

@@ -4,21 +4,22 @@ use std::fmt::Write;
 
 use super::CaptureOutput;
 use crate::capture::CaptureSummary;
+use crate::report::layout::wrap_long_lines;
 use crate::report::replay::ReplayOutput;
-use crate::report::{Exporter, Format, export};
+use crate::report::{Exporter, Format, Style, export};
 
 pub struct Human;
 
 impl Exporter<CaptureOutput<'_>> for Human {
-    fn export(&self, c: &CaptureOutput<'_>) -> anyhow::Result<String> {
-        let mut out = to_human(c.summary);
+    fn export(&self, c: &CaptureOutput<'_>, style: &Style) -> anyhow::Result<String> {
+        let mut out = wrap_long_lines(&to_human(c.summary), style.width);
         if let Some(r) = &c.summary.replay {
             let replay = ReplayOutput {
                 report: r,
                 input: c.replay_input(),
             };
             out.push('\n');
-            out.push_str(&export(&replay, Format::Human)?);
+            out.push_str(&export(&replay, Format::Human, style)?);
         }
         Ok(out)
     }

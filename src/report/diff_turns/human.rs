@@ -1,13 +1,24 @@
-//! The diff-turns human view.
+//! The diff-turns human view: per transition the verdict and the two sides at the divergence,
+//! the uncached table, then a summary across everything audited. Fits `Style::width`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use owo_colors::{OwoColorize, Stream};
 
 use super::DECIDER_WIRING_NOTE;
-use crate::align::{DiffStep, TokenView, Transition};
-use crate::audit::DiffTurnsReport;
-use crate::report::{Exporter, visible};
+use crate::align::{TokenView, Transition};
+use crate::audit::{ConversationAudit, DiffTurnsReport};
+use crate::report::layout::{Column, Table, fit, wrap};
+use crate::report::{Exporter, Style, visible};
+
+pub struct Human;
+
+impl Exporter<DiffTurnsReport> for Human {
+    fn export(&self, report: &DiffTurnsReport, style: &Style) -> anyhow::Result<String> {
+        Ok(to_human(report, style))
+    }
+}
 
 /// A token as `text·id`, with control characters made visible.
 fn token(t: &TokenView) -> String {
@@ -18,154 +29,286 @@ fn tokens(list: &[TokenView]) -> String {
     list.iter().map(token).collect::<Vec<_>>().join(" ")
 }
 
-pub struct Human;
-
-impl Exporter<DiffTurnsReport> for Human {
-    fn export(&self, report: &DiffTurnsReport) -> anyhow::Result<String> {
-        Ok(to_human(report))
-    }
+fn red(s: &str) -> String {
+    format!("{}", s.if_supports_color(Stream::Stdout, |t| t.red()))
 }
 
-fn to_human(report: &DiffTurnsReport) -> String {
+fn green(s: &str) -> String {
+    format!("{}", s.if_supports_color(Stream::Stdout, |t| t.green()))
+}
+
+fn bold(s: &str) -> String {
+    format!("{}", s.if_supports_color(Stream::Stdout, |t| t.bold()))
+}
+
+fn to_human(report: &DiffTurnsReport, style: &Style) -> String {
+    let w = style.width;
     let mut out = String::new();
     let m = &report.model;
-    let _ = writeln!(
-        out,
-        "{} {}  template {} ({})  tokenizer {}",
-        "model".if_supports_color(Stream::Stdout, |t| t.bold()),
+    let header = format!(
+        "model {}  template {} ({})  tokenizer {}",
         m.source,
         m.template_origin,
         &m.template_sha256[..12],
         &m.tokenizer_sha256[..12],
     );
+    // Only the first word is bold: colour codes must not be counted or cut by the wrap.
+    let header = wrap(&header, w, "", "  ");
+    out.push_str(&header.replacen("model", &bold("model"), 1));
     for c in &report.conversations {
-        let _ = writeln!(out);
+        let shown: Vec<usize> = (0..c.transitions.len())
+            .filter(|&i| !style.only_findings || c.transitions[i].rewrite.is_some())
+            .collect();
+        if style.only_findings && shown.is_empty() {
+            continue;
+        }
+        out.push('\n');
+        let title = if c.template == m.template_origin {
+            c.source.clone()
+        } else {
+            format!("{}  (template {})", c.source, c.template)
+        };
+        out.push_str(&bold(&fit(&title, w)));
+        out.push('\n');
+        for &i in &shown {
+            transition(&mut out, c, i, w);
+        }
+        let rows: Vec<&Transition> = shown.iter().map(|&i| &c.transitions[i]).collect();
+        out.push_str(&uncached_table(&rows, w));
+    }
+    if report.conversations.iter().any(|c| !c.routers.is_empty()) {
+        out.push('\n');
+        out.push_str(&wrap(&format!("note: {DECIDER_WIRING_NOTE}."), w, "", "  "));
+    }
+    if !report.errors.is_empty() {
+        out.push('\n');
+        for e in &report.errors {
+            let line = format!("{}: {}", e.source, e.message);
+            out.push_str(&red(wrap(&line, w, "error: ", "  ").trim_end()));
+            out.push('\n');
+        }
+    }
+    out.push('\n');
+    out.push_str(&summary(report, w));
+    out
+}
+
+fn transition(out: &mut String, c: &ConversationAudit, i: usize, w: usize) {
+    let t = &c.transitions[i];
+    let (verdict, colour): (String, fn(&str) -> String) = match &t.rewrite {
+        None => ("extends".into(), green),
+        Some(r) => (
+            format!("rewrite at {} ({})", r.position, r.class.name()),
+            red,
+        ),
+    };
+    let line = format!(
+        "turn {} -> {}: held {}, next {}, common prefix {}: {verdict}",
+        t.from_prompt, t.to_prompt, t.held_tokens, t.next_prompt_tokens, t.common_prefix_tokens,
+    );
+    // Wrap the plain text, then colour the verdict where it stayed on one line.
+    let wrapped = wrap(&line, w, "  ", "    ");
+    out.push_str(&wrapped.replacen(&verdict, &colour(&verdict), 1));
+    if t.rewrite.is_some() {
+        // Cut the plain text first: cutting a coloured line would drop its reset code.
         let _ = writeln!(
             out,
             "{}",
-            c.source.if_supports_color(Stream::Stdout, |t| t.bold())
+            fit(&format!("    before  {}", tokens(&t.before)), w)
         );
-        for (i, t) in c.transitions.iter().enumerate() {
-            let verdict = match &t.rewrite {
-                None => format!(
-                    "{}",
-                    "extends".if_supports_color(Stream::Stdout, |t| t.green())
-                ),
-                Some(r) => format!(
-                    "{}",
-                    format!("rewrite at {} ({})", r.position, r.class.name())
-                        .if_supports_color(Stream::Stdout, |t| t.red())
-                ),
-            };
-            let _ = writeln!(
-                out,
-                "  turn {} -> {}: held {}, next {}, common prefix {}: {}",
-                t.from_prompt,
-                t.to_prompt,
-                t.held_tokens,
-                t.next_prompt_tokens,
-                t.common_prefix_tokens,
-                verdict
-            );
-            if t.rewrite.is_some() {
-                let _ = writeln!(out, "    before  {}", tokens(&t.before));
-                for step in &t.diff {
-                    // Cut the plain text first: cutting a coloured line would drop its reset code.
-                    let line = match step {
-                        DiffStep::Same(v) => truncate(&format!("    same    {}", tokens(v)), 160),
-                        DiffStep::Held(v) => {
-                            let plain = truncate(&format!("  - held    {}", tokens(v)), 160);
-                            format!("{}", plain.if_supports_color(Stream::Stdout, |t| t.red()))
-                        }
-                        DiffStep::Next(v) => {
-                            let plain = truncate(&format!("  + next    {}", tokens(v)), 160);
-                            format!("{}", plain.if_supports_color(Stream::Stdout, |t| t.green()))
-                        }
-                    };
-                    let _ = writeln!(out, "{line}");
-                }
-            }
-            if let Some(d) = &t.retokenization_drift {
-                let _ = writeln!(
-                    out,
-                    "    retokenization drift at {}: sampled {} vs encoded {}",
-                    d.position,
-                    tokens(&d.sampled),
-                    tokens(&d.encoded)
-                );
-            }
-            if let Some(r) = c.routers.get(i) {
-                let skipped: Vec<String> = r
-                    .events_skipped
-                    .iter()
-                    .map(|(k, v)| format!("{v} {k}"))
-                    .collect();
-                let _ = writeln!(
-                    out,
-                    "    router: pod reuses {} tokens, llm-d index (block {}) sees {}; {} of {} events skipped{}; decider: {} ({} uncached, {})",
-                    r.engine_cached_tokens,
-                    r.index_block_size,
-                    r.index_visible_tokens,
-                    r.events_skipped.values().sum::<u64>(),
-                    r.events_emitted,
-                    if skipped.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", skipped.join(", "))
-                    },
-                    r.decision.verdict.name(),
-                    r.decision.non_cached,
-                    r.decision.rule,
-                );
-            }
-            if let Some(shift) = c.rollover.as_ref().and_then(|r| r.get(i)) {
-                let what = match (shift.rewrite_position, shift.moved) {
-                    (None, _) => "no divergence".to_string(),
-                    (Some(p), true) => format!(
-                        "divergence moves to {p} ({})",
-                        shift.class.map(|c| c.name()).unwrap_or("other")
-                    ),
-                    (Some(p), false) => format!("divergence stays at {p}"),
-                };
-                let _ = writeln!(
-                    out,
-                    "    across midnight: common prefix {}, {what}",
-                    shift.common_prefix_tokens
-                );
-            }
-        }
-        out.push_str(&uncached_table(&c.transitions));
+        let [held, next] = &t.sides;
+        let _ = writeln!(
+            out,
+            "{}",
+            red(&fit(&format!("  - held    {}", tokens(held)), w))
+        );
+        let _ = writeln!(
+            out,
+            "{}",
+            green(&fit(&format!("  + next    {}", tokens(next)), w))
+        );
     }
-    if report.conversations.iter().any(|c| !c.routers.is_empty()) {
-        let _ = writeln!(out, "\nnote: {DECIDER_WIRING_NOTE}.");
+    if let Some(d) = &t.retokenization_drift {
+        let line = format!(
+            "    retokenization drift at {}: sampled {} vs encoded {}",
+            d.position,
+            tokens(&d.sampled),
+            tokens(&d.encoded)
+        );
+        let _ = writeln!(out, "{}", fit(&line, w));
     }
-    out
+    if let Some(r) = c.routers.get(i) {
+        let skipped: Vec<String> = r
+            .events_skipped
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
+        let line = format!(
+            "router: pod reuses {} tokens, llm-d index (block {}) sees {}; {} of {} events skipped{}; decider: {} ({} uncached, {})",
+            r.engine_cached_tokens,
+            r.index_block_size,
+            r.index_visible_tokens,
+            r.events_skipped.values().sum::<u64>(),
+            r.events_emitted,
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", skipped.join(", "))
+            },
+            r.decision.verdict.name(),
+            r.decision.non_cached,
+            r.decision.rule,
+        );
+        out.push_str(&wrap(&line, w, "    ", "      "));
+    }
+    if let Some(shift) = c.rollover.as_ref().and_then(|r| r.get(i)) {
+        let what = match (shift.rewrite_position, shift.moved) {
+            (None, _) => "no divergence".to_string(),
+            (Some(p), true) => format!(
+                "divergence moves to {p} ({})",
+                shift.class.map(|c| c.name()).unwrap_or("other")
+            ),
+            (Some(p), false) => format!("divergence stays at {p}"),
+        };
+        let line = format!(
+            "across midnight: common prefix {}, {what}",
+            shift.common_prefix_tokens
+        );
+        out.push_str(&wrap(&line, w, "    ", "      "));
+    }
 }
 
-fn uncached_table(transitions: &[Transition]) -> String {
+fn uncached_table(transitions: &[&Transition], w: usize) -> String {
     let Some(first) = transitions.first() else {
         return String::new();
     };
-    let mut out = String::from("  uncached tokens    ");
-    for u in &first.uncached {
-        let _ = write!(out, "{:>8}", format!("B={}", u.block_size));
+    let mut columns = vec![Column::left("uncached tokens")];
+    columns.extend(
+        first
+            .uncached
+            .iter()
+            .map(|u| Column::right(&format!("B={}", u.block_size))),
+    );
+    let rows = transitions
+        .iter()
+        .map(|t| {
+            let mut row = vec![format!("turn {} -> {}", t.from_prompt, t.to_prompt)];
+            row.extend(t.uncached.iter().map(|u| u.tokens.to_string()));
+            row
+        })
+        .collect();
+    Table {
+        columns,
+        rows,
+        indent: 2,
     }
-    out.push('\n');
-    for t in transitions {
-        let _ = write!(out, "  turn {} -> {}        ", t.from_prompt, t.to_prompt);
-        for u in &t.uncached {
-            let _ = write!(out, "{:>8}", u.tokens);
-        }
-        out.push('\n');
-    }
-    out
+    .render(w)
 }
 
-fn truncate(line: &str, max_chars: usize) -> String {
-    if line.chars().count() <= max_chars {
-        line.to_string()
-    } else {
-        let cut: String = line.chars().take(max_chars).collect();
-        format!("{cut}…")
+/// Totals over every conversation and transition, whatever `--only-rewrites` hid, and the exit
+/// verdict in words.
+fn summary(report: &DiffTurnsReport, w: usize) -> String {
+    let transitions: Vec<(&ConversationAudit, &Transition)> = report
+        .conversations
+        .iter()
+        .flat_map(|c| c.transitions.iter().map(move |t| (c, t)))
+        .collect();
+    let mut classes: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, t) in &transitions {
+        if let Some(r) = &t.rewrite {
+            *classes.entry(r.class.name()).or_default() += 1;
+        }
     }
+    let rewrites: usize = classes.values().sum();
+    let audited = report.conversations.len();
+    let total = audited + report.errors.len();
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let mut text = if report.errors.is_empty() {
+        format!("summary: {}, ", plural(audited, "conversation"))
+    } else {
+        format!(
+            "summary: {audited} of {} audited, ",
+            plural(total, "conversation")
+        )
+    };
+    text.push_str(&plural(transitions.len(), "transition"));
+    if transitions.is_empty() {
+        text.push_str(" (no assistant reply followed by another user turn)");
+    } else if rewrites == 0 {
+        text.push_str(": every one extends what the decode pod holds");
+    } else {
+        let by_class: Vec<String> = classes.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let extend = match transitions.len() - rewrites {
+            0 => "none extends".to_string(),
+            1 => "1 extends".to_string(),
+            n => format!("{n} extend"),
+        };
+        let _ = write!(
+            text,
+            ": {} ({}), {extend}",
+            plural(rewrites, "rewrite point"),
+            by_class.join(", "),
+        );
+    }
+    let shifts: Vec<_> = report
+        .conversations
+        .iter()
+        .flat_map(|c| c.rollover.iter().flatten())
+        .collect();
+    if report.conversations.iter().any(|c| c.rollover.is_some()) {
+        let _ = write!(
+            text,
+            "; across midnight {} diverge, {} of them earlier than on one day",
+            shifts
+                .iter()
+                .filter(|r| r.rewrite_position.is_some())
+                .count(),
+            shifts.iter().filter(|r| r.moved).count()
+        );
+    }
+    let mut out = wrap(&text, w, "", "  ");
+    if let Some((_, first)) = transitions.first() {
+        // Per block size the transition with the most uncached tokens; neighbouring block
+        // sizes with the same worst transition share its name.
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for b in 0..first.uncached.len() {
+            let Some((c, t)) = transitions
+                .iter()
+                .max_by_key(|(_, t)| t.uncached.get(b).map_or(0, |u| u.tokens))
+            else {
+                continue;
+            };
+            let Some(u) = t.uncached.get(b) else { continue };
+            let at = format!("{} turn {} -> {}", c.source, t.from_prompt, t.to_prompt);
+            let entry = format!("{} at B={}", u.tokens, u.block_size);
+            match groups.last_mut() {
+                Some((last, entries)) if *last == at => entries.push(entry),
+                _ => groups.push((at, vec![entry])),
+            }
+        }
+        let worst: Vec<String> = groups
+            .iter()
+            .map(|(at, entries)| format!("{} ({at})", entries.join(", ")))
+            .collect();
+        out.push_str(&wrap(
+            &format!("worst uncached: {}", worst.join("; ")),
+            w,
+            "  ",
+            "    ",
+        ));
+    }
+    let verdict = if !report.errors.is_empty() {
+        format!(
+            "verdict: {} conversation{} could not be audited (exit 2)",
+            report.errors.len(),
+            if report.errors.len() == 1 { "" } else { "s" }
+        )
+    } else if report.has_findings() {
+        "verdict: turns rewrite what the decode pod holds, so its KV cannot be reused in full (exit 1)"
+            .to_string()
+    } else {
+        "verdict: every turn extends what the decode pod holds (exit 0)".to_string()
+    };
+    out.push_str(&wrap(&verdict, w, "", "  "));
+    out
 }

@@ -22,6 +22,14 @@ pub struct DiffTurnsView<'a> {
     pub schema_version: u32,
     pub model: ModelView<'a>,
     pub conversations: Vec<ConversationView<'a>>,
+    /// Conversations that could not be audited (the run exits 2 after reporting the rest).
+    pub errors: Vec<ErrorView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct ErrorView<'a> {
+    pub source: &'a str,
+    pub error: &'a str,
 }
 
 #[derive(Serialize)]
@@ -35,6 +43,8 @@ pub struct ModelView<'a> {
 #[derive(Serialize)]
 pub struct ConversationView<'a> {
     pub source: &'a str,
+    /// The template that rendered it (conversations with `tools` select `tool_use`).
+    pub template: &'a str,
     pub transitions: Vec<TransitionView<'a>>,
 }
 
@@ -99,6 +109,7 @@ impl<'a> ConversationView<'a> {
             .collect();
         ConversationView {
             source: &c.source,
+            template: &c.template,
             transitions,
         }
     }
@@ -167,6 +178,14 @@ impl View for DiffTurnsReport {
                 .conversations
                 .iter()
                 .map(ConversationView::new)
+                .collect(),
+            errors: self
+                .errors
+                .iter()
+                .map(|e| ErrorView {
+                    source: &e.source,
+                    error: &e.message,
+                })
                 .collect(),
         }
     }

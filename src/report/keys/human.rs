@@ -1,13 +1,13 @@
 //! The keys human view: one key a line.
 
 use super::KeysReport;
-use crate::report::Exporter;
+use crate::report::{Exporter, Style};
 
 pub struct Human;
 
 impl Exporter<KeysReport> for Human {
     /// One key a line; with several sequences, a `# source: N tokens, K keys` line before each.
-    fn export(&self, report: &KeysReport) -> anyhow::Result<String> {
+    fn export(&self, report: &KeysReport, _style: &Style) -> anyhow::Result<String> {
         let mut s = String::new();
         let many = report.sequences.len() > 1;
         for seq in &report.sequences {

@@ -5,17 +5,21 @@ use std::fmt::Write;
 use super::{InputInfo, ReplayOutput};
 use crate::index::{DropReason, Reason};
 use crate::replay::ReplayReport;
-use crate::report::Exporter;
+use crate::report::layout::{Column, Table, wrap_long_lines};
+use crate::report::{Exporter, Style};
 
 pub struct Human;
 
 impl Exporter<ReplayOutput<'_>> for Human {
-    fn export(&self, out: &ReplayOutput<'_>) -> anyhow::Result<String> {
-        Ok(to_human(out.report, &out.input))
+    fn export(&self, out: &ReplayOutput<'_>, style: &Style) -> anyhow::Result<String> {
+        Ok(wrap_long_lines(
+            &to_human(out.report, &out.input, style.width),
+            style.width,
+        ))
     }
 }
 
-fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
+fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -59,35 +63,40 @@ fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             "  {n:>8} BlockStored events the engine view cannot split into blocks: {reason}"
         );
     }
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:>6}  {:<15} {:>9} {:>9} {:>9} {:>11} {:>11}  {:>16}",
-        "block",
-        "profile",
-        "msgs lost",
-        "stores ok",
-        "skipped",
-        "tok stored",
-        "tok indexed",
-        "seq engine/index"
-    );
+    out.push('\n');
     let engine: usize = r.sequences.iter().map(|s| s.engine_tokens).sum();
-    for (i, v) in r.views.iter().enumerate() {
-        let index: usize = r.sequences.iter().map(|s| s.index_tokens[i]).sum();
-        let _ = writeln!(
-            out,
-            "{:>6}  {:<15} {:>9} {:>9} {:>9} {:>11} {:>11}  {:>16}",
-            v.config.block_size,
-            v.config.profile.name(),
-            v.stats.messages_dropped.total(),
-            v.stats.stores_accepted,
-            v.stats.stores_skipped.total(),
-            v.stats.tokens_stored,
-            v.stats.tokens_indexed,
-            format!("{engine}/{index}"),
-        );
-    }
+    let table = Table {
+        columns: vec![
+            Column::right("block"),
+            Column::left("profile").droppable(3),
+            Column::right("msgs lost"),
+            Column::right("stores ok").droppable(1),
+            Column::right("skipped"),
+            Column::right("tok stored").droppable(2),
+            Column::right("tok indexed"),
+            Column::right("seq engine/index"),
+        ],
+        rows: r
+            .views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let index: usize = r.sequences.iter().map(|s| s.index_tokens[i]).sum();
+                vec![
+                    v.config.block_size.to_string(),
+                    v.config.profile.name().to_string(),
+                    v.stats.messages_dropped.total().to_string(),
+                    v.stats.stores_accepted.to_string(),
+                    v.stats.stores_skipped.total().to_string(),
+                    v.stats.tokens_stored.to_string(),
+                    v.stats.tokens_indexed.to_string(),
+                    format!("{engine}/{index}"),
+                ]
+            })
+            .collect(),
+        indent: 0,
+    };
+    out.push_str(&table.render(w));
     for v in &r.views {
         if v.stats.messages_dropped.is_empty() && v.stats.stores_skipped.is_empty() {
             continue;
@@ -128,35 +137,31 @@ fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
             "\nsequences the engine holds ({}), worst first:",
             r.sequences.len()
         );
-        let header: Vec<String> = r
-            .views
-            .iter()
-            .map(|v| format!("index@{}", v.config.block_size))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  {:<20} {:<24} {:>8}  {}",
-            "pod",
-            "model",
-            "engine",
-            header.join("  ")
-        );
-        for s in worst.iter().take(10) {
-            let cols: Vec<String> = s
-                .index_tokens
+        let mut columns = vec![
+            Column::left("pod"),
+            Column::left("model").droppable(1),
+            Column::right("engine"),
+        ];
+        columns.extend(
+            r.views
                 .iter()
-                .zip(&header)
-                .map(|(t, h)| format!("{t:>w$}", w = h.len()))
-                .collect();
-            let _ = writeln!(
-                out,
-                "  {:<20} {:<24} {:>8}  {}",
-                s.pod,
-                s.model,
-                s.engine_tokens,
-                cols.join("  ")
-            );
-        }
+                .map(|v| Column::right(&format!("index@{}", v.config.block_size))),
+        );
+        let rows = worst
+            .iter()
+            .take(10)
+            .map(|s| {
+                let mut row = vec![s.pod.clone(), s.model.clone(), s.engine_tokens.to_string()];
+                row.extend(s.index_tokens.iter().map(|t| t.to_string()));
+                row
+            })
+            .collect();
+        let table = Table {
+            columns,
+            rows,
+            indent: 2,
+        };
+        out.push_str(&table.render(w));
         if r.incomplete_sequences > 0 {
             let _ = writeln!(
                 out,

@@ -4,12 +4,12 @@ use std::fmt::Write;
 
 use super::ReplayOutput;
 use crate::replay::ReplayReport;
-use crate::report::Exporter;
+use crate::report::{Exporter, Style};
 
 pub struct Prometheus;
 
 impl Exporter<ReplayOutput<'_>> for Prometheus {
-    fn export(&self, out: &ReplayOutput<'_>) -> anyhow::Result<String> {
+    fn export(&self, out: &ReplayOutput<'_>, _style: &Style) -> anyhow::Result<String> {
         Ok(to_prometheus(out.report))
     }
 }

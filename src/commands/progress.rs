@@ -1,0 +1,51 @@
+//! Progress on stderr, for long work only: nothing unless stderr is a terminal, and a spinner
+//! only once the work has taken longer than a moment (a quick run prints nothing to clear).
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// How long work runs before a spinner appears.
+const DELAY: Duration = Duration::from_millis(400);
+
+/// A spinner that appears after [`DELAY`] on a terminal and is cleared when dropped.
+pub struct Spinner {
+    bar: ProgressBar,
+    done: Arc<AtomicBool>,
+}
+
+impl Spinner {
+    pub fn start(message: &str) -> Spinner {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+            bar.set_style(style);
+        }
+        bar.set_message(message.to_string());
+        let done = Arc::new(AtomicBool::new(false));
+        if std::io::stderr().is_terminal() {
+            let (bar, done) = (bar.clone(), done.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(DELAY);
+                if !done.load(Ordering::Acquire) {
+                    bar.set_draw_target(ProgressDrawTarget::stderr());
+                    bar.enable_steady_tick(Duration::from_millis(120));
+                }
+            });
+        }
+        Spinner { bar, done }
+    }
+
+    pub fn set_message(&self, message: String) {
+        self.bar.set_message(message);
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        self.bar.finish_and_clear();
+    }
+}
