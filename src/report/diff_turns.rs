@@ -43,6 +43,7 @@ pub fn to_json(report: &DiffTurnsReport) -> Json {
         "schema_version": SCHEMA_VERSION,
         "model": {
             "source": report.model.source,
+            "server": report.model.server.name(),
             "template": report.model.template_origin,
             "template_sha256": report.model.template_sha256,
             "tokenizer_sha256": report.model.tokenizer_sha256,
