@@ -95,7 +95,12 @@ struct Ours {
 }
 
 fn prompt_ends(messages: &[Json]) -> Vec<usize> {
-    let role = |m: &Json| m.get("role").and_then(Json::as_str).unwrap_or("").to_string();
+    let role = |m: &Json| {
+        m.get("role")
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let mut ends: Vec<usize> = (1..messages.len())
         .filter(|&i| role(&messages[i]) == "assistant")
         .collect();
@@ -181,7 +186,10 @@ fn server_profiles_render_like_the_reference() {
             let renderer =
                 ChatRenderer::new(&template.text, files.special_tokens.clone(), DEFAULT_FUEL)
                     .unwrap();
-            (renderer, Tokenizer::from_file(&files.tokenizer_path).unwrap())
+            (
+                renderer,
+                Tokenizer::from_file(&files.tokenizer_path).unwrap(),
+            )
         });
         let lines = corpus.entry(file.clone()).or_insert_with(|| {
             std::fs::read_to_string(shared.join("corpus").join(&file))
@@ -277,7 +285,9 @@ fn server_profiles_render_like_the_reference() {
         }
         disagreements += t.disagreements.len();
     }
-    text.push_str(&format!("  disagreements with the reference: {disagreements}\n"));
+    text.push_str(&format!(
+        "  disagreements with the reference: {disagreements}\n"
+    ));
     std::fs::write(
         common::repo_root().join("target/conformance/servers.txt"),
         &text,
@@ -334,7 +344,11 @@ fn diff_turns_renders_tool_calls_under_vllm() {
             .unwrap()
     };
     let raw = run("transformers");
-    assert_eq!(raw.status.code(), Some(2), "transformers renders null content?");
+    assert_eq!(
+        raw.status.code(),
+        Some(2),
+        "transformers renders null content?"
+    );
     let stderr = String::from_utf8_lossy(&raw.stderr);
     assert!(stderr.contains("rendering prompt 1"), "{stderr}");
     let out = run("vllm");

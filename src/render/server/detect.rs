@@ -25,8 +25,14 @@ struct Facts<'a> {
     /// Every `for` loop: its target when a plain name, its iterable, and the macro it is in.
     loops: Vec<Loop<'a>>,
     macros: Vec<MacroFacts<'a>>,
-    /// Calls of a plain name: the name, positional arguments, keyword arguments.
-    calls: Vec<(&'a str, Vec<&'a Expr<'a>>, Vec<(&'a str, &'a Expr<'a>)>)>,
+    calls: Vec<CallFacts<'a>>,
+}
+
+/// A call of a plain name: the name, positional arguments, keyword arguments.
+struct CallFacts<'a> {
+    name: &'a str,
+    positional: Vec<&'a Expr<'a>>,
+    keywords: Vec<(&'a str, &'a Expr<'a>)>,
 }
 
 struct Loop<'a> {
@@ -150,14 +156,19 @@ impl<'a> Facts<'a> {
                     _ => {}
                 }
             }
-            self.calls.push((name, pos, kw));
+            self.calls.push(CallFacts {
+                name,
+                positional: pos,
+                keywords: kw,
+            });
         }
         self.expr(callee);
         for a in args {
             match a {
-                CallArg::Pos(e) | CallArg::Kwarg(_, e) | CallArg::PosSplat(e) | CallArg::KwargSplat(e) => {
-                    self.expr(e)
-                }
+                CallArg::Pos(e)
+                | CallArg::Kwarg(_, e)
+                | CallArg::PosSplat(e)
+                | CallArg::KwargSplat(e) => self.expr(e),
             }
         }
     }
@@ -219,9 +230,10 @@ impl<'a> Facts<'a> {
     fn args(&mut self, args: &'a [CallArg<'a>]) {
         for a in args {
             match a {
-                CallArg::Pos(e) | CallArg::Kwarg(_, e) | CallArg::PosSplat(e) | CallArg::KwargSplat(e) => {
-                    self.expr(e)
-                }
+                CallArg::Pos(e)
+                | CallArg::Kwarg(_, e)
+                | CallArg::PosSplat(e)
+                | CallArg::KwargSplat(e) => self.expr(e),
             }
         }
     }
@@ -281,17 +293,18 @@ fn vllm_loops_over_content(facts: &Facts) -> Result<bool, Unclear> {
         .iter()
         .map(|m| {
             let mut params = Vec::new();
-            for (name, pos, kw) in &facts.calls {
-                if *name != m.name {
+            for call in &facts.calls {
+                if call.name != m.name {
                     continue;
                 }
-                for (i, arg) in pos.iter().enumerate() {
-                    if i < m.params.len() && messages.iter().any(|v| reaches(arg, v, Some("content")))
+                for (i, arg) in call.positional.iter().enumerate() {
+                    if i < m.params.len()
+                        && messages.iter().any(|v| reaches(arg, v, Some("content")))
                     {
                         params.push(m.params[i]);
                     }
                 }
-                for (k, value) in kw {
+                for (k, value) in &call.keywords {
                     if m.params.contains(k)
                         && messages.iter().any(|v| reaches(value, v, Some("content")))
                     {
@@ -307,7 +320,12 @@ fn vllm_loops_over_content(facts: &Facts) -> Result<bool, Unclear> {
             return l.target.map(|_| true).ok_or(Unclear);
         }
         // vLLM keeps one parameter set per loop, the innermost macro's that has any.
-        let params = l.macros.iter().rev().map(|&m| &bound[m]).find(|p| !p.is_empty());
+        let params = l
+            .macros
+            .iter()
+            .rev()
+            .map(|&m| &bound[m])
+            .find(|p| !p.is_empty());
         if let (Some(name), Some(params)) = (var_name(l.iter), params)
             && params.contains(&name)
         {
@@ -322,7 +340,8 @@ fn vllm_loops_over_content(facts: &Facts) -> Result<bool, Unclear> {
 
 fn parsed<T>(template: &str, read: impl FnOnce(&Facts) -> T) -> Option<T> {
     let source = prepare(template).ok()?;
-    let ast = minijinja::machinery::parse(&source, "chat_template", SyntaxConfig::default()).ok()?;
+    let ast =
+        minijinja::machinery::parse(&source, "chat_template", SyntaxConfig::default()).ok()?;
     let mut facts = Facts::default();
     facts.stmt(&ast, &[]);
     Some(read(&facts))
@@ -368,17 +387,47 @@ mod tests {
     fn vllm_follows_assignments_loops_and_macros() {
         let cases = [
             ("{% for m in messages %}{{ m.content }}{% endfor %}", Str),
-            ("{% for m in messages %}{% for c in m.content %}{{ c }}{% endfor %}{% endfor %}", OpenAi),
-            ("{% for m in messages %}{% for c in m['content'] | list %}{% endfor %}{% endfor %}", OpenAi),
-            ("{% set ms = messages[1:] %}{% for m in ms %}{% for c in m.content %}{% endfor %}{% endfor %}", OpenAi),
-            ("{% for m in messages if m.role == 'user' %}{% for c in m.content %}{% endfor %}{% endfor %}", OpenAi),
+            (
+                "{% for m in messages %}{% for c in m.content %}{{ c }}{% endfor %}{% endfor %}",
+                OpenAi,
+            ),
+            (
+                "{% for m in messages %}{% for c in m['content'] | list %}{% endfor %}{% endfor %}",
+                OpenAi,
+            ),
+            (
+                "{% set ms = messages[1:] %}{% for m in ms %}{% for c in m.content %}{% endfor %}{% endfor %}",
+                OpenAi,
+            ),
+            (
+                "{% for m in messages if m.role == 'user' %}{% for c in m.content %}{% endfor %}{% endfor %}",
+                OpenAi,
+            ),
             // An assignment to a namespace attribute fails vLLM's assertion: the default.
-            ("{% set ns = namespace() %}{% set ns.x = messages %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}", Str),
-            ("{% macro r(c) %}{% for p in c %}{{ p }}{% endfor %}{% endmacro %}{% for m in messages %}{{ r(m.content) }}{% endfor %}", OpenAi),
-            ("{% macro r(c) %}{% for p in c %}{{ p }}{% endfor %}{% endmacro %}{% for m in messages %}{{ r(c=m.content) }}{% endfor %}", OpenAi),
-            ("{% macro r(c) %}{% for p in c %}{{ p }}{% endfor %}{% endmacro %}{% for m in messages %}{{ r(m.role) }}{% endfor %}", Str),
-            ("{% for m in messages %}{% set content = m.content %}{% for p in content %}{% endfor %}{% endfor %}", OpenAi),
-            ("{% for x in messages %}{% if x.content is string %}{{ x.content }}{% endif %}{% endfor %}", Str),
+            (
+                "{% set ns = namespace() %}{% set ns.x = messages %}{% for m in messages %}{% for c in m.content %}{% endfor %}{% endfor %}",
+                Str,
+            ),
+            (
+                "{% macro r(c) %}{% for p in c %}{{ p }}{% endfor %}{% endmacro %}{% for m in messages %}{{ r(m.content) }}{% endfor %}",
+                OpenAi,
+            ),
+            (
+                "{% macro r(c) %}{% for p in c %}{{ p }}{% endfor %}{% endmacro %}{% for m in messages %}{{ r(c=m.content) }}{% endfor %}",
+                OpenAi,
+            ),
+            (
+                "{% macro r(c) %}{% for p in c %}{{ p }}{% endfor %}{% endmacro %}{% for m in messages %}{{ r(m.role) }}{% endfor %}",
+                Str,
+            ),
+            (
+                "{% for m in messages %}{% set content = m.content %}{% for p in content %}{% endfor %}{% endfor %}",
+                OpenAi,
+            ),
+            (
+                "{% for x in messages %}{% if x.content is string %}{{ x.content }}{% endif %}{% endfor %}",
+                Str,
+            ),
             ("{% for %}", Str),
         ];
         for (src, want) in cases {
@@ -390,7 +439,9 @@ mod tests {
     fn sglang_uses_keywords_and_three_loop_names() {
         assert_eq!(sglang_content_format("{{ 'vision' }}"), OpenAi);
         assert_eq!(
-            sglang_content_format("{% for msg in messages %}{% for c in msg.content %}{% endfor %}{% endfor %}"),
+            sglang_content_format(
+                "{% for msg in messages %}{% for c in msg.content %}{% endfor %}{% endfor %}"
+            ),
             OpenAi
         );
         // Another loop variable name is not recognised by SGLang (vLLM follows it).

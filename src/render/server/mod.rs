@@ -57,7 +57,9 @@ impl ServerProfile {
     pub fn selects_tool_template(self, tools: Option<&Json>) -> bool {
         match self {
             ServerProfile::Vllm => tools.is_some(),
-            _ => tools.and_then(Json::as_array).is_some_and(|a| !a.is_empty()),
+            _ => tools
+                .and_then(Json::as_array)
+                .is_some_and(|a| !a.is_empty()),
         }
     }
 }
@@ -165,7 +167,10 @@ impl ServerProfile {
 fn shown(value: Option<&Json>) -> String {
     let text = value.map_or("missing".to_string(), |v| v.to_string());
     if text.len() > 60 {
-        let cut = (0..=60).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        let cut = (0..=60)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
         format!("{}...", &text[..cut])
     } else {
         text

@@ -59,20 +59,39 @@ fn part(p: &Json, at: usize) -> Result<Json, ServerError> {
     }
 }
 
-fn optional_string(obj: &Map<String, Json>, key: &str, at: usize, code: &'static str) -> Result<Json, ServerError> {
+fn optional_string(
+    obj: &Map<String, Json>,
+    key: &str,
+    at: usize,
+    code: &'static str,
+) -> Result<Json, ServerError> {
     match obj.get(key) {
         None | Some(Json::Null) => Ok(Json::Null),
         Some(v @ Json::String(_)) => Ok(v.clone()),
-        Some(other) => Err(rejected(code, format!("message {at}: {key} {}", shown(Some(other))))),
+        Some(other) => Err(rejected(
+            code,
+            format!("message {at}: {key} {}", shown(Some(other))),
+        )),
     }
 }
 
 /// `ToolCall.model_dump()` with `arguments` parsed strictly: id, index, type, function (2.3).
 fn tool_call(c: &Json, at: usize) -> Result<Json, ServerError> {
-    let bad = || rejected("tool_call_not_a_function", format!("message {at}: tool call {}", shown(Some(c))));
+    let bad = || {
+        rejected(
+            "tool_call_not_a_function",
+            format!("message {at}: tool call {}", shown(Some(c))),
+        )
+    };
     let obj = c.as_object().ok_or_else(bad)?;
-    let function = obj.get("function").and_then(Json::as_object).ok_or_else(bad)?;
-    if obj.get("type").is_some_and(|t| t.as_str() != Some("function")) {
+    let function = obj
+        .get("function")
+        .and_then(Json::as_object)
+        .ok_or_else(bad)?;
+    if obj
+        .get("type")
+        .is_some_and(|t| t.as_str() != Some("function"))
+    {
         return Err(bad());
     }
     let name = match function.get("name") {
@@ -94,13 +113,19 @@ fn tool_call(c: &Json, at: usize) -> Result<Json, ServerError> {
             Ok(_) => {
                 return Err(rejected(
                     "arguments_not_an_object",
-                    format!("message {at}: arguments {} must be a JSON object", shown(Some(&Json::String(text.clone())))),
+                    format!(
+                        "message {at}: arguments {} must be a JSON object",
+                        shown(Some(&Json::String(text.clone())))
+                    ),
                 ));
             }
             Err(_) => {
                 return Err(rejected(
                     "arguments_invalid_json",
-                    format!("message {at}: arguments {} must be valid JSON", shown(Some(&Json::String(text.clone())))),
+                    format!(
+                        "message {at}: arguments {} must be valid JSON",
+                        shown(Some(&Json::String(text.clone())))
+                    ),
                 ));
             }
         },
@@ -111,15 +136,25 @@ fn tool_call(c: &Json, at: usize) -> Result<Json, ServerError> {
             ));
         }
     };
-    Ok(json!({"id": id, "index": index, "type": "function", "function": {"name": name, "arguments": arguments}}))
+    Ok(
+        json!({"id": id, "index": index, "type": "function", "function": {"name": name, "arguments": arguments}}),
+    )
 }
 
 /// `Tool.model_dump()`: type, function {description, name, parameters, strict[, defer_loading]},
 /// defer_loading (2.6).
 fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
-    let bad = || rejected("tool_not_a_function", format!("tool {at}: {}", shown(Some(t))));
+    let bad = || {
+        rejected(
+            "tool_not_a_function",
+            format!("tool {at}: {}", shown(Some(t))),
+        )
+    };
     let obj = t.as_object().ok_or_else(bad)?;
-    let f = obj.get("function").and_then(Json::as_object).ok_or_else(bad)?;
+    let f = obj
+        .get("function")
+        .and_then(Json::as_object)
+        .ok_or_else(bad)?;
     let name = f.get("name").and_then(Json::as_str).ok_or_else(bad)?;
     let description = match f.get("description") {
         None | Some(Json::Null) => Json::Null,
@@ -145,7 +180,10 @@ fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
     let mut function = Map::new();
     function.insert("description".into(), description);
     function.insert("name".into(), name.into());
-    function.insert("parameters".into(), f.get("parameters").cloned().unwrap_or(Json::Null));
+    function.insert(
+        "parameters".into(),
+        f.get("parameters").cloned().unwrap_or(Json::Null),
+    );
     function.insert("strict".into(), strict.into());
     if !fn_defer.is_null() {
         function.insert("defer_loading".into(), fn_defer);
@@ -158,7 +196,10 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     let empty = Map::new();
     let obj = m.as_object().unwrap_or(&empty);
     let Some(raw_role) = obj.get("role").and_then(Json::as_str) else {
-        return Err(rejected("role_not_allowed", format!("message {at}: role {}", shown(obj.get("role")))));
+        return Err(rejected(
+            "role_not_allowed",
+            format!("message {at}: role {}", shown(obj.get("role"))),
+        ));
     };
     let content = match obj.get("content") {
         None | Some(Json::Null) => Json::Null,
@@ -174,7 +215,10 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     let role = if raw_role == "user" {
         // The user model keeps role and content only.
         if content.is_null() {
-            return Err(rejected("user_content_missing", format!("message {at}: a user message needs content")));
+            return Err(rejected(
+                "user_content_missing",
+                format!("message {at}: a user message needs content"),
+            ));
         }
         d.insert("role".into(), "user".into());
         d.insert("content".into(), content);
@@ -182,21 +226,42 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     } else {
         let role = raw_role.to_lowercase();
         if !ROLES.contains(&role.as_str()) {
-            return Err(rejected("role_not_allowed", format!("message {at}: role {raw_role:?}")));
+            return Err(rejected(
+                "role_not_allowed",
+                format!("message {at}: role {raw_role:?}"),
+            ));
         }
         d.insert("role".into(), role.clone().into());
         d.insert("content".into(), content);
-        d.insert("tool_call_id".into(), optional_string(obj, "tool_call_id", at, "tool_call_id_not_a_string")?);
-        d.insert("name".into(), optional_string(obj, "name", at, "name_not_a_string")?);
+        d.insert(
+            "tool_call_id".into(),
+            optional_string(obj, "tool_call_id", at, "tool_call_id_not_a_string")?,
+        );
+        d.insert(
+            "name".into(),
+            optional_string(obj, "name", at, "name_not_a_string")?,
+        );
         d.insert(
             "reasoning_content".into(),
-            optional_string(obj, "reasoning_content", at, "reasoning_content_not_a_string")?,
+            optional_string(
+                obj,
+                "reasoning_content",
+                at,
+                "reasoning_content_not_a_string",
+            )?,
         );
         let calls = match obj.get("tool_calls") {
             None | Some(Json::Null) => Json::Null,
-            Some(Json::Array(a)) => Json::Array(a.iter().map(|c| tool_call(c, at)).collect::<Result<_, _>>()?),
+            Some(Json::Array(a)) => Json::Array(
+                a.iter()
+                    .map(|c| tool_call(c, at))
+                    .collect::<Result<_, _>>()?,
+            ),
             Some(other) => {
-                return Err(rejected("tool_calls_not_a_list", format!("message {at}: tool_calls {}", shown(Some(other)))));
+                return Err(rejected(
+                    "tool_calls_not_a_list",
+                    format!("message {at}: tool_calls {}", shown(Some(other))),
+                ));
             }
         };
         d.insert("tool_calls".into(), calls);
@@ -208,17 +273,28 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
                     .map(|(i, t)| tool(t, i))
                     .collect::<Result<_, _>>()?,
             ),
-            Some(other) => return Err(rejected("tools_not_a_list", format!("message {at}: tools {}", shown(Some(other))))),
+            Some(other) => {
+                return Err(rejected(
+                    "tools_not_a_list",
+                    format!("message {at}: tools {}", shown(Some(other))),
+                ));
+            }
         };
         d.insert("tools".into(), tools);
         role
     };
     if let Some(Json::Array(parts)) = d.get("content") {
-        let parts = parts.iter().map(|p| part(p, at)).collect::<Result<Vec<_>, _>>()?;
+        let parts = parts
+            .iter()
+            .map(|p| part(p, at))
+            .collect::<Result<Vec<_>, _>>()?;
         if role != "assistant"
-            && parts
-                .iter()
-                .any(|p| matches!(p.get("type").and_then(Json::as_str), Some("thinking" | "reasoning")))
+            && parts.iter().any(|p| {
+                matches!(
+                    p.get("type").and_then(Json::as_str),
+                    Some("thinking" | "reasoning")
+                )
+            })
         {
             return Err(rejected(
                 "thinking_part_outside_assistant",
@@ -271,7 +347,11 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
             .iter()
             .map(|p| match p {
                 Json::String(s) => s.clone(),
-                other => other.get("text").and_then(Json::as_str).unwrap_or("").to_string(),
+                other => other
+                    .get("text")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_string(),
             })
             .collect::<Vec<_>>()
             .join(" ");
@@ -303,7 +383,12 @@ pub fn prepare(format: ContentFormat, req: &Request) -> Result<TemplateInput, Se
                 .collect::<Result<_, _>>()?,
         )),
         Some(Json::Array(_)) | None | Some(Json::Null) => None,
-        Some(other) => return Err(rejected("tools_not_a_list", format!("tools {}", shown(Some(other))))),
+        Some(other) => {
+            return Err(rejected(
+                "tools_not_a_list",
+                format!("tools {}", shown(Some(other))),
+            ));
+        }
     };
     // Request kwargs win over the server's defaults (setdefault), per key (2.5).
     let mut kwargs = req.kwargs.clone();
@@ -314,7 +399,11 @@ pub fn prepare(format: ContentFormat, req: &Request) -> Result<TemplateInput, Se
     }
     kwargs.shift_remove("add_generation_prompt");
     let retry_tools = tools.as_ref().and_then(Json::as_array).map(|a| {
-        Json::Array(a.iter().map(|t| t.get("function").cloned().unwrap_or(Json::Null)).collect())
+        Json::Array(
+            a.iter()
+                .map(|t| t.get("function").cloned().unwrap_or(Json::Null))
+                .collect(),
+        )
     });
     Ok(TemplateInput {
         messages: conv,

@@ -90,7 +90,12 @@ fn strip_billing_header(parts: Vec<Json>) -> Vec<Json> {
 
 /// Message content as the template sees it (1.2): null → no parts, a string → one text part;
 /// then text joined with "\n" ("string") or normalised parts ("openai").
-fn content(role: &str, value: Option<&Json>, format: ContentFormat, at: usize) -> Result<Json, ServerError> {
+fn content(
+    role: &str,
+    value: Option<&Json>,
+    format: ContentFormat,
+    at: usize,
+) -> Result<Json, ServerError> {
     let mut parts: Vec<Json> = match value {
         None | Some(Json::Null) => Vec::new(),
         Some(Json::String(s)) => vec![json!({"type": "text", "text": s})],
@@ -157,7 +162,9 @@ fn content(role: &str, value: Option<&Json>, format: ContentFormat, at: usize) -
             p.insert("type".into(), modality.into());
             p.extend(extras());
             list.push(Json::Object(p));
-        } else if media_modality(kind).is_some() || matches!(kind, "tool_reference" | "prompt_embeds") {
+        } else if media_modality(kind).is_some()
+            || matches!(kind, "tool_reference" | "prompt_embeds")
+        {
             // In "string" format vLLM puts the model's own placeholder (its processor's) in
             // front of the text; kvaudit has no processor.
             return Err(ServerError::Unsupported {
@@ -240,7 +247,10 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     };
     let mut out = Map::new();
     out.insert("role".into(), role.into());
-    out.insert("content".into(), content(role, obj.get("content"), format, at)?);
+    out.insert(
+        "content".into(),
+        content(role, obj.get("content"), format, at)?,
+    );
     match role {
         "assistant" => {
             match obj.get("tool_calls") {
@@ -303,7 +313,10 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
         }
     }
     if role == "developer" {
-        out.insert("tools".into(), obj.get("tools").cloned().unwrap_or(Json::Null));
+        out.insert(
+            "tools".into(),
+            obj.get("tools").cloned().unwrap_or(Json::Null),
+        );
     }
     Ok(Json::Object(out))
 }
@@ -312,15 +325,23 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
 /// when missing), then the function's other keys, then the tool's other keys (1.6).
 fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
     let obj = t.as_object();
-    let function = obj.and_then(|o| o.get("function")).and_then(Json::as_object);
+    let function = obj
+        .and_then(|o| o.get("function"))
+        .and_then(Json::as_object);
     let kind_ok = obj
         .and_then(|o| o.get("type"))
         .is_none_or(|k| k.as_str() == Some("function"));
     let (Some(obj), Some(function), true) = (obj, function, kind_ok) else {
-        return Err(rejected("tool_not_a_function", format!("tool {at}: {}", shown(Some(t)))));
+        return Err(rejected(
+            "tool_not_a_function",
+            format!("tool {at}: {}", shown(Some(t))),
+        ));
     };
     let Some(name) = function.get("name").and_then(Json::as_str) else {
-        return Err(rejected("tool_not_a_function", format!("tool {at}: {}", shown(Some(t)))));
+        return Err(rejected(
+            "tool_not_a_function",
+            format!("tool {at}: {}", shown(Some(t))),
+        ));
     };
     let mut f = Map::new();
     f.insert("name".into(), name.into());
@@ -402,7 +423,11 @@ fn convert_developer(conv: Vec<Json>, template: &str) -> Vec<Json> {
     out
 }
 
-pub fn prepare(template: &str, format: ContentFormat, req: &Request) -> Result<TemplateInput, ServerError> {
+pub fn prepare(
+    template: &str,
+    format: ContentFormat,
+    req: &Request,
+) -> Result<TemplateInput, ServerError> {
     let mut conv = req
         .messages
         .iter()
@@ -413,7 +438,9 @@ pub fn prepare(template: &str, format: ContentFormat, req: &Request) -> Result<T
         if m.get("role").and_then(Json::as_str) != Some("assistant") {
             continue;
         }
-        let Some(obj) = m.as_object_mut() else { continue };
+        let Some(obj) = m.as_object_mut() else {
+            continue;
+        };
         match obj.get_mut("tool_calls") {
             Some(Json::Array(calls)) if calls.is_empty() => {
                 obj.shift_remove("tool_calls");
@@ -450,7 +477,10 @@ pub fn prepare(template: &str, format: ContentFormat, req: &Request) -> Result<T
                 .map(|(i, t)| tool(t, i))
                 .collect::<Result<Vec<_>, _>>()?,
             other => {
-                return Err(rejected("tools_not_a_list", format!("tools {}", shown(Some(other)))));
+                return Err(rejected(
+                    "tools_not_a_list",
+                    format!("tools {}", shown(Some(other))),
+                ));
             }
         };
         kwargs.insert("tools".into(), Json::Array(list));
