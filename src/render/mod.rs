@@ -98,10 +98,17 @@ impl ChatRenderer {
         request: &server::Request,
         now: NaiveDateTime,
     ) -> Result<String, RequestError> {
-        let formats = self
-            .formats
-            .get_or_init(|| server::ContentFormats::detect(&self.source));
-        let input = profile.prepare(&self.source, formats, request)?;
+        // transformers takes content as given: no need to read the template's syntax tree.
+        let formats = match profile {
+            ServerProfile::Transformers => server::ContentFormats {
+                vllm: server::ContentFormat::String,
+                sglang: server::ContentFormat::String,
+            },
+            _ => *self
+                .formats
+                .get_or_init(|| server::ContentFormats::detect(&self.source)),
+        };
+        let input = profile.prepare(&self.source, &formats, request)?;
         let render = |tools: Option<&Json>| {
             self.render(&RenderInput {
                 messages: &input.messages,
