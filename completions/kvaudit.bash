@@ -159,7 +159,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__diff__subcmd__turns)
-            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --now --fuel --date-rollover --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --server --server-template-kwarg --now --fuel --date-rollover --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -226,6 +226,14 @@ _kvaudit() {
                     return 0
                     ;;
                 --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    return 0
+                    ;;
+                --server-template-kwarg)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -405,7 +413,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__keys)
-            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --now --fuel --index-block-size --hash --hash-seed --model-name --llmd-profile --format --color --quiet --help --version"
+            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --server --server-template-kwarg --now --fuel --index-block-size --hash --hash-seed --model-name --llmd-profile --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -468,6 +476,14 @@ _kvaudit() {
                     return 0
                     ;;
                 --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    return 0
+                    ;;
+                --server-template-kwarg)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

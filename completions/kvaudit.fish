@@ -54,7 +54,11 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reply-for
 think_nl\t''
 think_tight\t''
 harmony\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
+vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l block-sizes -d 'KV block sizes for the uncached counts' -r
@@ -125,7 +129,11 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reply-format -d
 think_nl\t''
 think_tight\t''
 harmony\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
+vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l index-block-size -d 'llm-d\'s block size (blockSizeTokens)' -r

@@ -67,6 +67,8 @@ pub struct AuditSettings {
 #[derive(Debug, Clone)]
 pub struct ModelInfo {
     pub source: String,
+    /// The server profile the prompts were rendered as.
+    pub server: crate::render::ServerProfile,
     pub template_origin: String,
     pub template_sha256: String,
     pub tokenizer_sha256: String,
@@ -225,10 +227,10 @@ impl<'a> Planner<'a> {
     }
 
     fn plan(&self, conv: &Conversation) -> Result<Planned> {
-        let has_tools = conv
-            .tools
-            .as_ref()
-            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+        let has_tools = self
+            .options
+            .server
+            .selects_tool_template(conv.tools.as_ref());
         let name = self.settings.template_name.as_deref();
         let template = self.files.select_template(name, has_tools)?;
         let renderer = self.renderer(&template)?;
@@ -284,6 +286,7 @@ pub fn diff_turns_with_progress(
     Ok(DiffTurnsReport {
         model: ModelInfo {
             source: files.source.clone(),
+            server: settings.plan.server,
             template_origin: default_template.origin.clone(),
             template_sha256: sha256_hex(default_template.text.as_bytes()),
             tokenizer_sha256: tok.sha256().to_string(),

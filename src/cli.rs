@@ -147,8 +147,19 @@ pub struct ConversationArgs {
     pub reply_format: Option<ReplyFormatArg>,
 
     /// A template variable `key=value` (value parsed as JSON, else a string); repeatable.
+    /// Under --server vllm|sglang this is the request's `chat_template_kwargs`.
     #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
     pub template_kwarg: Vec<String>,
+
+    /// Render each request as this server does: its message preprocessing (content null,
+    /// content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template.
+    #[arg(long, value_enum, default_value_t = ServerArg::Transformers)]
+    pub server: ServerArg,
+
+    /// The server's default template kwarg `key=value` (vLLM/SGLang
+    /// `--default-chat-template-kwargs`; the request's own win); repeatable.
+    #[arg(long = "server-template-kwarg", value_name = "KEY=VALUE")]
+    pub server_template_kwarg: Vec<String>,
 
     /// The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time).
     #[arg(long, value_name = "TIME")]
@@ -157,6 +168,18 @@ pub struct ConversationArgs {
     /// Instruction budget per render (templates are untrusted input).
     #[arg(long, default_value_t = crate::render::DEFAULT_FUEL, hide = true)]
     pub fuel: u64,
+}
+
+/// Whose request preprocessing applies before the chat template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ServerArg {
+    /// transformers' apply_chat_template on the messages as given (4.57).
+    Transformers,
+    /// vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the
+    /// HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there.
+    Vllm,
+    /// SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path.
+    Sglang,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -280,3 +280,18 @@ fn the_divergence_shows_both_sides_as_they_are() {
     );
     assert!(!out.contains("same"), "no re-aligned rows: {out}");
 }
+
+#[test]
+fn the_header_names_a_server_profile_other_than_transformers() {
+    let args = ["diff-turns", "--model", "fixtures/models/tiny-plain"];
+    let (out, _) = run(kvaudit().args(args), 0);
+    assert!(
+        out.starts_with("model fixtures/models/tiny-plain  template "),
+        "{out}"
+    );
+    let (out, _) = run(kvaudit().args(args).args(["--server", "vllm"]), 0);
+    assert!(
+        out.starts_with("model fixtures/models/tiny-plain  server vllm  template "),
+        "{out}"
+    );
+}

@@ -50,7 +50,10 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let Some(model_name) = cfg.model_name.clone() else {
         bail!("--model-name is needed: llm-d hashes the model name into every key");
     };
-    let report = KeysReport::new(&cfg, &model_name, sequences);
+    let mut report = KeysReport::new(&cfg, &model_name, sequences);
+    if args.model.is_some() {
+        report.server = Some(audit_settings(&args.conversation, None)?.plan.server.name());
+    }
     let text = crate::report::export(&report, args.format.into(), &super::settings::style(false))?;
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)

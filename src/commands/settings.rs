@@ -10,11 +10,11 @@ use serde_json::{Map, Value as Json};
 use crate::align::AlignOptions;
 use crate::audit::{self, AuditSettings, QuickTurn};
 use crate::cli::{
-    ConversationArgs, DiffTurnsArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend,
+    ConversationArgs, DiffTurnsArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend, ServerArg,
 };
 use crate::events::Engine;
 use crate::render::reply::PlanOptions;
-use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, parse_time};
+use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, ServerProfile, parse_time};
 use crate::replay::ReplayOptions;
 use crate::report::{Format, Style};
 
@@ -85,16 +85,15 @@ pub fn audit_settings(
             .with_context(|| format!("--now {t:?}: expected a time like 2026-01-15T10:00:00"))?,
         None => chrono::Local::now().naive_local(),
     };
-    let mut kwargs = Map::new();
-    for kv in &args.template_kwarg {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--template-kwarg {kv:?}: expected KEY=VALUE"))?;
-        if k.is_empty() {
-            bail!("--template-kwarg {kv:?}: the key is empty");
-        }
-        let value = serde_json::from_str::<Json>(v).unwrap_or_else(|_| Json::String(v.to_string()));
-        kwargs.insert(k.to_string(), value);
+    let kwargs = template_kwargs("--template-kwarg", &args.template_kwarg)?;
+    let server = match args.server {
+        ServerArg::Transformers => ServerProfile::Transformers,
+        ServerArg::Vllm => ServerProfile::Vllm,
+        ServerArg::Sglang => ServerProfile::Sglang,
+    };
+    let server_kwargs = template_kwargs("--server-template-kwarg", &args.server_template_kwarg)?;
+    if server == ServerProfile::Transformers && !server_kwargs.is_empty() {
+        bail!("--server-template-kwarg needs --server vllm or --server sglang");
     }
     Ok(AuditSettings {
         clock: Clock::Fixed(now),
@@ -108,12 +107,30 @@ pub fn audit_settings(
             }),
             kwargs,
             extra_stops: Vec::new(),
+            server,
+            server_kwargs,
         },
         align: AlignOptions::default(),
         template_name,
         fuel: args.fuel,
         router: None,
     })
+}
+
+/// `KEY=VALUE` flags: the value parsed as JSON, else taken as a string.
+fn template_kwargs(flag: &str, pairs: &[String]) -> Result<Map<String, Json>> {
+    let mut kwargs = Map::new();
+    for kv in pairs {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("{flag} {kv:?}: expected KEY=VALUE"))?;
+        if k.is_empty() {
+            bail!("{flag} {kv:?}: the key is empty");
+        }
+        let value = serde_json::from_str::<Json>(v).unwrap_or_else(|_| Json::String(v.to_string()));
+        kwargs.insert(k.to_string(), value);
+    }
+    Ok(kwargs)
 }
 
 pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {

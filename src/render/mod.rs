@@ -5,12 +5,14 @@ mod env;
 mod pyjson;
 mod pymethods;
 pub mod reply;
+pub mod server;
 mod source;
 
 pub use conversation::{Clock, Conversation, ConversationError, parse_time};
 pub use env::{DEFAULT_FUEL, RenderError, TemplateEngine, strftime};
 pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
 pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};
+pub use server::{ServerError, ServerProfile};
 
 use chrono::NaiveDateTime;
 use minijinja::Value;
@@ -33,6 +35,17 @@ pub struct ChatRenderer {
     engine: TemplateEngine,
     source: String,
     special_tokens: Map<String, Json>,
+    /// The content formats vLLM and SGLang detect for this template, read on first use.
+    formats: std::sync::OnceLock<server::ContentFormats>,
+}
+
+/// Why a request through a server profile did not render.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    #[error(transparent)]
+    Render(#[from] RenderError),
 }
 
 impl ChatRenderer {
@@ -45,6 +58,7 @@ impl ChatRenderer {
             engine: TemplateEngine::new(source, fuel)?,
             source: source.to_string(),
             special_tokens,
+            formats: std::sync::OnceLock::new(),
         })
     }
 
@@ -75,5 +89,41 @@ impl ChatRenderer {
             Json::Bool(input.add_generation_prompt),
         );
         self.engine.render(Value::from(Serde(&ctx)), input.now)
+    }
+
+    /// Render `request` as `profile`'s server does: its preprocessing, then this template.
+    pub fn render_request(
+        &self,
+        profile: ServerProfile,
+        request: &server::Request,
+        now: NaiveDateTime,
+    ) -> Result<String, RequestError> {
+        // transformers takes content as given: no need to read the template's syntax tree.
+        let formats = match profile {
+            ServerProfile::Transformers => server::ContentFormats {
+                vllm: server::ContentFormat::String,
+                sglang: server::ContentFormat::String,
+            },
+            _ => *self
+                .formats
+                .get_or_init(|| server::ContentFormats::detect(&self.source)),
+        };
+        let input = profile.prepare(&self.source, &formats, request)?;
+        let render = |tools: Option<&Json>| {
+            self.render(&RenderInput {
+                messages: &input.messages,
+                tools,
+                documents: input.documents.as_ref(),
+                kwargs: &input.kwargs,
+                add_generation_prompt: input.add_generation_prompt,
+                now,
+            })
+        };
+        match (render(input.tools.as_ref()), &input.retry_tools) {
+            (Ok(text), _) => Ok(text),
+            // SGLang renders once more with the bare function dicts when the template raises.
+            (Err(_), Some(retry)) => Ok(render(Some(retry))?),
+            (Err(e), None) => Err(e.into()),
+        }
     }
 }

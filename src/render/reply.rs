@@ -4,7 +4,8 @@
 use serde_json::{Map, Value as Json};
 
 use super::conversation::{Clock, Conversation};
-use super::{ChatRenderer, RenderError, RenderInput};
+use super::server::{Request, ServerError, ServerProfile};
+use super::{ChatRenderer, RenderError, RequestError};
 
 /// How a reasoning model's reply is laid out (`reply_formats` in the scenario spec).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -129,6 +130,12 @@ pub enum PlanError {
         #[source]
         source: RenderError,
     },
+    #[error("prompt {prompt}")]
+    Server {
+        prompt: usize,
+        #[source]
+        source: ServerError,
+    },
     #[error(
         "its prompts add up to more than {limit} bytes of text by prompt {prompt}: every turn \
          re-renders the whole history, so audit a shorter conversation (or split it)"
@@ -149,6 +156,10 @@ pub struct PlanOptions {
     pub kwargs: Map<String, Json>,
     /// Stop strings beyond the template's own markers (generation_config.json's eos ids).
     pub extra_stops: Vec<String>,
+    /// Whose message preprocessing turns each request into the template's inputs.
+    pub server: ServerProfile,
+    /// The server's default template kwargs (below the request's own).
+    pub server_kwargs: Map<String, Json>,
 }
 
 pub fn plan_turns(
@@ -219,18 +230,27 @@ pub fn plan_turns(
     }
     let rendered_bytes = std::cell::Cell::new(0usize);
     let render = |history: &[Json], agp: bool, at: usize, clock: &Clock| {
+        let request = Request {
+            messages: history,
+            tools: conv.tools.as_ref(),
+            documents: conv.documents.as_ref(),
+            kwargs: &kwargs,
+            server_kwargs: &options.server_kwargs,
+            add_generation_prompt: agp,
+            // Without the generation prompt kvaudit renders the reply turn itself.
+            reply: !agp,
+        };
         let text = renderer
-            .render(&RenderInput {
-                messages: history,
-                tools: conv.tools.as_ref(),
-                documents: conv.documents.as_ref(),
-                kwargs: &kwargs,
-                add_generation_prompt: agp,
-                now: clock.at(at),
-            })
-            .map_err(|source| PlanError::Render {
-                prompt: at + 1,
-                source,
+            .render_request(options.server, &request, clock.at(at))
+            .map_err(|e| match e {
+                RequestError::Render(source) => PlanError::Render {
+                    prompt: at + 1,
+                    source,
+                },
+                RequestError::Server(source) => PlanError::Server {
+                    prompt: at + 1,
+                    source,
+                },
             })?;
         let total = rendered_bytes.get().saturating_add(text.len());
         if total > MAX_TOTAL_PROMPT_BYTES {

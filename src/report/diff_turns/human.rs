@@ -45,8 +45,13 @@ fn to_human(report: &DiffTurnsReport, style: &Style) -> String {
     let w = style.width;
     let mut out = String::new();
     let m = &report.model;
+    // The server profile is named when it is not the default (raw apply_chat_template).
+    let server = match m.server {
+        crate::render::ServerProfile::Transformers => String::new(),
+        other => format!("  server {}", other.name()),
+    };
     let header = format!(
-        "model {}  template {} ({})  tokenizer {}",
+        "model {}{server}  template {} ({})  tokenizer {}",
         m.source,
         m.template_origin,
         &m.template_sha256[..12],

@@ -35,6 +35,8 @@ pub struct ErrorView<'a> {
 #[derive(Serialize)]
 pub struct ModelView<'a> {
     pub source: &'a str,
+    /// The server profile requests were rendered as (`--server`).
+    pub server: &'static str,
     pub template: &'a str,
     pub template_sha256: &'a str,
     pub tokenizer_sha256: &'a str,
@@ -170,6 +172,7 @@ impl View for DiffTurnsReport {
             schema_version: SCHEMA_VERSION,
             model: ModelView {
                 source: &self.model.source,
+                server: self.model.server.name(),
                 template: &self.model.template_origin,
                 template_sha256: &self.model.template_sha256,
                 tokenizer_sha256: &self.model.tokenizer_sha256,

@@ -19,6 +19,9 @@ pub struct KeysReport {
     pub hash: &'static str,
     pub hash_seed: String,
     pub model_name: String,
+    /// The server profile prompts were rendered as (when keys renders conversations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<&'static str>,
     pub root: u64,
     pub sequences: Vec<KeyedSequence>,
 }
@@ -41,6 +44,7 @@ impl KeysReport {
             hash: cfg.algo.name(),
             hash_seed: cfg.seed.clone(),
             model_name: model_name.to_string(),
+            server: None,
             root,
             sequences: sequences
                 .into_iter()
