@@ -4,6 +4,7 @@ pub mod capture;
 pub mod diff_turns;
 pub mod fetch;
 pub mod keys;
+pub mod render;
 pub mod replay;
 pub mod settings;
 

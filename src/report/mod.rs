@@ -9,6 +9,7 @@ pub mod diff_turns;
 pub mod json;
 pub mod keys;
 pub mod markdown;
+pub mod render;
 pub mod replay;
 
 use anyhow::{Result, bail};
