@@ -387,3 +387,76 @@ fn special_ids_are_the_added_tokens_marked_special() {
         assert_eq!(prepared.special_ids(), want, "{}", path.display());
     }
 }
+
+/// Splits a shell command line of plain words and double-quoted strings (what the README's
+/// examples use).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let (mut quoted, mut started) = (false, false);
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                started = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if started {
+                    words.push(std::mem::take(&mut word));
+                    started = false;
+                }
+            }
+            c => {
+                word.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        words.push(word);
+    }
+    words
+}
+
+/// The README's `kvaudit render` examples are what the tool prints (Qwen/Qwen3-8B is run from
+/// its copy in ../shared/models).
+#[test]
+fn readme_render_examples_are_the_tools_output() {
+    let Some(shared) = common::shared_dir("readme_render_examples_are_the_tools_output") else {
+        return;
+    };
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    let mut checked = 0;
+    for block in readme.split("```\n").skip(1).step_by(2) {
+        let Some(rest) = block.strip_prefix("$ kvaudit render ") else {
+            continue;
+        };
+        let mut lines = rest.split_inclusive('\n');
+        let mut command = String::new();
+        for line in lines.by_ref() {
+            match line.trim_end().strip_suffix('\\') {
+                Some(part) => command.push_str(part),
+                None => {
+                    command.push_str(line.trim_end());
+                    break;
+                }
+            }
+        }
+        let expected: String = lines.collect();
+        let qwen = shared.join("models/qwen3-8b");
+        let args: Vec<String> = shell_words(&command)
+            .into_iter()
+            .map(|w| {
+                if w == "Qwen/Qwen3-8B" {
+                    qwen.display().to_string()
+                } else {
+                    w
+                }
+            })
+            .collect();
+        let (stdout, _) = run(&[vec!["render".to_string()], args].concat(), 0);
+        assert_eq!(stdout, expected, "README example: kvaudit render {command}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "the README has two render examples");
+}
