@@ -31,6 +31,9 @@ _kvaudit() {
             kvaudit,keys)
                 cmd="kvaudit__subcmd__keys"
                 ;;
+            kvaudit,render)
+                cmd="kvaudit__subcmd__render"
+                ;;
             kvaudit,replay)
                 cmd="kvaudit__subcmd__replay"
                 ;;
@@ -49,6 +52,9 @@ _kvaudit() {
             kvaudit__subcmd__help,keys)
                 cmd="kvaudit__subcmd__help__subcmd__keys"
                 ;;
+            kvaudit__subcmd__help,render)
+                cmd="kvaudit__subcmd__help__subcmd__render"
+                ;;
             kvaudit__subcmd__help,replay)
                 cmd="kvaudit__subcmd__help__subcmd__replay"
                 ;;
@@ -59,7 +65,7 @@ _kvaudit() {
 
     case "${cmd}" in
         kvaudit)
-            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys capture help"
+            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -315,7 +321,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help)
-            opts="diff-turns fetch replay keys capture help"
+            opts="diff-turns fetch replay keys render capture help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -385,6 +391,20 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help__subcmd__keys)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__help__subcmd__render)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -513,6 +533,116 @@ _kvaudit() {
                     ;;
                 --llmd-profile)
                     COMPREPLY=($(compgen -W "digest-first router-2026-08" -- "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "human json" -- "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__render)
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --server --server-template-kwarg --now --fuel --tokens --prompt --held --format --color --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --revision)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conversation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --system)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reply)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reasoning)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --follow-up)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resend)
+                    COMPREPLY=($(compgen -W "content raw reasoning-field" -- "${cur}"))
+                    return 0
+                    ;;
+                --reply-format)
+                    COMPREPLY=($(compgen -W "plain think_nl think_tight harmony" -- "${cur}"))
+                    return 0
+                    ;;
+                --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    return 0
+                    ;;
+                --server-template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fuel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --held)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --format)

@@ -34,6 +34,7 @@ complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "diff-turns" -d 'Ren
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
@@ -152,6 +153,43 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l offline -d 'Wit
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s c -l conversation -d 'A conversation JSON file (repeatable; each is audited separately)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l system -d 'Quick form: a system prompt' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l user -d 'Quick form: the first user message' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reply -d 'Quick form: the assistant\'s answer (content)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reasoning -d 'Quick form: the assistant\'s reasoning, for reasoning models' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l follow-up -d 'Quick form: a follow-up user message (repeatable; each is a separate conversation)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l resend -d 'Quick form and probes: how the client sends the reply back' -r -f -a "content\t'Content only, as a server with a reasoning parser returns it'
+raw\t'The generated text verbatim, reasoning block included'
+reasoning-field\t'Content plus `reasoning_content` / `thinking`'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
+think_nl\t''
+think_tight\t''
+harmony\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
+vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l prompt -d 'Only prompt N (1-based) of each conversation' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l held -d 'Instead of prompts, what the decode server holds after generation N: prompt N and its reply without the stop token (the held tokens of transition N -> N+1 in diff-turns)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l format -d 'Output format' -r -f -a "human\t''
+json\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l color -d 'When to colour the output' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l tokens -d 'Show the tokens: `text·id` pairs, special tokens in ⟨ ⟩ (JSON: ids and tokens)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l endpoint -d 'A publisher to connect to, e.g. tcp://10.0.0.5:5557 (repeatable; one SUB socket each)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l bind -d 'Bind here instead, for publishers that connect out (e.g. tcp://0.0.0.0:5557)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l topic -d 'Only topics starting with this prefix (ZMQ subscription; default: everything)' -r
@@ -179,9 +217,10 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l live-replay 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys capture help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -45,6 +45,10 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Print llm-d's block keys for a token list or a rendered conversation.
     Keys(Box<KeysArgs>),
+    /// Print the exact prompts kvaudit renders for a conversation (what the model sees), or
+    /// the held stream of one transition.
+    #[command(long_about = RENDER_ABOUT)]
+    Render(Box<RenderArgs>),
     /// Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap
     /// detection and recovery through the publishers' replay sockets.
     Capture(Box<CaptureArgs>),
@@ -359,6 +363,55 @@ pub struct KeysArgs {
 
     #[command(flatten)]
     pub index: IndexArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+}
+
+const RENDER_ABOUT: &str = "\
+Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held \
+stream of one transition.
+
+Each prompt is what transformers' apply_chat_template(..., add_generation_prompt=True, \
+tokenize=False) returns for the messages before an assistant reply (and for the whole \
+conversation after the last reply): the prompts diff-turns aligns. A conversation without an \
+assistant message is one request and renders to one prompt.
+
+Human output: a header line per prompt, `==> prompt 2 (312 tokens, template X) <==`, then the \
+text verbatim, with nothing escaped, so it can be copied as is. A text that does not end with \
+a newline is followed by a `\\ No newline at end of text` line (as in diff). With --tokens the \
+text is shown as `text·id` pairs instead: control characters spelled out (\\n, \\t, \\r), \
+special tokens (added tokens marked special in tokenizer.json) in ⟨ ⟩, bold on a terminal, a \
+new line after each token that ends a line.
+
+--format json gives every string exactly as rendered, the token count, and with --tokens the \
+ids and each token's text and special flag, plus the template that rendered each conversation \
+and its SHA-256, and the tokenizer's SHA-256.
+
+Exit codes: 0 rendered, 2 bad input (including a template that raises); render has no \
+findings, so it never exits 1.";
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    #[command(flatten)]
+    pub conversation: ConversationArgs,
+
+    /// Show the tokens: `text·id` pairs, special tokens in ⟨ ⟩ (JSON: ids and tokens).
+    #[arg(long)]
+    pub tokens: bool,
+
+    /// Only prompt N (1-based) of each conversation.
+    #[arg(long, value_name = "N", conflicts_with = "held")]
+    pub prompt: Option<usize>,
+
+    /// Instead of prompts, what the decode server holds after generation N: prompt N and its
+    /// reply without the stop token (the held tokens of transition N -> N+1 in diff-turns).
+    #[arg(long, value_name = "N")]
+    pub held: Option<usize>,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]

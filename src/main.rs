@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Fetch(args) => commands::fetch::run(args, &mut out),
         Command::Replay(args) => commands::replay::run(args, &mut out),
         Command::Keys(args) => commands::keys::run(args, &mut out),
+        Command::Render(args) => commands::render::run(args, &mut out),
         Command::Capture(args) => commands::capture::run(args, &mut out),
     };
     let flushed = out.flush();

@@ -405,3 +405,270 @@ fn scenario_alignment_matches_transformers() {
     report("scenarios.txt", &text);
     assert!(failures.is_empty(), "{text}");
 }
+
+/// Runs `kvaudit render --format json --tokens` with `args` and the conversation files;
+/// `Err(stderr)` when it exits 2, a panic on any other exit code (render never exits 1).
+fn kvaudit_render(args: &[&str], files: &[PathBuf]) -> Result<Json, String> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvaudit"));
+    cmd.arg("render")
+        .args(args)
+        .args(["--format", "json", "--tokens"])
+        .env("NO_COLOR", "1")
+        .env_remove("HF_HUB_OFFLINE");
+    for f in files {
+        cmd.arg("-c").arg(f);
+    }
+    let out = cmd.output().expect("run kvaudit");
+    match out.status.code() {
+        Some(0) => Ok(serde_json::from_slice(&out.stdout).expect("render JSON")),
+        Some(2) => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        other => panic!(
+            "kvaudit render exited {other:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Each file's rendered conversation: one run for all of them, and one per file only when
+/// that run fails (so one refused conversation names itself).
+fn kvaudit_render_each(args: &[&str], files: &[PathBuf]) -> Vec<Result<Json, String>> {
+    if let Ok(v) = kvaudit_render(args, files) {
+        let convs = v["conversations"].as_array().unwrap().clone();
+        assert_eq!(convs.len(), files.len());
+        return convs.into_iter().map(Ok).collect();
+    }
+    files
+        .iter()
+        .map(|f| {
+            kvaudit_render(args, std::slice::from_ref(f)).map(|v| v["conversations"][0].clone())
+        })
+        .collect()
+}
+
+/// `kvaudit render` prints what transformers renders, byte for byte and id for id: every
+/// model-directory case with a generation prompt becomes a conversation file, and each prompt
+/// render prints is compared with the reference case of the same messages (the last prompt is
+/// always the case itself; earlier ones when another case has their messages). Its held
+/// stream of transition 1 -> 2 has as many tokens as transformers' held stream (scenarios).
+#[test]
+fn render_command_prints_what_transformers_renders() {
+    let Some(reference) = reference("render_command_prints_what_transformers_renders") else {
+        return;
+    };
+    let shared = common::shared_dir("render").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = |model: &str, msgs: &[Json], case: &Json| {
+        serde_json::to_string(&json_key(model, msgs, case)).unwrap()
+    };
+    fn json_key(model: &str, msgs: &[Json], case: &Json) -> Json {
+        serde_json::json!([
+            model,
+            msgs,
+            case["tools"],
+            case["documents"],
+            case["kwargs"]
+        ])
+    }
+    let mut by_messages: BTreeMap<String, &Json> = BTreeMap::new();
+    for case in reference["models"].as_array().unwrap() {
+        if case["add_generation_prompt"].as_bool() == Some(true) {
+            let model = case["model"].as_str().unwrap();
+            by_messages.insert(key(model, &messages(case), case), case);
+        }
+    }
+    // One conversation file per case with a generation prompt, grouped by model.
+    let mut per_model: BTreeMap<String, Vec<(PathBuf, &Json)>> = BTreeMap::new();
+    for (i, case) in reference["models"].as_array().unwrap().iter().enumerate() {
+        if case["add_generation_prompt"].as_bool() != Some(true) {
+            continue;
+        }
+        let path = dir.path().join(format!("case-{i}.json"));
+        let mut conv = serde_json::json!({
+            "messages": case["messages"],
+            "template_kwargs": case["kwargs"],
+            "now": case["now"],
+        });
+        for k in ["tools", "documents"] {
+            if !case[k].is_null() {
+                conv[k] = case[k].clone();
+            }
+        }
+        std::fs::write(&path, serde_json::to_string(&conv).unwrap()).unwrap();
+        per_model
+            .entry(case["model"].as_str().unwrap().to_string())
+            .or_default()
+            .push((path, case));
+    }
+    let mut text = String::from(
+        "render command (kvaudit render --format json vs transformers, text and ids):\n",
+    );
+    let (mut prompts_equal, mut prompts_total) = (0usize, 0usize);
+    let mut failures = Vec::new();
+    for (model, cases) in &per_model {
+        let model_dir = shared.join("models").join(model);
+        let model_arg = model_dir.to_str().unwrap();
+        let (mut equal, mut total) = (0usize, 0usize);
+        let paths: Vec<PathBuf> = cases.iter().map(|(p, _)| p.clone()).collect();
+        let rendered = kvaudit_render_each(&["--model", model_arg], &paths);
+        for ((_, case), got) in cases.iter().zip(rendered) {
+            let shape = case["shape"].as_str().unwrap();
+            let label = format!("{model} / {shape}");
+            let conv = match (got, case.get("text")) {
+                (Ok(conv), Some(_)) => conv,
+                (Err(_), None) => {
+                    // transformers raised on this request: kvaudit refused it too.
+                    total += 1;
+                    equal += 1;
+                    continue;
+                }
+                (Err(e), Some(_)) => {
+                    total += 1;
+                    failures.push(format!("{label}: kvaudit refused: {e}"));
+                    continue;
+                }
+                (Ok(_), None) => {
+                    total += 1;
+                    failures.push(format!(
+                        "{label}: transformers raised ({}) but kvaudit rendered",
+                        case["error"].as_str().unwrap_or("")
+                    ));
+                    continue;
+                }
+            };
+            // Prompt k of a conversation is rendered from the messages before its k-th
+            // assistant message; the last from all of them.
+            let msgs = messages(case);
+            let mut ends: Vec<usize> = msgs
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m["role"] == "assistant")
+                .map(|(i, _)| i)
+                .collect();
+            ends.push(msgs.len());
+            let printed = conv["prompts"].as_array().unwrap();
+            if printed.len() != ends.len() || conv["prompt_count"] != ends.len() {
+                total += 1;
+                failures.push(format!(
+                    "{label}: {} prompts printed, {} expected",
+                    printed.len(),
+                    ends.len()
+                ));
+                continue;
+            }
+            for (p, end) in printed.iter().zip(&ends) {
+                let Some(want) = by_messages.get(&key(model, &msgs[..*end], case)) else {
+                    continue;
+                };
+                let Some(want_text) = want["text"].as_str() else {
+                    continue;
+                };
+                total += 1;
+                let ids: Vec<u32> = serde_json::from_value(p["ids"].clone()).unwrap();
+                let token_ids: Vec<u32> = p["tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t["id"].as_u64().unwrap() as u32)
+                    .collect();
+                let want_ids: Vec<u32> = serde_json::from_value(want["ids"].clone()).unwrap();
+                let what = if p["text"].as_str() != Some(want_text) {
+                    Some("different text")
+                } else if ids != want_ids || token_ids != want_ids {
+                    Some("same text, different token ids")
+                } else if p["token_count"] != want_ids.len() {
+                    Some("wrong token_count")
+                } else {
+                    None
+                };
+                match what {
+                    None => equal += 1,
+                    Some(w) => failures.push(format!("{label} prompt {}: {w}", p["prompt"])),
+                }
+            }
+        }
+        prompts_equal += equal;
+        prompts_total += total;
+        text.push_str(&format!("  {model:32} {equal}/{total}\n"));
+    }
+    // Held streams: transition 1 -> 2 of every scenario transformers ran. Its held tokens
+    // (prompt 1 + the generated reply) do not depend on how later replies are sent back, so
+    // the conversation file (which sends replies back as given) holds what the scenario
+    // holds, except where the first reply is a tool call: kvaudit derives that reply from a
+    // render of the message as sent, and a file cannot say to send it without its reasoning.
+    let (mut held_equal, mut held_total, mut held_skipped) = (0usize, 0usize, 0usize);
+    let mut per_model_held: BTreeMap<String, Vec<(PathBuf, String, u64)>> = BTreeMap::new();
+    for (i, case) in reference["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        let Some(want) = case["transitions"].as_array().and_then(|t| t.first()) else {
+            continue;
+        };
+        let first_reply = messages(case)
+            .into_iter()
+            .find(|m| m["role"] == "assistant")
+            .unwrap();
+        if first_reply.get("tool_calls").is_some() {
+            held_skipped += 1;
+            continue;
+        }
+        let path = dir.path().join(format!("scenario-{i}.json"));
+        let mut conv = serde_json::json!({
+            "messages": case["messages"],
+            "template_kwargs": case["kwargs"],
+            "now_per_prompt": case["now_per_prompt"],
+        });
+        if !case["tools"].is_null() {
+            conv["tools"] = case["tools"].clone();
+        }
+        std::fs::write(&path, serde_json::to_string(&conv).unwrap()).unwrap();
+        let label = format!(
+            "{} / {} held 1 -> 2",
+            case["model"].as_str().unwrap(),
+            case["scenario"].as_str().unwrap()
+        );
+        per_model_held
+            .entry(case["model"].as_str().unwrap().to_string())
+            .or_default()
+            .push((path, label, want["held_tokens"].as_u64().unwrap()));
+    }
+    for (model, cases) in &per_model_held {
+        let model_dir = shared.join("models").join(model);
+        let paths: Vec<PathBuf> = cases.iter().map(|(p, _, _)| p.clone()).collect();
+        let rendered = kvaudit_render_each(
+            &["--model", model_dir.to_str().unwrap(), "--held", "1"],
+            &paths,
+        );
+        for ((_, label, want), got) in cases.iter().zip(rendered) {
+            held_total += 1;
+            match got {
+                Ok(conv) => {
+                    let h = &conv["held"][0];
+                    let n = h["ids"].as_array().map_or(0, Vec::len) as u64;
+                    if h["token_count"] == *want && n == *want {
+                        held_equal += 1;
+                    } else {
+                        failures.push(format!(
+                            "{label}: {} tokens vs transformers {want}",
+                            h["token_count"]
+                        ));
+                    }
+                }
+                Err(e) => failures.push(format!("{label}: kvaudit refused: {e}")),
+            }
+        }
+    }
+    text.push_str(&format!(
+        "  prompts equal to transformers (text and ids): {prompts_equal}/{prompts_total}\n  \
+         held streams 1 -> 2 with transformers' held token count: {held_equal}/{held_total} \
+         ({held_skipped} tool-call first replies not comparable through a file)\n"
+    ));
+    for f in &failures {
+        text.push_str(&format!("    {f}\n"));
+    }
+    report("render.txt", &text);
+    assert!(failures.is_empty(), "{text}");
+    assert!(prompts_total > 0 && held_total > 0, "{text}");
+}

@@ -5,6 +5,7 @@ pub mod diff_turns;
 pub mod fetch;
 pub mod keys;
 pub mod progress;
+pub mod render;
 pub mod replay;
 pub mod settings;
 

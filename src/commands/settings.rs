@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value as Json};
 
 use crate::align::AlignOptions;
-use crate::audit::{self, AuditSettings, QuickTurn};
+use crate::audit::{self, AuditSettings, QuickTurn, RenderSelection};
 use crate::cli::{
     ConversationArgs, DiffTurnsArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend, ServerArg,
 };
@@ -131,6 +131,18 @@ fn template_kwargs(flag: &str, pairs: &[String]) -> Result<Map<String, Json>> {
         kwargs.insert(k.to_string(), value);
     }
     Ok(kwargs)
+}
+
+/// `render --prompt N` / `--held N`: which part of each conversation to show (1-based).
+pub fn render_selection(prompt: Option<usize>, held: Option<usize>) -> Result<RenderSelection> {
+    Ok(match (prompt, held) {
+        (Some(_), Some(_)) => bail!("give --prompt or --held, not both"),
+        (Some(0), None) => bail!("--prompt counts from 1"),
+        (None, Some(0)) => bail!("--held counts from 1 (transition 1 -> 2 is --held 1)"),
+        (Some(n), None) => RenderSelection::Prompt(n),
+        (None, Some(n)) => RenderSelection::Held(n),
+        (None, None) => RenderSelection::AllPrompts,
+    })
 }
 
 pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {

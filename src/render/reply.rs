@@ -376,6 +376,60 @@ pub fn plan_turns(
     })
 }
 
+/// Whether a conversation is a single request: no assistant message, so there is one prompt
+/// to render and nothing generated (`render` shows it; diff-turns has nothing to compare).
+pub fn is_single_request(conv: &Conversation) -> bool {
+    !conv.messages.iter().any(|m| role(m) == "assistant")
+}
+
+/// The one prompt of a conversation without an assistant message: every message, the
+/// generation prompt, the same kwargs and clock as `plan_turns` would use for its first prompt.
+pub fn render_single_request(
+    conv: &Conversation,
+    renderer: &ChatRenderer,
+    clock: &Clock,
+    options: &PlanOptions,
+) -> Result<String, PlanError> {
+    if !is_single_request(conv) {
+        return Err(PlanError::Shape(
+            "the conversation has assistant messages: plan its turns instead".into(),
+        ));
+    }
+    if conv.messages.is_empty() {
+        return Err(PlanError::Shape(
+            "the conversation has no messages, so there is no prompt to render".into(),
+        ));
+    }
+    let mut kwargs = conv.template_kwargs.clone();
+    for (k, v) in &options.kwargs {
+        kwargs.insert(k.clone(), v.clone());
+    }
+    let history: Vec<Json> = conv.messages.iter().map(clean).collect();
+    // Through the server profile, as plan_turns renders: a single request is a request too.
+    let request = Request {
+        messages: &history,
+        tools: conv.tools.as_ref(),
+        documents: conv.documents.as_ref(),
+        kwargs: &kwargs,
+        server_kwargs: &options.server_kwargs,
+        add_generation_prompt: true,
+        reply: false,
+    };
+    let text = renderer
+        .render_request(options.server, &request, clock.at(0))
+        .map_err(|e| match e {
+            RequestError::Render(source) => PlanError::Render { prompt: 1, source },
+            RequestError::Server(source) => PlanError::Server { prompt: 1, source },
+        })?;
+    if text.len() > MAX_TOTAL_PROMPT_BYTES {
+        return Err(PlanError::TooLarge {
+            prompt: 1,
+            limit: MAX_TOTAL_PROMPT_BYTES,
+        });
+    }
+    Ok(text)
+}
+
 fn role(m: &Json) -> &str {
     m.get("role").and_then(Json::as_str).unwrap_or("")
 }

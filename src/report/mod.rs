@@ -10,6 +10,7 @@ pub mod json;
 pub mod keys;
 pub mod layout;
 pub mod markdown;
+pub mod render;
 pub mod replay;
 
 use anyhow::{Result, bail};

@@ -125,6 +125,20 @@ impl Tokenizer {
         }
     }
 
+    /// Ids of the added tokens marked `special` (what `skip_special_tokens` drops when
+    /// decoding), so a report can set them apart from text tokens.
+    pub fn special_ids(&self) -> std::collections::HashSet<u32> {
+        let added = match &self.inner {
+            Inner::Crate(t) => t.get_added_tokens_decoder(),
+            Inner::Prepared(t) => t.get_added_tokens_decoder(),
+        };
+        added
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     pub fn vocab_size(&self) -> usize {
         match &self.inner {
             Inner::Crate(t) => t.get_vocab_size(true),

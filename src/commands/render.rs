@@ -1,0 +1,41 @@
+use std::io::IsTerminal;
+
+use anyhow::Result;
+
+use super::Outcome;
+use super::settings::{audit_settings, conversations, render_selection};
+use crate::audit::{self, ModelSpec};
+use crate::cli::RenderArgs;
+use crate::report;
+use crate::tokenize::Tokenizer;
+
+/// Render has no findings: it succeeds or fails on its input.
+pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
+    let settings = audit_settings(&args.conversation, args.model.template_name.clone())?;
+    let selection = render_selection(args.prompt, args.held)?;
+    let conversations = conversations(&args.conversation)?;
+    let files = audit::resolve_model(&ModelSpec {
+        model: args.model.model.clone(),
+        revision: args.model.revision.clone(),
+        offline: args.model.offline,
+        template: args.model.template.clone(),
+        tokenizer: args.model.tokenizer.clone(),
+        progress: std::io::stderr().is_terminal(),
+    })?;
+    let tok = Tokenizer::from_file(&files.tokenizer_path)?;
+    let rendered = audit::render_conversations(
+        &files,
+        &tok,
+        &conversations,
+        &settings,
+        selection,
+        args.tokens,
+    )?;
+    let text = report::export(
+        &rendered,
+        args.format.into(),
+        &super::settings::style(false),
+    )?;
+    out.write_all(text.as_bytes())?;
+    Ok(Outcome::Clean)
+}
