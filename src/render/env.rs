@@ -590,6 +590,37 @@ mod tests {
         );
     }
 
+    /// Outputs measured with jinja2 3.1.6 in transformers' environment (trim_blocks,
+    /// lstrip_blocks, keep_trailing_newline off): raw CR LF and lone CR become LF everywhere
+    /// in the source, an escaped `\r\n` in a literal and CR LF in a variable stay.
+    #[test]
+    fn line_breaks_of_the_source_read_as_jinja2_reads_them() {
+        assert_eq!(render("a\r\nb\rc\n").unwrap(), "a\nb\nc");
+        assert_eq!(render("a\r\n\r\n").unwrap(), "a\n");
+        assert_eq!(render("a\r").unwrap(), "a");
+        assert_eq!(render("a\r\r\nb").unwrap(), "a\n\nb");
+        assert_eq!(
+            render("{{ 'x\r\ny' }}|{{ 'x\ry' }}|{{ 'x\\r\\ny' }}|{{ \"p\r\nq\" }}").unwrap(),
+            "x\ny|x\ny|x\r\ny|p\nq"
+        );
+        assert_eq!(
+            render("{% if true %}\r\n  x\r\n{% endif %}\r\ny").unwrap(),
+            "  x\ny"
+        );
+        assert_eq!(render("  {% if true %}\r\nx{% endif %}\r\n").unwrap(), "x");
+        assert_eq!(render("{# c\r\n #}\r\nz").unwrap(), "z");
+        assert_eq!(render("{% raw %}a\r\nb{% endraw %}").unwrap(), "a\nb");
+        assert_eq!(
+            render("{%- set x = 'a\r\nb' %}{{ x|length }}").unwrap(),
+            "3"
+        );
+        let engine = TemplateEngine::new("{{ x }}\r\n", DEFAULT_FUEL).unwrap();
+        assert_eq!(
+            engine.render(context! { x => "v\r\nw" }, at()).unwrap(),
+            "v\r\nw"
+        );
+    }
+
     #[test]
     fn python_printing() {
         assert_eq!(
