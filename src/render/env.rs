@@ -111,6 +111,14 @@ impl TemplateEngine {
 
         env.add_filter(super::source::ITER_FILTER, python_iter);
         env.add_filter("indent", jinja_indent);
+        // MarkupSafe's Markup (see markup.rs): minijinja's `safe` prints None as "none" and its
+        // `escape` writes `&quot;`/`&#x27;`/`&#x2f;` where MarkupSafe writes `&#34;`/`&#39;`.
+        env.add_filter("safe", super::markup::safe_filter);
+        env.add_filter("e", super::markup::escape_filter);
+        env.add_filter("escape", super::markup::escape_filter);
+        env.add_filter("forceescape", super::markup::forceescape_filter);
+        env.add_function(super::markup::ADD_FUNCTION, super::markup::markup_add);
+        env.add_function(super::markup::PLAIN_FUNCTION, super::markup::plain_str);
         env.add_filter("join", bounded_join);
         env.add_test("iterable", |v: &Value| {
             v.kind() != ValueKind::None && v.try_iter().is_ok()
@@ -216,15 +224,28 @@ fn python_formatter(
     minijinja::escape_formatter(out, state, value)
 }
 
+/// A value as Python's `str()` prints it where kvaudit knows how (floats; the rest as the
+/// template would print them).
+pub fn python_str(value: &Value) -> String {
+    if value.kind() == ValueKind::Number
+        && !value.is_integer()
+        && let Ok(f) = f64::try_from(value.clone())
+    {
+        return python_float_repr(f);
+    }
+    value.to_string()
+}
+
 /// Jinja2's `indent`: it appends a newline before splitting into lines, so a trailing newline
-/// survives (minijinja drops it), and it splits on every line boundary Python knows.
+/// survives (minijinja drops it), and it splits on every line boundary Python knows. Indenting
+/// a `Markup` value gives `Markup`.
 fn jinja_indent(
-    value: &str,
+    value: &Value,
     width: Option<Value>,
     first: Option<bool>,
     blank: Option<bool>,
     kwargs: minijinja::value::Kwargs,
-) -> Result<String, Error> {
+) -> Result<Value, Error> {
     let width = kwargs.get::<Option<Value>>("width")?.or(width);
     let first = kwargs
         .get::<Option<bool>>("first")?
@@ -246,7 +267,13 @@ fn jinja_indent(
             " ".repeat(n as usize)
         }
     };
-    let text = format!("{value}\n");
+    let Some(value_text) = value.as_str() else {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("indent needs a string, not {}", value.kind()),
+        ));
+    };
+    let text = format!("{value_text}\n");
     let lines = python_splitlines(&text);
     let projected = lines
         .len()
@@ -278,7 +305,11 @@ fn jinja_indent(
     if first {
         rv = format!("{indention}{rv}");
     }
-    Ok(rv)
+    Ok(if value.is_safe() {
+        Value::from_safe_string(rv)
+    } else {
+        Value::from(rv)
+    })
 }
 
 /// Jinja2's `join(d='', attribute=None)`, checking the result's size before it grows:

@@ -2,6 +2,7 @@
 
 mod conversation;
 mod env;
+mod markup;
 mod pyjson;
 mod pymethods;
 pub mod reply;

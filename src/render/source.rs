@@ -26,7 +26,7 @@ pub const ITER_FILTER: &str = "__kvaudit_py_iter";
 
 pub fn prepare(source: &str) -> Result<String, RenderError> {
     let source = &*normalize_newlines(source);
-    refuse_markup_concatenation(source)?;
+    let source = &*super::markup::rewrite_operators(source)?;
     let mut out = String::with_capacity(source.len() + 64);
     let mut at = 0;
     let mut next = NextTag::default();
@@ -219,23 +219,6 @@ fn top_level_words(body: &str) -> Vec<(usize, usize)> {
     words
 }
 
-fn refuse_markup_concatenation(source: &str) -> Result<(), RenderError> {
-    use std::sync::OnceLock;
-    static RE: OnceLock<regex::Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| {
-        regex::Regex::new(r"\|\s*safe\s*\+|\+\s*(?:'[^']*'|\x22[^\x22]*\x22)\s*\|\s*safe\b")
-            .expect("valid regex")
-    });
-    if re.is_match(source) {
-        return Err(RenderError::Unsupported(
-            "the template concatenates `|safe` strings with `+`; Jinja2 (MarkupSafe) then \
-             HTML-escapes the other operand, which kvaudit does not reproduce"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,11 +250,5 @@ mod tests {
             prepare("{%- generation +%}a{% endgeneration -%}").unwrap(),
             "{%- if true +%}a{% endif -%}"
         );
-    }
-
-    #[test]
-    fn markup_concatenation_is_refused() {
-        assert!(prepare("{{ \"a\"|safe + x }}").is_err());
-        assert!(prepare("{{ x + \"a\" }}").is_ok());
     }
 }
