@@ -459,16 +459,38 @@ struct Node {
     start: usize,
     end: usize,
     children: Vec<Node>,
+    /// Levels of nodes below and including this one (emitting and dropping recurse on it).
+    depth: usize,
 }
 
+/// The deepest expression tree accepted: chains such as `a + b + c ...`, `x.a.b ...` or
+/// `x|f|g ...` nest one level per link without recursing in the parser, so they are bounded
+/// here, before a hostile template's tree could overflow the stack when it is walked.
+const MAX_TREE_DEPTH: usize = 1000;
+
 impl Node {
-    fn other(start: usize, end: usize, children: Vec<Node>) -> Node {
+    fn new(op: Op, start: usize, end: usize, children: Vec<Node>) -> Node {
+        let depth = 1 + children.iter().map(|c| c.depth).max().unwrap_or(0);
         Node {
-            op: Op::Other,
+            op,
             start,
             end,
             children,
+            depth,
         }
+    }
+
+    fn other(start: usize, end: usize, children: Vec<Node>) -> Node {
+        Node::new(Op::Other, start, end, children)
+    }
+
+    fn bounded(self) -> Result<Node, String> {
+        if self.depth > MAX_TREE_DEPTH {
+            return Err(format!(
+                "expression nested more than {MAX_TREE_DEPTH} levels deep"
+            ));
+        }
+        Ok(self)
     }
 }
 
@@ -596,12 +618,12 @@ impl<'s> Parser<'s, '_> {
     fn compare(&mut self) -> Result<Node, String> {
         self.binary_chain(
             |p| {
-                if matches!(
-                    p.peek(),
-                    Some(Tok::Op("==" | "!=" | "<" | ">" | "<=" | ">="))
-                ) {
-                    Some(1)
-                } else if p.is_name("in") {
+                if p.is_name("in")
+                    || matches!(
+                        p.peek(),
+                        Some(Tok::Op("==" | "!=" | "<" | ">" | "<=" | ">="))
+                    )
+                {
                     Some(1)
                 } else if p.is_name("not")
                     && p.toks.get(p.pos + 1).map(|t| t.kind) == Some(Tok::Name("in"))
@@ -626,12 +648,8 @@ impl<'s> Parser<'s, '_> {
             }
             self.pos += 1;
             let right = self.concat()?;
-            left = Node {
-                op: if add { Op::Add } else { Op::Other },
-                start,
-                end: self.last_end(),
-                children: vec![left, right],
-            };
+            let op = if add { Op::Add } else { Op::Other };
+            left = Node::new(op, start, self.last_end(), vec![left, right]).bounded()?;
         }
     }
 
@@ -645,12 +663,7 @@ impl<'s> Parser<'s, '_> {
         if children.len() == 1 {
             return Ok(children.remove(0));
         }
-        Ok(Node {
-            op: Op::Concat,
-            start,
-            end: self.last_end(),
-            children,
-        })
+        Node::new(Op::Concat, start, self.last_end(), children).bounded()
     }
 
     fn math2(&mut self) -> Result<Node, String> {
@@ -741,12 +754,12 @@ impl<'s> Parser<'s, '_> {
                     Some(Tok::Name(_) | Tok::Num) => self.pos += 1,
                     _ => return Err("expected an attribute after `.`".into()),
                 }
-                node = Node::other(start, self.last_end(), vec![node]);
+                node = Node::other(start, self.last_end(), vec![node]).bounded()?;
             } else if self.is_op("[") {
                 self.pos += 1;
                 let mut children = vec![node];
                 children.extend(self.subscript()?);
-                node = Node::other(start, self.last_end(), children);
+                node = Node::other(start, self.last_end(), children).bounded()?;
             } else if self.is_op("(") {
                 node = self.call(start, node)?;
             } else {
@@ -790,7 +803,7 @@ impl<'s> Parser<'s, '_> {
             self.pos += 1;
         }
         self.expect_op(")")?;
-        Ok(Node::other(start, self.last_end(), children))
+        Node::other(start, self.last_end(), children).bounded()
     }
 
     fn dotted_name(&mut self) -> Result<(), String> {
@@ -817,7 +830,7 @@ impl<'s> Parser<'s, '_> {
                 node = if self.is_op("(") {
                     self.call(start, node)?
                 } else {
-                    Node::other(start, self.last_end(), vec![node])
+                    Node::other(start, self.last_end(), vec![node]).bounded()?
                 };
             } else if self.is_name("is") {
                 self.pos += 1;
@@ -840,7 +853,7 @@ impl<'s> Parser<'s, '_> {
                         let arg = self.primary()?;
                         children.push(self.postfix(arg_start, arg)?);
                     }
-                    node = Node::other(start, self.last_end(), children);
+                    node = Node::other(start, self.last_end(), children).bounded()?;
                 }
             } else if self.is_op("(") {
                 node = self.call(start, node)?;
@@ -976,6 +989,21 @@ mod tests {
         ] {
             assert!(r(src).is_err(), "{src} rendered {:?}", r(src));
         }
+    }
+
+    /// Long chains are refused with an error, never walked until the stack overflows.
+    #[test]
+    fn long_chains_stop_with_an_error() {
+        for link in [" + a", ".a", "|trim", "(1)"] {
+            let src = format!("{{{{ x|safe }}}}{{{{ y{} }}}}", link.repeat(200_000));
+            let err = match rewrite_operators(&src) {
+                Ok(_) => panic!("{link}: a 200,000-link chain was accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(err.contains("nested more than"), "{link}: {err}");
+        }
+        let fine = format!("{{{{ x|safe }}}}{{{{ y{} }}}}", " + a".repeat(500));
+        assert!(rewrite_operators(&fine).is_ok());
     }
 
     #[test]
