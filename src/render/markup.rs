@@ -323,7 +323,8 @@ fn tag_close(src: &str, from: usize, close: &str) -> Option<usize> {
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' => depth = depth.saturating_sub(1),
             b'}' if depth > 0 => depth -= 1,
-            _ if depth == 0 && src[i..].starts_with(close) => return Some(i),
+            // Bytes, not str: `i` steps through multi-byte characters.
+            _ if depth == 0 && bytes[i..].starts_with(close.as_bytes()) => return Some(i),
             _ => {}
         }
         i += 1;
@@ -1004,6 +1005,20 @@ mod tests {
         }
         let fine = format!("{{{{ x|safe }}}}{{{{ y{} }}}}", " + a".repeat(500));
         assert!(rewrite_operators(&fine).is_ok());
+    }
+
+    /// Found by fuzzing: a multi-byte character inside a tag of a Markup template panicked
+    /// (a str slice inside the character).
+    #[test]
+    fn multibyte_characters_inside_tags() {
+        let src = "{{ x|e }}{{ 上 + '東' ~ ü }}{% set é = 'ß' %}";
+        let out = rewrite(src);
+        assert_eq!(
+            out,
+            format!(
+                "{{{{ x|e }}}}{{{{ {ADD_FUNCTION}(上, {PLAIN_FUNCTION}('東' ~ ü)) }}}}{{% set é = 'ß' %}}"
+            )
+        );
     }
 
     #[test]
