@@ -27,6 +27,12 @@ fn reference(test: &str) -> Option<&'static Json> {
         let out = match std::env::var("KVAUDIT_REFERENCE") {
             Ok(p) if Path::new(&p).is_file() => PathBuf::from(p),
             _ => {
+                let cached = reference_cache_path(&shared);
+                if let Some(path) = cached.as_ref().filter(|p| p.is_file()) {
+                    eprintln!("conformance: reference from cache {}", path.display());
+                    let text = std::fs::read_to_string(path).expect("cached reference output");
+                    return Some(serde_json::from_str(&text).expect("cached reference JSON"));
+                }
                 let out = common::repo_root().join("target/conformance/reference.json");
                 std::fs::create_dir_all(out.parent().unwrap()).unwrap();
                 let status = Command::new("python3")
@@ -37,7 +43,20 @@ fn reference(test: &str) -> Option<&'static Json> {
                     .arg(&out)
                     .status();
                 match status {
-                    Ok(s) if s.success() => out,
+                    Ok(s) if s.success() => {
+                        if let Some(path) = cached {
+                            // One entry: outputs for earlier inputs are never read again.
+                            for old in std::fs::read_dir(path.parent().unwrap())
+                                .into_iter()
+                                .flatten()
+                                .flatten()
+                            {
+                                let _ = std::fs::remove_file(old.path());
+                            }
+                            std::fs::copy(&out, &path).expect("write the reference cache");
+                        }
+                        out
+                    }
                     other => {
                         if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
                             panic!("the transformers reference harness failed: {other:?}");
@@ -55,6 +74,75 @@ fn reference(test: &str) -> Option<&'static Json> {
         Some(serde_json::from_str(&text).expect("reference JSON"))
     })
     .as_ref()
+}
+
+/// Where the reference output for the current inputs is cached: a name from SHA-256 over the
+/// harness scripts, kvaudit's fixture templates, everything in ../shared the harness reads
+/// (models, templates, templates-extra, reference, corpus) and the versions of the Python
+/// packages that render and tokenize. `None` when the versions cannot be read (no cache then).
+fn reference_cache_path(shared: &Path) -> Option<PathBuf> {
+    use sha2::{Digest, Sha256};
+    let versions = Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(*(m.version(p) for p in \
+             ('transformers', 'jinja2', 'markupsafe', 'tokenizers')))",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let mut hasher = Sha256::new();
+    hasher.update(&versions.stdout);
+    let root = common::repo_root();
+    let trees = [
+        root.join("tests/conformance"),
+        root.join("fixtures/templates"),
+        shared.join("models"),
+        shared.join("templates"),
+        shared.join("templates-extra"),
+        shared.join("reference"),
+        shared.join("corpus"),
+    ];
+    for tree in &trees {
+        let mut files = Vec::new();
+        list_files(tree, &mut files);
+        files.sort();
+        for file in files {
+            let name = file.strip_prefix(tree).unwrap_or(&file);
+            hasher.update(name.to_string_lossy().as_bytes());
+            hasher.update([0]);
+            hasher.update(std::fs::read(&file).ok()?);
+            hasher.update([0]);
+        }
+    }
+    let key: String = hasher
+        .finalize()
+        .iter()
+        .take(12)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let dir = root.join("target/conformance/cache");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir.join(format!("reference-{key}.json")))
+}
+
+fn list_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        // Python's bytecode caches come and go with imports; they are no input.
+        let name = entry.file_name();
+        if name == "__pycache__" || name.to_string_lossy().ends_with(".pyc") {
+            continue;
+        }
+        if path.is_dir() {
+            list_files(&path, out);
+        } else if path.is_file() {
+            out.push(path);
+        }
+    }
 }
 
 /// The tokenizer loaded from tokenizer.json and from its prepared form (both must match).
@@ -404,6 +492,252 @@ fn scenario_alignment_matches_transformers() {
     }
     report("scenarios.txt", &text);
     assert!(failures.is_empty(), "{text}");
+}
+
+/// kvaudit's own fixture templates (CR LF line endings, MarkupSafe's Markup), rendered by
+/// transformers and by kvaudit for every conversation shape.
+#[test]
+fn fixture_templates_render_like_transformers() {
+    let Some(reference) = reference("fixture_templates_render_like_transformers") else {
+        return;
+    };
+    let mut per_template: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut renderers: BTreeMap<String, Result<ChatRenderer, String>> = BTreeMap::new();
+    for case in reference["fixture_templates"].as_array().unwrap() {
+        let name = case["template"].as_str().unwrap().to_string();
+        let shape = case["shape"].as_str().unwrap();
+        let renderer = renderers.entry(name.clone()).or_insert_with(|| {
+            let text =
+                std::fs::read_to_string(common::fixtures().join("templates").join(&name)).unwrap();
+            ChatRenderer::new(&text, obj(&case["special_tokens"]), DEFAULT_FUEL)
+                .map_err(|e| e.to_string())
+        });
+        let ours = match renderer {
+            Ok(r) => render_case(r, case),
+            Err(e) => Err(e.clone()),
+        };
+        per_template
+            .entry(name)
+            .or_default()
+            .record(shape, case, ours, |_| None);
+    }
+    let mut text = String::from("fixture templates (render vs transformers):\n");
+    for (name, t) in &per_template {
+        text.push_str(&format!("  {name:56} {}/{}\n", t.pass, t.total));
+        for p in t.problems.iter().chain(&t.wrong) {
+            text.push_str(&format!("      {p}\n"));
+        }
+    }
+    report("fixtures.txt", &text);
+    assert_eq!(per_template.len(), 2, "{text}");
+    assert!(
+        per_template.values().all(|t| t.pass == t.total),
+        "kvaudit differs from transformers on its own fixtures:\n{text}"
+    );
+}
+
+/// How one extra-template case came out.
+enum ExtraOutcome {
+    Match,
+    BothRefuse,
+    /// Numbers or tokens differ, or only one side refused: what differs.
+    Differs(String),
+}
+
+fn ids_digest(ids: &[u32]) -> String {
+    use sha2::{Digest, Sha256};
+    let text = ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Turn alignment of one extra-template case by kvaudit, against the reference's numbers and
+/// the digests of its held and next token ids.
+fn extra_case(
+    renderer: &Result<ChatRenderer, String>,
+    tok: &Tokenizer,
+    case: &Json,
+) -> ExtraOutcome {
+    let error = case.get("error").and_then(Json::as_str);
+    let renderer = match (renderer, error) {
+        (Err(_), Some(_)) => return ExtraOutcome::BothRefuse,
+        (Err(e), None) => {
+            return ExtraOutcome::Differs(format!("kvaudit refused the template: {e}"));
+        }
+        (Ok(r), _) => r,
+    };
+    let resend = match case["resend"].as_str().unwrap_or("content") {
+        "content" => ResendMode::Content,
+        "raw" => ResendMode::Raw,
+        _ => ResendMode::ReasoningField,
+    };
+    let clocks: Vec<_> = case["now_per_prompt"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| parse_time(t.as_str().unwrap()).unwrap())
+        .collect();
+    let conv = Conversation {
+        source: "extra".into(),
+        messages: messages(case),
+        tools: opt(&case["tools"]).cloned(),
+        documents: None,
+        template_kwargs: obj(&case["kwargs"]),
+        clock: Some(Clock::PerPrompt(clocks.clone())),
+        resend,
+    };
+    let planned = plan_turns(
+        &conv,
+        renderer,
+        &Clock::PerPrompt(clocks),
+        &PlanOptions::default(),
+    );
+    let plan = match (planned, error) {
+        (Err(_), Some(_)) => return ExtraOutcome::BothRefuse,
+        (Ok(_), Some(err)) => {
+            return ExtraOutcome::Differs(format!(
+                "transformers raised ({err}) but kvaudit planned the turns"
+            ));
+        }
+        (Err(e), None) => return ExtraOutcome::Differs(format!("kvaudit failed: {e}")),
+        (Ok(p), None) => p,
+    };
+    let want_format = case["reply_format"].as_str().unwrap_or("");
+    if let Some(turn) = plan.turns.first()
+        && turn.format.name() != want_format
+    {
+        return ExtraOutcome::Differs(format!(
+            "reply format kvaudit {} vs reference {want_format}",
+            turn.format.name()
+        ));
+    }
+    let opts = AlignOptions {
+        block_sizes: vec![1, 16, 32, 64, 128],
+        ..AlignOptions::default()
+    };
+    let got = match align_plan(&plan, tok, &opts) {
+        Ok(g) => g,
+        Err(e) => return ExtraOutcome::Differs(format!("kvaudit failed to tokenize: {e}")),
+    };
+    let want = case["transitions"].as_array().unwrap();
+    if got.len() != want.len() {
+        return ExtraOutcome::Differs(format!("{} transitions vs {}", got.len(), want.len()));
+    }
+    let mut diffs = Vec::new();
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        let n = |f: &str| w[f].as_u64().unwrap_or(u64::MAX) as usize;
+        let pos = g.rewrite.as_ref().map(|r| r.position as u64);
+        let uncached: BTreeMap<String, usize> = g
+            .uncached
+            .iter()
+            .map(|u| (u.block_size.to_string(), u.tokens))
+            .collect();
+        let want_uncached: BTreeMap<String, usize> =
+            serde_json::from_value(w["uncached"].clone()).unwrap_or_default();
+        if (g.held_tokens, g.next_prompt_tokens, g.common_prefix_tokens)
+            != (
+                n("held_tokens"),
+                n("next_prompt_tokens"),
+                n("common_prefix_tokens"),
+            )
+            || pos != w["rewrite_position"].as_u64()
+            || uncached != want_uncached
+        {
+            diffs.push(format!(
+                "transition {k}: kvaudit held {} / next {} / LCP {} / rewrite {pos:?}, transformers held {} / next {} / LCP {} / rewrite {}",
+                g.held_tokens,
+                g.next_prompt_tokens,
+                g.common_prefix_tokens,
+                n("held_tokens"),
+                n("next_prompt_tokens"),
+                n("common_prefix_tokens"),
+                w["rewrite_position"]
+            ));
+        } else if ids_digest(&g.held_ids) != w["held_digest"].as_str().unwrap_or("")
+            || ids_digest(&g.next_ids) != w["next_digest"].as_str().unwrap_or("")
+        {
+            diffs.push(format!("transition {k}: same numbers, different token ids"));
+        }
+    }
+    if diffs.is_empty() {
+        ExtraOutcome::Match
+    } else {
+        ExtraOutcome::Differs(diffs.join("; "))
+    }
+}
+
+/// ../shared/templates-extra (246 templates, latest and earlier revisions), each on the
+/// tokenizer its README pairs it with: turn alignment of every applicable scenario, with the
+/// scenario texts and a second set of texts, against transformers.
+#[test]
+fn extra_templates_align_like_transformers() {
+    let Some(reference) = reference("extra_templates_align_like_transformers") else {
+        return;
+    };
+    let shared = common::shared_dir("extra templates").unwrap();
+    let mut tokenizers: BTreeMap<String, (ModelFiles, Tokenizer)> = BTreeMap::new();
+    let mut renderers: BTreeMap<String, Result<ChatRenderer, String>> = BTreeMap::new();
+    // template -> (cases, matching, both refuse, differences)
+    let mut per_template: BTreeMap<String, (usize, usize, usize, Vec<String>)> = BTreeMap::new();
+    for case in reference["extra_templates"].as_array().unwrap() {
+        let path = case["template"].as_str().unwrap().to_string();
+        let tok_dir = case["tokenizer"].as_str().unwrap().to_string();
+        let (files, tok) = tokenizers.entry(tok_dir.clone()).or_insert_with(|| {
+            let dir = shared.join("models").join(&tok_dir);
+            let files = ModelFiles::from_dir(&dir, &tok_dir, None, None).unwrap();
+            let tok = Tokenizer::from_file(&files.tokenizer_path).unwrap();
+            (files, tok)
+        });
+        let renderer = renderers.entry(path.clone()).or_insert_with(|| {
+            // The template's special tokens: the tokenizer's, with the README's kwargs over them.
+            let mut special = files.special_tokens.clone();
+            special.extend(obj(&case["special_kwargs"]));
+            let text = std::fs::read_to_string(shared.join("templates-extra").join(&path)).unwrap();
+            ChatRenderer::new(&text, special, DEFAULT_FUEL).map_err(|e| e.to_string())
+        });
+        let entry = per_template.entry(path).or_default();
+        entry.0 += 1;
+        match extra_case(renderer, tok, case) {
+            ExtraOutcome::Match => entry.1 += 1,
+            ExtraOutcome::BothRefuse => entry.2 += 1,
+            ExtraOutcome::Differs(what) => entry.3.push(format!(
+                "{} / {}: {what}",
+                case["scenario"].as_str().unwrap_or(""),
+                case["texts"].as_str().unwrap_or("")
+            )),
+        }
+    }
+    let total: usize = per_template.values().map(|t| t.0).sum();
+    let matching: usize = per_template.values().map(|t| t.1).sum();
+    let refused: usize = per_template.values().map(|t| t.2).sum();
+    let differing: usize = per_template.values().map(|t| t.3.len()).sum();
+    let clean = per_template.values().filter(|t| t.3.is_empty()).count();
+    let mut text = String::from(
+        "templates-extra (turn alignment and token ids vs transformers, per template: cases, match, both refuse):\n",
+    );
+    for (name, (n, m, r, diffs)) in &per_template {
+        if diffs.is_empty() {
+            continue;
+        }
+        text.push_str(&format!(
+            "  {name:64} {n} cases: {m} match, {r} both refuse, {} differ\n",
+            diffs.len()
+        ));
+        for d in diffs {
+            text.push_str(&format!("      {d}\n"));
+        }
+    }
+    text.push_str(&format!(
+        "  templates fully agreeing: {clean}/{}; cases: {matching} match + {refused} both refuse = {}/{total}; differing: {differing}\n",
+        per_template.len(),
+        matching + refused
+    ));
+    report("templates-extra.txt", &text);
+    assert_eq!(per_template.len(), 246, "{text}");
+    assert_eq!(differing, 0, "kvaudit differs from transformers:\n{text}");
 }
 
 /// Runs `kvaudit render --format json --tokens` with `args` and the conversation files;

@@ -111,6 +111,14 @@ impl TemplateEngine {
 
         env.add_filter(super::source::ITER_FILTER, python_iter);
         env.add_filter("indent", jinja_indent);
+        // MarkupSafe's Markup (see markup.rs): minijinja's `safe` prints None as "none" and its
+        // `escape` writes `&quot;`/`&#x27;`/`&#x2f;` where MarkupSafe writes `&#34;`/`&#39;`.
+        env.add_filter("safe", super::markup::safe_filter);
+        env.add_filter("e", super::markup::escape_filter);
+        env.add_filter("escape", super::markup::escape_filter);
+        env.add_filter("forceescape", super::markup::forceescape_filter);
+        env.add_function(super::markup::ADD_FUNCTION, super::markup::markup_add);
+        env.add_function(super::markup::PLAIN_FUNCTION, super::markup::plain_str);
         env.add_filter("join", bounded_join);
         env.add_test("iterable", |v: &Value| {
             v.kind() != ValueKind::None && v.try_iter().is_ok()
@@ -257,15 +265,28 @@ fn python_formatter(
     minijinja::escape_formatter(out, state, value)
 }
 
+/// A value as Python's `str()` prints it where kvaudit knows how (floats; the rest as the
+/// template would print them).
+pub fn python_str(value: &Value) -> String {
+    if value.kind() == ValueKind::Number
+        && !value.is_integer()
+        && let Ok(f) = f64::try_from(value.clone())
+    {
+        return python_float_repr(f);
+    }
+    value.to_string()
+}
+
 /// Jinja2's `indent`: it appends a newline before splitting into lines, so a trailing newline
-/// survives (minijinja drops it), and it splits on every line boundary Python knows.
+/// survives (minijinja drops it), and it splits on every line boundary Python knows. Indenting
+/// a `Markup` value gives `Markup`.
 fn jinja_indent(
-    value: &str,
+    value: &Value,
     width: Option<Value>,
     first: Option<bool>,
     blank: Option<bool>,
     kwargs: minijinja::value::Kwargs,
-) -> Result<String, Error> {
+) -> Result<Value, Error> {
     let width = kwargs.get::<Option<Value>>("width")?.or(width);
     let first = kwargs
         .get::<Option<bool>>("first")?
@@ -287,7 +308,13 @@ fn jinja_indent(
             " ".repeat(n as usize)
         }
     };
-    let text = format!("{value}\n");
+    let Some(value_text) = value.as_str() else {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("indent needs a string, not {}", value.kind()),
+        ));
+    };
+    let text = format!("{value_text}\n");
     let lines = python_splitlines(&text);
     let projected = lines
         .len()
@@ -319,7 +346,11 @@ fn jinja_indent(
     if first {
         rv = format!("{indention}{rv}");
     }
-    Ok(rv)
+    Ok(if value.is_safe() {
+        Value::from_safe_string(rv)
+    } else {
+        Value::from(rv)
+    })
 }
 
 /// Jinja2's `join(d='', attribute=None)`, checking the result's size before it grows:
@@ -628,6 +659,37 @@ mod tests {
         assert_eq!(
             render("{{ 'a\\nb'|indent(2, blank=true) }}").unwrap(),
             "a\n  b"
+        );
+    }
+
+    /// Outputs measured with jinja2 3.1.6 in transformers' environment (trim_blocks,
+    /// lstrip_blocks, keep_trailing_newline off): raw CR LF and lone CR become LF everywhere
+    /// in the source, an escaped `\r\n` in a literal and CR LF in a variable stay.
+    #[test]
+    fn line_breaks_of_the_source_read_as_jinja2_reads_them() {
+        assert_eq!(render("a\r\nb\rc\n").unwrap(), "a\nb\nc");
+        assert_eq!(render("a\r\n\r\n").unwrap(), "a\n");
+        assert_eq!(render("a\r").unwrap(), "a");
+        assert_eq!(render("a\r\r\nb").unwrap(), "a\n\nb");
+        assert_eq!(
+            render("{{ 'x\r\ny' }}|{{ 'x\ry' }}|{{ 'x\\r\\ny' }}|{{ \"p\r\nq\" }}").unwrap(),
+            "x\ny|x\ny|x\r\ny|p\nq"
+        );
+        assert_eq!(
+            render("{% if true %}\r\n  x\r\n{% endif %}\r\ny").unwrap(),
+            "  x\ny"
+        );
+        assert_eq!(render("  {% if true %}\r\nx{% endif %}\r\n").unwrap(), "x");
+        assert_eq!(render("{# c\r\n #}\r\nz").unwrap(), "z");
+        assert_eq!(render("{% raw %}a\r\nb{% endraw %}").unwrap(), "a\nb");
+        assert_eq!(
+            render("{%- set x = 'a\r\nb' %}{{ x|length }}").unwrap(),
+            "3"
+        );
+        let engine = TemplateEngine::new("{{ x }}\r\n", DEFAULT_FUEL).unwrap();
+        assert_eq!(
+            engine.render(context! { x => "v\r\nw" }, at()).unwrap(),
+            "v\r\nw"
         );
     }
 

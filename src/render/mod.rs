@@ -2,6 +2,7 @@
 
 mod conversation;
 mod env;
+mod markup;
 mod pyjson;
 mod pymethods;
 pub mod reply;
@@ -56,7 +57,8 @@ impl ChatRenderer {
     ) -> Result<Self, RenderError> {
         Ok(ChatRenderer {
             engine: TemplateEngine::new(source, fuel)?,
-            source: source.to_string(),
+            // The text Jinja2 compiles: the family's markers are looked up in it.
+            source: source::normalize_newlines(source).into_owned(),
             special_tokens,
             formats: std::sync::OnceLock::new(),
         })

@@ -87,7 +87,8 @@ pub fn tojson_filter(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let opts = DumpOptions::from_kwargs(&kwargs)?;
     let mut out = String::new();
     dump(value, &opts, 0, &mut out)?;
-    Ok(Value::from_safe_string(out))
+    // transformers' tojson returns a plain str: a Markup operand of `+` escapes it.
+    Ok(Value::from(out))
 }
 
 /// Serialise `value` exactly as Python's `json.dumps` would.

@@ -1,18 +1,32 @@
 //! Source-level preparation of a chat template so minijinja evaluates it as Jinja2 would.
 //!
-//! Two Jinja2 behaviours have no hook in minijinja's engine and are handled by rewriting tags:
-//! `{% generation %}` (a transformers extension) and iteration in `for` loops (Jinja2 iterates
-//! with Python's `iter()`: `None` raises, a string yields its characters with a known length).
-//! One construct cannot be reproduced at all and is refused: concatenating `|safe` strings
-//! with `+`, which MarkupSafe turns into HTML escaping of the other operand.
+//! Jinja2's lexer turns every line break of the source into `\n` before anything else; the
+//! rest are behaviours that have no hook in minijinja's engine and are handled by rewriting
+//! tags: `{% generation %}` (a transformers extension) and iteration in `for` loops (Jinja2
+//! iterates with Python's `iter()`: `None` raises, a string yields its characters with a known
+//! length).
+
+use std::borrow::Cow;
 
 use super::RenderError;
+
+/// The source as Jinja2's lexer sees it: it splits the whole source on `\r\n`, `\r` and `\n`
+/// and joins the lines with `newline_sequence` (`\n` in transformers' environment), in
+/// template text, comments, `raw` blocks and string literals alike. Escapes are decoded
+/// later, so a literal's `'\r\n'` (backslash, r, ...) still renders as CR LF.
+pub fn normalize_newlines(source: &str) -> Cow<'_, str> {
+    if !source.contains('\r') {
+        return Cow::Borrowed(source);
+    }
+    Cow::Owned(source.replace("\r\n", "\n").replace('\r', "\n"))
+}
 
 /// The filter every `for` loop's iterable goes through (see `env.rs`).
 pub const ITER_FILTER: &str = "__kvaudit_py_iter";
 
 pub fn prepare(source: &str) -> Result<String, RenderError> {
-    refuse_markup_concatenation(source)?;
+    let source = &*normalize_newlines(source);
+    let source = &*super::markup::rewrite_operators(source)?;
     let mut out = String::with_capacity(source.len() + 64);
     let mut at = 0;
     let mut next = NextTag::default();
@@ -205,23 +219,6 @@ fn top_level_words(body: &str) -> Vec<(usize, usize)> {
     words
 }
 
-fn refuse_markup_concatenation(source: &str) -> Result<(), RenderError> {
-    use std::sync::OnceLock;
-    static RE: OnceLock<regex::Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| {
-        regex::Regex::new(r"\|\s*safe\s*\+|\+\s*(?:'[^']*'|\x22[^\x22]*\x22)\s*\|\s*safe\b")
-            .expect("valid regex")
-    });
-    if re.is_match(source) {
-        return Err(RenderError::Unsupported(
-            "the template concatenates `|safe` strings with `+`; Jinja2 (MarkupSafe) then \
-             HTML-escapes the other operand, which kvaudit does not reproduce"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,11 +250,5 @@ mod tests {
             prepare("{%- generation +%}a{% endgeneration -%}").unwrap(),
             "{%- if true +%}a{% endif -%}"
         );
-    }
-
-    #[test]
-    fn markup_concatenation_is_refused() {
-        assert!(prepare("{{ \"a\"|safe + x }}").is_err());
-        assert!(prepare("{{ x + \"a\" }}").is_ok());
     }
 }

@@ -11,8 +11,10 @@ The Rust test (tests/conformance.rs) renders the same inputs with kvaudit and co
 """
 import argparse
 import datetime as _dt
+import hashlib
 import json
 import os
+import re
 import sys
 
 import transformers
@@ -322,6 +324,169 @@ def run_variant(tok, spec, sc, fmt, stops, mode, kwargs, tools, apply, variant, 
     }
 
 
+# ---- templates-extra: 246 more real templates, each on the tokenizer its README pairs it with ----
+
+# The second set of texts every extra template is also run with: markup characters (which
+# MarkupSafe escapes), quotes, several lines, non-ASCII and trailing spaces, where the first set
+# is plain English prose.
+EXTRA_TEXTS = {
+    "system": "You answer in <b>short</b> lines & cite \"sources\".\nNever use 'markdown'.",
+    "q1": "Größe von 東京? Compare <a> & <b>, \"quoted\" and 'single'.",
+    "a1": "Tokyo's area is 2,194 km² — see <ref id=\"1\"/> & the census.\nSecond line.  ",
+    "r1": "They ask about Tokyo; mention <ref> tags & units.",
+    "followup_short": "Danke!",
+    "followup_oneline": "And Ōsaka? Use <b>bold</b> if needed.",
+    "followup_threeline": "Line one: a < b\nLine two: c > d\nLine three: \"e\" & 'f'",
+    "a2": "Ōsaka covers 225 km² <small>(city proper)</small>.",
+    "r2": "Ōsaka: city proper area, mark it <small>.",
+    "a_long": ("Tokyo's 23 special wards & the Tama area together cover about 2,194 km²; <note> the "
+               "metropolis also includes the Izu and Ogasawara islands. 東京都 is a prefecture, not "
+               "a single city, so figures differ: \"Tokyo\" may mean the wards (627 km²) or the "
+               "whole metropolis. For comparisons use the same definition on both sides & say "
+               "which one you used, e.g. 'wards only' or 'metropolis'.\n\nDone."),
+    "followup_17": "Could you also compare that with Ōsaka's and Nagoya's areas, using <table> markup?",
+    "followup_53": ("Thanks. I'm writing a short report (about 300 words) on Japanese cities & their "
+                    "administrative borders. Which definitions should I use for Tokyo, Ōsaka and "
+                    "Yokohama so the numbers are comparable, and how do I cite \"official\" figures "
+                    "when sources disagree by more than 5%?"),
+    "tool_q": "What's the weather in Zürich & Genève right now? Reply in <b>bold</b>.",
+    "tool_r": "They want weather for Zürich; call get_weather with city=\"Zürich\".",
+    "tool_result": "{\"city\": \"Zürich\", \"temperature_c\": 11.5, \"condition\": \"<rain> & wind\"}",
+    "tool_answer": "It is 11.5 °C with rain & wind in Zürich.",
+    "q18": "In one paragraph: what's the difference between <div> & <span> in \"HTML\"?",
+    "a1_trailing_newline": "Tokyo's area is 2,194 km² — see <ref id=\"1\"/> & the census.\n",
+}
+
+FORMAT_MARKERS = ["<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|return|>", "<|call|>", "<|user|>",
+                  "<|observation|>", "<\uff5cend\u2581of\u2581sentence\uff5c>", "[e~[", "</s>"]
+
+
+def extra_templates(shared):
+    """(path under templates-extra, tokenizer directory, special-token kwargs) per README row."""
+    out, folder = [], None
+    with open(os.path.join(shared, "templates-extra", "README.md"), encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("## "):
+                folder = line[3:].strip().rstrip("/")
+                continue
+            if not line.startswith("| ") or ".jinja |" not in line:
+                continue
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            name, tokenizer = cells[0], cells[4]
+            kwargs = {}
+            m = re.fullmatch(r"(\S+)(?: \((.*)\))?", tokenizer)
+            if m.group(2):
+                for part in m.group(2).split(", "):
+                    k, v = part.split("=", 1)
+                    kwargs[k] = v
+            out.append((f"{folder}/{name}", m.group(1), kwargs))
+    return out
+
+
+def extra_reply_format(template):
+    """The family's reply layout read from the template's markers (what kvaudit assumes for a
+    --template without --reply-format): harmony channels, a think opener followed by a newline,
+    a tight think opener, a template that only splits at </think>, or plain."""
+    if "<|channel|>" in template:
+        return "harmony"
+    if "<think>" not in template:
+        return "think_nl" if "</think>" in template else "plain"
+    if re.search(r"<think>(?:['\"]\s*[~+]\s*['\"])?(?:\\n|\n)", template):
+        return "think_nl"
+    return "think_tight"
+
+
+class _TemplateOnTokenizer:
+    """A tokenizer whose apply_chat_template uses another template and special-token kwargs,
+    and which keeps the ids of every text it encodes."""
+
+    def __init__(self, tok, template, special):
+        self.tok, self.template, self.special = tok, template, special
+        self.encoded = []
+
+    def apply_chat_template(self, msgs, **kw):
+        return self.tok.apply_chat_template(msgs, chat_template=self.template, **{**self.special, **kw})
+
+    def __call__(self, text, **kw):
+        out = self.tok(text, **kw)
+        self.encoded.append(out["input_ids"])
+        return out
+
+
+def ids_digest(ids):
+    """First 16 hex digits of SHA-256 over the ids written as decimal numbers joined by ','."""
+    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:16]
+
+
+def add_id_digests(result, encoded):
+    """Digests of H and N per transition, so a case whose counts match but whose tokens differ
+    is caught. run_variant encodes the prompt and the reply of every replied turn, then every
+    next prompt; the successful variant's encodings are the last ones."""
+    transitions = result["transitions"]
+    n = len(transitions)
+    calls = encoded[len(encoded) - 3 * n:]
+    for k, t in enumerate(transitions):
+        held, nxt = calls[2 * k] + calls[2 * k + 1], calls[2 * n + k]
+        assert len(held) == t["held_tokens"] and len(nxt) == t["next_prompt_tokens"], "encodings out of step"
+        t["held_digest"], t["next_digest"] = ids_digest(held), ids_digest(nxt)
+
+
+def extra_template_cases(shared, spec):
+    toks, out = {}, []
+    for path, tok_dir, special in extra_templates(shared):
+        with open(os.path.join(shared, "templates-extra", path), encoding="utf-8", newline="") as fh:
+            template = fh.read()
+        if tok_dir not in toks:
+            toks[tok_dir] = AutoTokenizer.from_pretrained(os.path.join(shared, "models", tok_dir))
+        tok = toks[tok_dir]
+        eos = special.get("eos_token", tok.eos_token)
+        # The template as Jinja2 reads it (line breaks normalised) decides the markers.
+        read = template.replace("\r\n", "\n").replace("\r", "\n")
+        fmt = extra_reply_format(read)
+        stops = [s for s in [eos] + [m for m in FORMAT_MARKERS if m in read and m != eos] if s]
+        wrapped = _TemplateOnTokenizer(tok, template, special)
+        for set_name, texts in (("texts", spec["texts"]), ("extra_texts", EXTRA_TEXTS)):
+            run_spec = dict(spec, texts=texts)
+            for sc in spec["scenarios"]:
+                if not applicable(read, sc):
+                    continue
+                entry = {"template": path, "tokenizer": tok_dir, "special_kwargs": special,
+                         "texts": set_name, "scenario": sc["id"], "reply_format": fmt}
+                wrapped.encoded = []
+                try:
+                    result = run_scenario(wrapped, run_spec, sc, fmt, stops)
+                    add_id_digests(result, wrapped.encoded)
+                    entry.update(result)
+                except Exception as e:
+                    entry["error"] = f"{type(e).__name__}: {e}"
+                    entry.update(getattr(e, "conversation", {}))
+                out.append(entry)
+    return out
+
+
+# ---- kvaudit's own fixture templates (Jinja2 behaviours the real sets rarely exercise) ----
+
+FIXTURE_TEMPLATES = ["crlf.jinja", "markup.jinja"]
+
+
+def fixture_template_cases(spec):
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "templates")
+    out = []
+    for name in FIXTURE_TEMPLATES:
+        # newline="": the CR LF and lone CR of the file must reach Jinja2 as they are.
+        with open(os.path.join(root, name), encoding="utf-8", newline="") as fh:
+            template = fh.read()
+        for c in shapes(spec):
+            set_now(FIXED_NOW)
+            entry = {"template": name, **c, "now": FIXED_NOW, "special_tokens": TEMPLATE_SPECIAL_TOKENS}
+            try:
+                entry["text"] = render(template, c["messages"], c["tools"], c["documents"], c["add_generation_prompt"], c["kwargs"], TEMPLATE_SPECIAL_TOKENS)
+            except Exception as e:
+                entry["error"] = f"{type(e).__name__}: {e}"
+            out.append(entry)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", required=True)
@@ -334,11 +499,14 @@ def main():
         "models": model_cases(args.shared, spec),
         "templates": template_cases(args.shared, spec),
         "scenarios": scenario_cases(args.shared, spec),
+        "extra_templates": extra_template_cases(args.shared, spec),
+        "fixture_templates": fixture_template_cases(spec),
     }
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump(result, fh, ensure_ascii=False)
     print(f"reference: transformers {transformers.__version__}: {len(result['models'])} model renders, "
-          f"{len(result['templates'])} template renders, {len(result['scenarios'])} scenario runs", file=sys.stderr)
+          f"{len(result['templates'])} template renders, {len(result['scenarios'])} scenario runs, "
+          f"{len(result['extra_templates'])} extra-template scenario runs", file=sys.stderr)
 
 
 if __name__ == "__main__":
