@@ -1,10 +1,8 @@
-use std::io::IsTerminal;
-
 use anyhow::{Result, bail};
 
 use super::Outcome;
 use super::settings::{audit_settings, conversations, router_settings, style};
-use crate::audit::{self, ModelSpec};
+use crate::audit;
 use crate::cli::DiffTurnsArgs;
 use crate::report;
 use crate::tokenize::Tokenizer;
@@ -18,14 +16,7 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     settings.align.block_sizes = args.block_sizes.clone();
     settings.router = Some(router_settings(args)?);
     let conversations = conversations(&args.conversation)?;
-    let files = audit::resolve_model(&ModelSpec {
-        model: args.model.model.clone(),
-        revision: args.model.revision.clone(),
-        offline: args.model.offline,
-        template: args.model.template.clone(),
-        tokenizer: args.model.tokenizer.clone(),
-        progress: std::io::stderr().is_terminal(),
-    })?;
+    let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
     let spinner = super::progress::Spinner::start("rendering");
     let n = conversations.len();

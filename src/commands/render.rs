@@ -1,10 +1,8 @@
-use std::io::IsTerminal;
-
 use anyhow::Result;
 
 use super::Outcome;
 use super::settings::{audit_settings, conversations, render_selection};
-use crate::audit::{self, ModelSpec};
+use crate::audit;
 use crate::cli::RenderArgs;
 use crate::report;
 use crate::tokenize::Tokenizer;
@@ -14,14 +12,7 @@ pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let settings = audit_settings(&args.conversation, args.model.template_name.clone())?;
     let selection = render_selection(args.prompt, args.held)?;
     let conversations = conversations(&args.conversation)?;
-    let files = audit::resolve_model(&ModelSpec {
-        model: args.model.model.clone(),
-        revision: args.model.revision.clone(),
-        offline: args.model.offline,
-        template: args.model.template.clone(),
-        tokenizer: args.model.tokenizer.clone(),
-        progress: std::io::stderr().is_terminal(),
-    })?;
+    let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
     let rendered = audit::render_conversations(
         &files,

@@ -222,6 +222,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// Where the model's files come from (`--model`, `--revision`, `--offline`, overrides).
+pub fn model_spec(args: &crate::cli::ModelArgs) -> audit::ModelSpec {
+    audit::ModelSpec {
+        model: args.model.clone(),
+        revision: args.revision.clone(),
+        offline: args.offline,
+        template: args.template.clone(),
+        tokenizer: args.tokenizer.clone(),
+        progress: std::io::stderr().is_terminal(),
+    }
+}
+
 /// The human views' layout: `COLUMNS` when set (as terminals and `less` set it), else the width
 /// of the terminal stdout is, else 80 (a file or a pipe).
 pub fn style(only_findings: bool) -> Style {
