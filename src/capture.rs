@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
-use crate::events::capture::{MAX_TOPIC, write_frame};
+use crate::events::frames::{MAX_TOPIC, write_frame};
 use crate::events::msgpack::value_len;
 use crate::events::{Engine, Pool, decode_batch_with};
 use crate::replay::{ReplayOptions, ReplayReport, Replayer};
@@ -204,7 +204,7 @@ pub struct LiveOptions {
     pub connect_timeout: Duration,
     pub replay_timeout: Duration,
     /// Larger payloads are counted as malformed, not written. The command line uses
-    /// `capture::MAX_PAYLOAD` (what `replay` reads); tests use a small one.
+    /// `events::frames::MAX_PAYLOAD` (what `replay` reads); tests use a small one.
     pub max_payload: usize,
     /// Run the llm-d emulation on the stream as it arrives.
     pub live_replay: Option<ReplayOptions>,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::events::capture::{CaptureReader, MessageRef};
+use crate::events::frames::{CaptureReader, MessageRef};
 use crate::events::msgpack::{DecodeError, DecodeErrorKind, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::finding::{Finding, FindingKind};
@@ -452,7 +452,8 @@ impl Replayer {
         Ok(())
     }
 
-    /// Apply an already decoded batch (used by simulations as well as files).
+    /// Apply an already decoded batch: the step every message takes after decoding (tests
+    /// give it batches built by hand).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch) {
         let at = self.pod_slot(pod, model);
         let dropped = message_drop_reason(batch, self.opts.engine).map(|(reason, _)| reason);
@@ -516,8 +517,9 @@ impl Replayer {
         }
     }
 
-    /// Event bodies and vectors the decoding pool keeps for reuse.
-    pub fn pooled(&self) -> usize {
+    /// Event bodies and vectors the decoding pool keeps for reuse (a memory test's probe).
+    #[cfg(test)]
+    pub(crate) fn pooled(&self) -> usize {
         self.pool.held()
     }
 

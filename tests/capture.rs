@@ -813,7 +813,7 @@ fn malformed_flood_leaves_a_small_summary() {
 }
 
 /// Payloads over the limit are counted as malformed and never written: `replay` refuses
-/// frames over the same limit (`events::capture::MAX_PAYLOAD`, 1 GiB on the command line,
+/// frames over the same limit (`events::frames::MAX_PAYLOAD`, 1 GiB on the command line,
 /// too large to send here, so this runs the library with a small one).
 #[test]
 fn oversized_payloads_are_malformed_not_written() {

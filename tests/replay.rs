@@ -4,8 +4,8 @@
 mod common;
 
 use assert_cmd::Command;
-use kvaudit::events::capture::write_frame;
 use kvaudit::events::encode::encode_batch;
+use kvaudit::events::frames::write_frame;
 use kvaudit::events::msgpack::Writer;
 use kvaudit::events::{Batch, BatchWire};
 use kvaudit::index::router::generation_events;
@@ -418,7 +418,7 @@ fn keys_of_rendered_prompts() {
 #[test]
 fn mutated_captures_never_panic() {
     use kvaudit::events::Engine;
-    use kvaudit::events::capture::CaptureReader;
+    use kvaudit::events::frames::CaptureReader;
     use kvaudit::index::{IndexConfig, Profile};
     use kvaudit::replay::ReplayOptions;
     let base = seed_capture(80);

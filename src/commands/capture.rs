@@ -6,7 +6,7 @@ use super::Outcome;
 use super::settings::{parse_duration, replay_options};
 use crate::capture::{LiveOptions, Progress, capture};
 use crate::cli::{CaptureArgs, OutputFormat};
-use crate::events::capture::MAX_PAYLOAD;
+use crate::events::frames::MAX_PAYLOAD;
 use crate::report::capture::{to_human, to_json};
 
 pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {

@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 use super::Outcome;
 use super::settings::replay_options;
 use crate::cli::{ReplayArgs, ReplayFormat};
-use crate::events::capture::CaptureReader;
+use crate::events::frames::CaptureReader;
 use crate::replay::{LookupRequest, ReplayRun};
 use crate::report::replay::{InputInfo, to_human, to_json, to_prometheus};
 
