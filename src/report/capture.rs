@@ -40,7 +40,7 @@ pub fn to_json(s: &CaptureSummary) -> Json {
         })).collect::<Vec<_>>(),
         "duplicates": s.duplicates,
         "malformed": s.malformed.total(),
-        "malformed_kinds": s.malformed.kinds().map(|(k, c)| (k.name().to_string(), json!({
+        "malformed_kinds": s.malformed.kinds().map(|c| (c.kind.name().to_string(), json!({
             "count": c.count,
             "examples": c.examples.iter().map(|e| json!({"endpoint": e.endpoint, "detail": e.detail})).collect::<Vec<_>>(),
         }))).collect::<serde_json::Map<_, _>>(),
@@ -129,8 +129,8 @@ pub fn to_human(s: &CaptureSummary) -> String {
             s.malformed.total()
         );
     }
-    for (kind, c) in s.malformed.kinds() {
-        let _ = writeln!(out, "    {}: {}", kind.describe(), c.count);
+    for c in s.malformed.kinds() {
+        let _ = writeln!(out, "    {}: {}", c.kind.describe(), c.count);
         for e in &c.examples {
             let _ = writeln!(out, "      from {}: {}", e.endpoint, e.detail);
         }

@@ -62,7 +62,7 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
         "schema_version": SCHEMA_VERSION,
         "input": input_json,
         "messages": r.messages,
-        "malformed": r.malformed.len(),
+        "malformed": r.malformed.total(),
         "malformed_kinds": malformed_json(r),
         "events": {
             "block_stored": r.events.block_stored,
@@ -79,7 +79,7 @@ pub fn to_json(r: &ReplayReport, input: &InputInfo) -> Json {
 /// `{kind: {count, examples: [{offset, reason}]}}`, bounded whatever the input.
 fn malformed_json(r: &ReplayReport) -> Json {
     let mut out = serde_json::Map::new();
-    for k in &r.malformed.kinds {
+    for k in r.malformed.kinds() {
         let examples: Vec<Json> = k
             .examples
             .iter()
@@ -181,10 +181,10 @@ pub fn to_human(r: &ReplayReport, input: &InputInfo) -> String {
         if r.malformed.is_empty() {
             String::new()
         } else {
-            format!(", {} malformed", r.malformed.len())
+            format!(", {} malformed", r.malformed.total())
         },
     );
-    for k in &r.malformed.kinds {
+    for k in r.malformed.kinds() {
         let (first, why) = k
             .examples
             .first()
