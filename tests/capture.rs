@@ -306,11 +306,25 @@ fn gaps_are_reported_then_recovered_through_replay() {
     assert_eq!(v["gaps"][0]["recovered"], 1);
     assert_eq!(v["gaps_unrecovered"], 0);
     assert_eq!(v["replay_endpoints"][0]["recovered"], 1);
+    assert_eq!(v["messages"], frames.len());
+    assert_publishers_add_up(&v);
     assert_eq!(
         sorted(read_frames(&out)),
         sorted(frames),
         "recovered capture holds the original frames (the recovered one where it arrived)"
     );
+}
+
+/// The per-publisher counts add up to the total: recovered messages count for their
+/// publisher too (the summary said "captured 2000 messages" over "(1999 messages)").
+fn assert_publishers_add_up(v: &Json) {
+    let per_publisher: u64 = v["publishers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["messages"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_publisher, v["messages"].as_u64().unwrap(), "{v:#}");
 }
 
 /// Frames in seq order within each topic: recovered frames are written when they arrive.
@@ -895,5 +909,100 @@ fn huge_durations_are_usage_errors() {
             );
             assert!(!err.contains("panicked"), "{err}");
         }
+    }
+}
+
+/// `--bind tcp://127.0.0.1:0`: the port the system chose is printed on stderr at once (a
+/// publisher needs it to connect) and given in the JSON summary.
+#[test]
+fn bind_to_port_zero_tells_the_port() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bound.frames");
+    let mut child = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+        .args(["capture", "--bind", "tcp://127.0.0.1:0", "--out"])
+        .arg(&out)
+        .args([
+            "--max-messages",
+            "3",
+            "--format",
+            "json",
+            "--duration",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address on stderr: {line:?}"))
+        .to_string();
+    assert!(addr.starts_with("tcp://127.0.0.1:"), "{addr}");
+    assert_ne!(port_of(&addr), 0);
+    // A publisher that connects out, as publishers of a bound capture do.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut xpub = XPubSocket::new();
+        xpub.connect(&addr).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(20), xpub.recv()).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for seq in 0..3 {
+            let frames: Vec<Bytes> = message(seq).into_iter().map(Bytes::from).collect();
+            xpub.send(ZmqMessage::try_from(frames).unwrap())
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    });
+    let output = child.wait_with_output().unwrap();
+    let v: Json = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["bound"], addr.as_str());
+    assert_eq!(v["messages"], 3);
+    assert_eq!(v["publishers"][0]["endpoint"], addr.as_str());
+    assert_eq!(v["stopped_by"], "max messages");
+}
+
+/// With --max-messages and a gap nothing recovers, the publishers have sent N messages but
+/// capture has fewer: it stops (after one replay timeout when a replay endpoint could still
+/// bring them) and says so, where it used to wait for messages that would never come.
+#[test]
+fn max_messages_with_an_unrecovered_gap_does_not_wait_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    for router in [Router::None, Router::Silent] {
+        let with_replay = matches!(router, Router::Silent);
+        let live: Frames = [0, 1, 3, 4].into_iter().map(message).collect();
+        let publisher = start_publisher(live, Duration::from_millis(2), router);
+        let out = dir.path().join("lost.frames");
+        let mut extra = vec!["--max-messages", "5", "--replay-timeout", "1s"];
+        let rep = publisher
+            .replay_port
+            .map(|p| format!("tcp://127.0.0.1:{p}"));
+        if let Some(rep) = &rep {
+            extra.extend(["--replay-endpoint", rep.as_str()]);
+        }
+        let started = std::time::Instant::now();
+        // capture() gives --duration 30s: the old behaviour ran into it.
+        let (code, v, err) = finish(capture(&args(publisher.port, &out, &extra)));
+        let took = started.elapsed();
+        publisher.handle.join().unwrap();
+        assert_eq!(code, 1, "an unrecovered gap is a finding: {err}");
+        assert_eq!(v["stopped_by"], "max messages with gaps", "{v:#}");
+        assert_eq!(
+            (v["messages"].as_u64(), v["gaps_unrecovered"].as_u64()),
+            (Some(4), Some(1))
+        );
+        assert!(
+            took < Duration::from_secs(15),
+            "replay {with_replay}: took {took:?}"
+        );
+        assert_publishers_add_up(&v);
     }
 }

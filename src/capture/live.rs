@@ -39,6 +39,14 @@ pub struct LiveOptions {
     pub engine: Engine,
 }
 
+/// What capture tells its caller while it runs.
+pub enum Status<'a> {
+    /// The `--bind` socket is listening here (the port chosen when the address gave port 0).
+    Bound(&'a str),
+    /// Once a second.
+    Progress(&'a Progress),
+}
+
 /// Shown once a second while capturing.
 pub struct Progress {
     pub messages: u64,
@@ -89,7 +97,7 @@ impl ReplayHandle {
 /// the live stream, so recovered frames land in the file when they arrive.
 pub async fn capture(
     opts: LiveOptions,
-    mut on_tick: impl FnMut(&Progress),
+    mut on_status: impl FnMut(Status<'_>),
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<CaptureSummary, CaptureFailure> {
     if !opts.replay_endpoints.is_empty() && opts.replay_endpoints.len() != opts.endpoints.len() {
@@ -106,12 +114,17 @@ pub async fn capture(
     })?;
     let (tx, mut rx) = mpsc::channel::<Incoming>(4096);
     let mut sources: Vec<String> = Vec::new();
+    let mut bound_at = None;
     if let Some(addr) = &opts.bind {
         let mut sub = SubSocket::new();
-        sub.bind(addr).await.map_err(|e| CaptureFailure::Bind {
+        let bound = sub.bind(addr).await.map_err(|e| CaptureFailure::Bind {
             endpoint: addr.clone(),
             reason: e.to_string(),
         })?;
+        // The address as bound: with port 0 the system chose one, and publishers need it.
+        let addr = &bound.to_string();
+        on_status(Status::Bound(addr));
+        bound_at = Some(addr.clone());
         subscribe(&mut sub, &opts.topic, addr).await?;
         sources.push(addr.clone());
         tokio::spawn(pump(sub, 0, tx.clone()));
@@ -190,6 +203,11 @@ pub async fn capture(
     // First missing seq of each gap sent for recovery → its index in `s.gaps`.
     let mut gap_at: BTreeMap<(usize, Bytes, u64), usize> = BTreeMap::new();
     let mut s = CaptureSummary::new(opts.out.clone());
+    // Messages missing in gaps and not recovered (yet).
+    let mut lost = 0u64;
+    // When the last live message arrived.
+    let mut quiet_since = tokio::time::Instant::now();
+    s.bound = bound_at;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     tokio::pin!(stop);
@@ -203,6 +221,12 @@ pub async fn capture(
             s.stopped_by = "max messages";
             break;
         }
+        // The publishers have sent the messages asked for (by their sequence numbers), but
+        // some were lost in gaps: if the live stream has gone quiet, waiting for more could
+        // last forever.
+        let sent_enough = opts
+            .max_messages
+            .is_some_and(|m| s.messages.saturating_add(lost) >= m);
         if draining.is_some() && !workers.values().any(ReplayHandle::busy) {
             break;
         }
@@ -232,7 +256,10 @@ pub async fn capture(
                             && g.recovered < g.missing
                         {
                             g.recovered += 1;
+                            lost = lost.saturating_sub(1);
                         }
+                        // The publisher's own count includes it, as the total does.
+                        tracker.recovered(&sources[src], &String::from_utf8_lossy(&topic));
                         if let Some(w) = workers.get_mut(&src) {
                             w.summary.recovered += 1;
                         }
@@ -261,16 +288,23 @@ pub async fn capture(
             _ = async { match draining { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
                 break;
             }
+            // Quiet for a replay timeout after the publishers sent enough: recovery gets one
+            // more (draining), then capture stops and says why.
+            _ = tokio::time::sleep_until(quiet_since + opts.replay_timeout), if sent_enough && draining.is_none() => {
+                s.stopped_by = "max messages with gaps";
+                draining = Some(tokio::time::Instant::now() + opts.replay_timeout);
+                continue;
+            }
             _ = tick.tick() => {
                 let skipped = out.live.as_ref().map(|r| r.skipped_so_far()).unwrap_or_default();
-                on_tick(&Progress {
+                on_status(Status::Progress(&Progress {
                     messages: s.messages,
                     events: s.events,
                     gaps: s.gaps.len(),
                     malformed: s.malformed.total(),
                     skipped,
                     elapsed: started.elapsed(),
-                });
+                }));
                 continue;
             }
         };
@@ -285,6 +319,7 @@ pub async fn capture(
                 continue;
             }
         };
+        quiet_since = tokio::time::Instant::now();
         let now = Instant::now();
         let first = *first_at.get_or_insert(now);
         s.active = now - first;
@@ -327,6 +362,7 @@ pub async fn capture(
                         Err(_) => w.summary.dropped_gaps += 1,
                     }
                 }
+                lost = lost.saturating_add(missing);
                 s.gaps.push(Gap {
                     endpoint: endpoint.clone(),
                     topic: topic.clone(),

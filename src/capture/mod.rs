@@ -8,7 +8,7 @@ mod sequence;
 mod summary;
 mod validate;
 
-pub use live::{CaptureFailure, LiveOptions, Progress, capture};
+pub use live::{CaptureFailure, LiveOptions, Progress, Status, capture};
 pub use sequence::{PublisherState, SeqTracker, SeqVerdict};
 pub use summary::{
     CaptureSummary, Gap, MalformedCounts, MalformedExample, ReplayEndpointSummary, Restart,

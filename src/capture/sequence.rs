@@ -76,6 +76,17 @@ impl SeqTracker {
         }
     }
 
+    /// A message recovered for one of the publisher's gaps: its sequence number was seen
+    /// (as missing) already, but the message counts for the publisher once it is written.
+    pub fn recovered(&mut self, endpoint: &str, topic: &str) {
+        if let Some(p) = self
+            .pubs
+            .get_mut(&(endpoint.to_string(), topic.to_string()))
+        {
+            p.messages += 1;
+        }
+    }
+
     pub fn publishers(&self) -> Vec<PublisherState> {
         self.pubs.values().cloned().collect()
     }
@@ -103,6 +114,11 @@ mod tests {
         assert_eq!(t.observe("e", "b", 1), SeqVerdict::Next);
         let p = t.publishers();
         assert_eq!((p[0].first_seq, p[0].last_seq, p[0].messages), (5, 0, 4));
+        // A recovered message counts for its publisher; one of no publisher seen is ignored.
+        t.recovered("e", "a");
+        t.recovered("e", "unseen");
+        let p = t.publishers();
+        assert_eq!((p.len(), p[0].last_seq, p[0].messages), (2, 0, 5));
     }
 
     /// Wire sequence numbers are any u64: the top of the range is neither a gap nor an overflow.

@@ -63,6 +63,8 @@ pub struct ReplayEndpointSummary {
 
 pub struct CaptureSummary {
     pub out: PathBuf,
+    /// Where `--bind` listened (with the port the system chose for port 0).
+    pub bound: Option<String>,
     pub messages: u64,
     pub events: u64,
     /// Well-formed msgpack that is not a known event batch (written, not counted as events).
@@ -85,6 +87,7 @@ impl CaptureSummary {
     pub(super) fn new(out: PathBuf) -> CaptureSummary {
         CaptureSummary {
             out,
+            bound: None,
             messages: 0,
             events: 0,
             undecodable: 0,

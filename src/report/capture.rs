@@ -21,6 +21,7 @@ pub fn to_json(s: &CaptureSummary) -> Json {
     let mut v = json!({
         "schema_version": SCHEMA_VERSION,
         "out": s.out.display().to_string(),
+        "bound": s.bound,
         "messages": s.messages,
         "events": s.events,
         "bytes": s.bytes,
