@@ -29,6 +29,13 @@ fn read_frames(path: &Path) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
     out
 }
 
+/// The capture the publishers send: the committed two-pod fixture (kvaudit's encoder,
+/// vLLM 0.33's layout; tests/common/event_fixtures.rs), so these tests run without ../shared.
+fn source() -> PathBuf {
+    common::fixtures().join("events/two-pods.frames")
+}
+
+/// vLLM's own s3 capture, when ../shared is there.
 fn s3() -> Option<PathBuf> {
     Some(common::shared_dir("capture")?.join("fixtures/vllm-events/s3.frames"))
 }
@@ -225,10 +232,17 @@ fn args(port: u16, out: &Path, extra: &[&str]) -> Vec<String> {
     a
 }
 
+/// The committed fixture always, vLLM's s3 capture too when ../shared is there.
 #[test]
-fn captures_s3_byte_for_byte() {
-    let Some(src) = s3() else { return };
-    let frames = read_frames(&src);
+fn captures_byte_for_byte() {
+    captures_byte_for_byte_from(&source(), 8, 8);
+    if let Some(s3) = s3() {
+        captures_byte_for_byte_from(&s3, 11, 20);
+    }
+}
+
+fn captures_byte_for_byte_from(src: &Path, messages: u64, events: u64) {
+    let frames = read_frames(src);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cap.frames");
     let publisher = start_publisher(as_messages(&frames), Duration::from_millis(2), Router::None);
@@ -241,12 +255,12 @@ fn captures_s3_byte_for_byte() {
     publisher.handle.join().unwrap();
     assert_eq!(code, 0, "{err}");
     assert!(
-        std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(),
+        std::fs::read(&out).unwrap() == std::fs::read(src).unwrap(),
         "byte-identical capture: {} frames",
         read_frames(&out).len()
     );
-    assert_eq!(v["messages"], 11);
-    assert_eq!(v["events"], 20);
+    assert_eq!(v["messages"], messages);
+    assert_eq!(v["events"], events);
     assert_eq!(v["gaps"], serde_json::json!([]));
     assert_eq!(
         v["publishers"].as_array().unwrap().len(),
@@ -258,7 +272,7 @@ fn captures_s3_byte_for_byte() {
 
 #[test]
 fn gaps_are_reported_then_recovered_through_replay() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     // Drop pod-a's seq 2 from the live stream.
     let missing = frames
@@ -335,7 +349,7 @@ fn sorted(mut frames: Vec<(Vec<u8>, u64, Vec<u8>)>) -> Vec<(Vec<u8>, u64, Vec<u8
 
 #[test]
 fn restarts_and_malformed_messages_do_not_stop_capture() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     let (t, _, p) = frames[0].clone();
     let msg = |seq: u64| vec![t.clone(), seq.to_be_bytes().to_vec(), p.clone()];
@@ -383,7 +397,7 @@ fn restarts_and_malformed_messages_do_not_stop_capture() {
 
 #[test]
 fn sigterm_leaves_whole_frames_that_replay() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     // Many messages, slowly, so the signal lands mid-stream.
     let mut messages = Vec::new();
@@ -434,7 +448,7 @@ fn sigterm_leaves_whole_frames_that_replay() {
 
 #[test]
 fn live_replay_reports_like_replay() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("live.frames");
@@ -507,7 +521,7 @@ fn unreachable_publisher_is_an_error() {
 /// libzmq on the publisher side: pyzmq in vLLM's layout (skipped, saying so, without pyzmq).
 #[test]
 fn interop_with_a_libzmq_publisher() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let has_pyzmq = Process::new("python3")
         .args(["-c", "import zmq"])
         .status()

@@ -770,3 +770,60 @@ fn out_of_range_token_ids_are_counted() {
         "llm-d indexes them cast"
     );
 }
+
+/// The committed fixtures (fixtures/events/, written by kvaudit's own encoder) replay where
+/// ../shared is absent: the counts are those the generator built in (see
+/// tests/common/event_fixtures.rs), and llm-d's losses are the same kinds as on the real
+/// captures (s3.frames, s7.frames).
+#[test]
+fn committed_fixtures_replay_without_shared() {
+    let file = |name: &str| {
+        common::fixtures()
+            .join("events")
+            .join(name)
+            .display()
+            .to_string()
+    };
+    let v = replay_json(
+        &file("two-pods.frames"),
+        &["--index-block-size", "16,64"],
+        1,
+    );
+    assert_eq!(v["messages"], 8);
+    assert_eq!(v["malformed"], 0);
+    assert_eq!(
+        v["events"],
+        serde_json::json!({"block_stored": 7, "block_removed": 1, "all_blocks_cleared": 0, "token_ids_out_of_range": 0})
+    );
+    let held = |view: &Json, pod: &str| -> (u64, u64) {
+        let s = view["sequences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["pod"] == pod)
+            .unwrap_or_else(|| panic!("no sequence on {pod}: {view}"));
+        assert_eq!(s["model"], "demo-model");
+        (
+            s["engine_tokens"].as_u64().unwrap(),
+            s["index_tokens"].as_u64().unwrap(),
+        )
+    };
+    let b16 = view(&v, 16);
+    assert_eq!(skipped(b16), 0);
+    // pod-b's last block was evicted: 64 tokens stored, 48 held.
+    assert_eq!(
+        (held(b16, "pod-a"), held(b16, "pod-b")),
+        ((96, 96), (48, 48))
+    );
+    let b64 = view(&v, 64);
+    assert_eq!(
+        b64["stores_skipped"],
+        serde_json::json!({"incomplete_canonical_block": 7})
+    );
+    assert_eq!((held(b64, "pod-a"), held(b64, "pod-b")), ((96, 0), (48, 0)));
+
+    let v = replay_json(&file("narrow-hashes.frames"), &[], 1);
+    assert_eq!(v["messages"], 5);
+    assert_eq!(v["malformed"], 0, "kvaudit itself decodes every width");
+    assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 5);
+}

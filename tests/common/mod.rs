@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+pub mod event_fixtures;
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
