@@ -37,7 +37,10 @@ fn source() -> PathBuf {
 
 /// vLLM's own s3 capture, when ../shared is there.
 fn s3() -> Option<PathBuf> {
-    Some(common::shared_dir("capture")?.join("fixtures/vllm-events/s3.frames"))
+    Some(
+        common::shared_dir("captures_byte_for_byte on s3.frames")?
+            .join("fixtures/vllm-events/s3.frames"),
+    )
 }
 
 type Frames = Vec<Vec<Vec<u8>>>;
@@ -530,7 +533,10 @@ fn interop_with_a_libzmq_publisher() {
         if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
             panic!("pyzmq is required in CI (pip install pyzmq)");
         }
-        eprintln!("SKIPPED interop_with_a_libzmq_publisher: pyzmq is not installed");
+        common::skipped(
+            "interop_with_a_libzmq_publisher",
+            "pyzmq is not installed (pip install pyzmq)",
+        );
         return;
     }
     let frames = read_frames(&src);

@@ -17,8 +17,9 @@ fn kvaudit() -> Command {
     cmd
 }
 
-fn fixture(name: &str) -> Option<String> {
-    let shared = common::shared_dir(name)?;
+/// A capture from ../shared's vLLM fixtures, for `test`.
+fn fixture(test: &str, name: &str) -> Option<String> {
+    let shared = common::shared_dir(test)?;
     Some(
         shared
             .join("fixtures/vllm-events")
@@ -71,7 +72,9 @@ fn vllm_captures_s1_and_s2() {
         ("s2.frames", 128),
         ("legacy-v0.23.0-s1.frames", 112),
     ] {
-        let Some(file) = fixture(name) else { return };
+        let Some(file) = fixture("vllm_captures_s1_and_s2", name) else {
+            return;
+        };
         let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
         let (b16, b64) = (view(&v, 16), view(&v, 64));
         assert_eq!(skipped(b16), 0, "{name}");
@@ -195,14 +198,20 @@ fn explicit_lookups() {
 
 #[test]
 fn narrow_integer_hashes_make_llm_d_drop_whole_messages() {
-    let Some(file) = fixture("s7.frames") else {
+    let Some(file) = fixture(
+        "narrow_integer_hashes_make_llm_d_drop_whole_messages",
+        "s7.frames",
+    ) else {
         return;
     };
     let v = replay_json(&file, &[], 1);
     assert_eq!(v["messages"], 3);
     assert_eq!(v["malformed"], 0, "kvaudit itself decodes every width");
     assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 3);
-    let Some(file) = fixture("legacy-v0.9.0-s1.frames") else {
+    let Some(file) = fixture(
+        "narrow_integer_hashes_make_llm_d_drop_whole_messages",
+        "legacy-v0.9.0-s1.frames",
+    ) else {
         return;
     };
     let v = replay_json(&file, &[], 1);
