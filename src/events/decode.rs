@@ -10,6 +10,8 @@ use super::schema::{WIRE_TYPE, field_order, tag_of};
 use super::{Batch, BatchWire, Engine, Event, EventKind, EventWire, Owned, Pool, Text, WireHash};
 use super::{BlockRemoved, BlockStored, fast};
 
+/// String values engines send on many events (media, cache kinds, locality): shared, not
+/// allocated per event.
 const COMMON: [&str; 14] = [
     "GPU",
     "CPU",
@@ -762,7 +764,7 @@ mod sglang_tests {
             .array(5)
             .str("BlockStored")
             .array(1);
-        w.buf.push(0xd3);
+        w.buf.push(msgpack::marker::INT64);
         w.buf.extend_from_slice(&(i64::MIN + 5).to_be_bytes());
         w.nil().array(1).uint(42).uint(1).uint(0);
         let batch = decode_batch(&w.buf, 0, Engine::Sglang).unwrap();
