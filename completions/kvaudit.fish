@@ -191,10 +191,10 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s q -l quiet -d
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l endpoint -d 'A publisher to connect to, e.g. tcp://10.0.0.5:5557 (repeatable; one SUB socket each)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l bind -d 'Bind here instead, for publishers that connect out (e.g. tcp://0.0.0.0:5557)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l bind -d 'Bind here instead, for publishers that connect out (e.g. tcp://0.0.0.0:5557). The address bound is printed to stderr ("listening on ...") and given in the summary, so port 0 (the system picks a free port) can be used' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l topic -d 'Only topics starting with this prefix (ZMQ subscription; default: everything)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l out -d 'The capture file to write (`.frames` layout, readable by `replay`)' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l max-messages -d 'Stop after this many messages written' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l max-messages -d 'Stop after this many messages written. When the publishers have sent N (by their sequence numbers) but some were lost in gaps, capture does not wait for messages that will never come: once the live stream is quiet for --replay-timeout, recovery gets one more --replay-timeout, then capture stops ("stopped by max messages with gaps")' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l duration -d 'Stop after this long, e.g. 90s, 5m' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l replay-endpoint -d 'The replay (ROUTER) socket of each --endpoint, same order, to recover gaps' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r

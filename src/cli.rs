@@ -438,7 +438,9 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "ENDPOINT", required_unless_present = "bind")]
     pub endpoint: Vec<String>,
 
-    /// Bind here instead, for publishers that connect out (e.g. tcp://0.0.0.0:5557).
+    /// Bind here instead, for publishers that connect out (e.g. tcp://0.0.0.0:5557). The
+    /// address bound is printed to stderr ("listening on ...") and given in the summary,
+    /// so port 0 (the system picks a free port) can be used.
     #[arg(long, value_name = "ENDPOINT")]
     pub bind: Option<String>,
 
@@ -450,7 +452,10 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 
-    /// Stop after this many messages written.
+    /// Stop after this many messages written. When the publishers have sent N (by their
+    /// sequence numbers) but some were lost in gaps, capture does not wait for messages that
+    /// will never come: once the live stream is quiet for --replay-timeout, recovery gets one
+    /// more --replay-timeout, then capture stops ("stopped by max messages with gaps").
     #[arg(long, value_name = "N")]
     pub max_messages: Option<u64>,
 

@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::events::capture::{CaptureReader, MessageRef};
+use crate::events::frames::{CaptureReader, MessageRef};
 use crate::events::msgpack::{DecodeError, DecodeErrorKind, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::finding::{Finding, FindingKind};
 use crate::index::{
     Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, parse_topic,
 };
+use crate::tally::KindCounts;
 
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
@@ -40,60 +41,18 @@ pub struct Malformed {
     pub reason: String,
 }
 
-/// Messages kvaudit could not decode, counted by kind with the first few of each kept: a
-/// capture of garbage yields millions of them, and a list grew with the file until the
-/// allocator gave up.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MalformedCounts {
-    pub total: u64,
-    /// In order of first appearance.
-    pub kinds: Vec<MalformedKind>,
-}
+/// Messages kvaudit could not decode, counted by the error's kind (a handful exist, so the
+/// summary stays short whatever the input) in order of first appearance, with the first few
+/// of each kept as examples.
+pub type MalformedCounts = KindCounts<DecodeErrorKind, Malformed>;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MalformedKind {
-    pub kind: DecodeErrorKind,
-    pub count: u64,
-    pub examples: Vec<Malformed>,
-}
-
-/// Examples kept per kind.
-const MALFORMED_EXAMPLES: usize = 3;
 /// Longest reason kept in an example (a reason may quote a string from the input).
 const REASON_MAX: usize = 200;
 
-impl MalformedCounts {
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    pub fn len(&self) -> u64 {
-        self.total
-    }
-
-    /// Counted by the error's kind (a handful exist, so the list stays short whatever the
-    /// input), with the first few reasons as examples.
-    pub fn add(&mut self, offset: u64, kind: DecodeErrorKind, reason: &str) {
-        self.total += 1;
-        let at = match self.kinds.iter().position(|k| k.kind == kind) {
-            Some(i) => i,
-            None => {
-                self.kinds.push(MalformedKind {
-                    kind,
-                    count: 0,
-                    examples: Vec::new(),
-                });
-                self.kinds.len() - 1
-            }
-        };
-        let k = &mut self.kinds[at];
-        k.count += 1;
-        if k.examples.len() < MALFORMED_EXAMPLES {
-            k.examples.push(Malformed {
-                offset,
-                reason: clip(reason, REASON_MAX).to_string(),
-            });
-        }
+fn malformed_example(offset: u64, reason: &str) -> Malformed {
+    Malformed {
+        offset,
+        reason: clip(reason, REASON_MAX).to_string(),
     }
 }
 
@@ -294,7 +253,7 @@ impl ReplayReport {
             out.push(Finding::new(
                 FindingKind::MalformedMessages,
                 "capture",
-                format!("{} messages could not be decoded", self.malformed.len()),
+                format!("{} messages could not be decoded", self.malformed.total()),
             ));
         }
         if !self.engine_skipped.is_empty() {
@@ -431,7 +390,8 @@ impl Replayer {
             Err(e) if !self.opts.keep_going => return Err(e),
             Err(e) => {
                 self.messages += 1;
-                self.malformed.add(e.offset as u64, e.kind, &e.reason);
+                self.malformed
+                    .add(e.kind, || malformed_example(e.offset as u64, &e.reason));
                 for v in &mut self.views {
                     v.stats.messages_dropped.add(DropReason::BatchDecodeError);
                 }
@@ -450,7 +410,8 @@ impl Replayer {
         Ok(())
     }
 
-    /// Apply an already decoded batch (used by simulations as well as files).
+    /// Apply an already decoded batch: the step every message takes after decoding (tests
+    /// give it batches built by hand).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch) {
         let at = self.pod_slot(pod, model);
         let dropped = message_drop_reason(batch, self.opts.engine).map(|(reason, _)| reason);
@@ -514,8 +475,9 @@ impl Replayer {
         }
     }
 
-    /// Event bodies and vectors the decoding pool keeps for reuse.
-    pub fn pooled(&self) -> usize {
+    /// Event bodies and vectors the decoding pool keeps for reuse (a memory test's probe).
+    #[cfg(test)]
+    pub(crate) fn pooled(&self) -> usize {
         self.pool.held()
     }
 
@@ -701,30 +663,34 @@ mod tests {
     #[test]
     fn malformed_messages_are_counted_by_kind_with_bounded_examples() {
         let mut m = MalformedCounts::default();
+        let mut add = |offset: u64, kind, reason: &str| {
+            m.add(kind, || malformed_example(offset, reason));
+        };
         for i in 0..10u64 {
-            m.add(
+            add(
                 i,
                 DecodeErrorKind::Truncated,
                 &format!("truncated msgpack: {i} more bytes expected"),
             );
         }
-        m.add(
+        add(
             99,
             DecodeErrorKind::Schema,
             &format!("unknown event tag \"{}\"", "x".repeat(1000)),
         );
         for i in 0..100u64 {
-            m.add(i, DecodeErrorKind::TypeMismatch, &format!("kind {i}"));
+            add(i, DecodeErrorKind::TypeMismatch, &format!("kind {i}"));
         }
-        assert_eq!(m.len(), 111);
-        assert_eq!(m.kinds[0].kind, DecodeErrorKind::Truncated);
-        assert_eq!(m.kinds[0].count, 10);
-        let offsets: Vec<u64> = m.kinds[0].examples.iter().map(|e| e.offset).collect();
+        assert_eq!(m.total(), 111);
+        let kinds: Vec<_> = m.kinds().collect();
+        assert_eq!(kinds[0].kind, DecodeErrorKind::Truncated);
+        assert_eq!(kinds[0].count, 10);
+        let offsets: Vec<u64> = kinds[0].examples.iter().map(|e| e.offset).collect();
         assert_eq!(offsets, [0, 1, 2]);
-        assert_eq!(m.kinds[1].kind, DecodeErrorKind::Schema);
-        assert_eq!(m.kinds[1].examples[0].reason.len(), REASON_MAX);
-        assert_eq!(m.kinds.len(), 3);
-        assert_eq!((m.kinds[2].count, m.kinds[2].examples.len()), (100, 3));
+        assert_eq!(kinds[1].kind, DecodeErrorKind::Schema);
+        assert_eq!(kinds[1].examples[0].reason.len(), REASON_MAX);
+        assert_eq!(kinds.len(), 3);
+        assert_eq!((kinds[2].count, kinds[2].examples.len()), (100, 3));
     }
 
     /// A leaf is a block no held block extends, whatever order the events came in: a child

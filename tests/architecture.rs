@@ -87,7 +87,7 @@ fn no_cycles_between_top_level_modules() {
 #[test]
 fn lower_layers_never_import_higher_ones() {
     let graph = top_level_imports();
-    let lower = ["events", "render", "model", "tokenize", "input"];
+    let lower = ["events", "render", "model", "tokenize", "input", "tally"];
     let higher = [
         "align", "index", "replay", "audit", "capture", "report", "commands", "cli",
     ];
@@ -100,4 +100,21 @@ fn lower_layers_never_import_higher_ones() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:?}");
+}
+
+/// DESIGN.md's layout: live capture is a directory of its own beside replay, and `events`
+/// keeps only the wire model, decoding and the `.frames` format (no module named capture).
+#[test]
+fn capture_is_a_directory_and_events_holds_no_capture() {
+    let src = common::repo_root().join("src");
+    assert!(src.join("capture/mod.rs").is_file());
+    assert!(!src.join("capture.rs").exists());
+    assert!(src.join("events/frames.rs").is_file());
+    assert!(!src.join("events/capture.rs").exists());
+    let graph = top_level_imports();
+    assert_eq!(
+        graph["tally"],
+        BTreeSet::new(),
+        "tally is shared by replay and capture and imports nothing"
+    );
 }

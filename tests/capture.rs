@@ -29,8 +29,18 @@ fn read_frames(path: &Path) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
     out
 }
 
+/// The capture the publishers send: the committed two-pod fixture (kvaudit's encoder,
+/// vLLM 0.33's layout; tests/common/event_fixtures.rs), so these tests run without ../shared.
+fn source() -> PathBuf {
+    common::fixtures().join("events/two-pods.frames")
+}
+
+/// vLLM's own s3 capture, when ../shared is there.
 fn s3() -> Option<PathBuf> {
-    Some(common::shared_dir("capture")?.join("fixtures/vllm-events/s3.frames"))
+    Some(
+        common::shared_dir("captures_byte_for_byte on s3.frames")?
+            .join("fixtures/vllm-events/s3.frames"),
+    )
 }
 
 type Frames = Vec<Vec<Vec<u8>>>;
@@ -225,10 +235,17 @@ fn args(port: u16, out: &Path, extra: &[&str]) -> Vec<String> {
     a
 }
 
+/// The committed fixture always, vLLM's s3 capture too when ../shared is there.
 #[test]
-fn captures_s3_byte_for_byte() {
-    let Some(src) = s3() else { return };
-    let frames = read_frames(&src);
+fn captures_byte_for_byte() {
+    captures_byte_for_byte_from(&source(), 8, 8);
+    if let Some(s3) = s3() {
+        captures_byte_for_byte_from(&s3, 11, 20);
+    }
+}
+
+fn captures_byte_for_byte_from(src: &Path, messages: u64, events: u64) {
+    let frames = read_frames(src);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cap.frames");
     let publisher = start_publisher(as_messages(&frames), Duration::from_millis(2), Router::None);
@@ -241,12 +258,12 @@ fn captures_s3_byte_for_byte() {
     publisher.handle.join().unwrap();
     assert_eq!(code, 0, "{err}");
     assert!(
-        std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(),
+        std::fs::read(&out).unwrap() == std::fs::read(src).unwrap(),
         "byte-identical capture: {} frames",
         read_frames(&out).len()
     );
-    assert_eq!(v["messages"], 11);
-    assert_eq!(v["events"], 20);
+    assert_eq!(v["messages"], messages);
+    assert_eq!(v["events"], events);
     assert_eq!(v["gaps"], serde_json::json!([]));
     assert_eq!(
         v["publishers"].as_array().unwrap().len(),
@@ -258,7 +275,7 @@ fn captures_s3_byte_for_byte() {
 
 #[test]
 fn gaps_are_reported_then_recovered_through_replay() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     // Drop pod-a's seq 2 from the live stream.
     let missing = frames
@@ -306,11 +323,25 @@ fn gaps_are_reported_then_recovered_through_replay() {
     assert_eq!(v["gaps"][0]["recovered"], 1);
     assert_eq!(v["gaps_unrecovered"], 0);
     assert_eq!(v["replay_endpoints"][0]["recovered"], 1);
+    assert_eq!(v["messages"], frames.len());
+    assert_publishers_add_up(&v);
     assert_eq!(
         sorted(read_frames(&out)),
         sorted(frames),
         "recovered capture holds the original frames (the recovered one where it arrived)"
     );
+}
+
+/// The per-publisher counts add up to the total: recovered messages count for their
+/// publisher too (the summary said "captured 2000 messages" over "(1999 messages)").
+fn assert_publishers_add_up(v: &Json) {
+    let per_publisher: u64 = v["publishers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["messages"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_publisher, v["messages"].as_u64().unwrap(), "{v:#}");
 }
 
 /// Frames in seq order within each topic: recovered frames are written when they arrive.
@@ -321,7 +352,7 @@ fn sorted(mut frames: Vec<(Vec<u8>, u64, Vec<u8>)>) -> Vec<(Vec<u8>, u64, Vec<u8
 
 #[test]
 fn restarts_and_malformed_messages_do_not_stop_capture() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     let (t, _, p) = frames[0].clone();
     let msg = |seq: u64| vec![t.clone(), seq.to_be_bytes().to_vec(), p.clone()];
@@ -369,7 +400,7 @@ fn restarts_and_malformed_messages_do_not_stop_capture() {
 
 #[test]
 fn sigterm_leaves_whole_frames_that_replay() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     // Many messages, slowly, so the signal lands mid-stream.
     let mut messages = Vec::new();
@@ -420,7 +451,7 @@ fn sigterm_leaves_whole_frames_that_replay() {
 
 #[test]
 fn live_replay_reports_like_replay() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let frames = read_frames(&src);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("live.frames");
@@ -493,7 +524,7 @@ fn unreachable_publisher_is_an_error() {
 /// libzmq on the publisher side: pyzmq in vLLM's layout (skipped, saying so, without pyzmq).
 #[test]
 fn interop_with_a_libzmq_publisher() {
-    let Some(src) = s3() else { return };
+    let src = source();
     let has_pyzmq = Process::new("python3")
         .args(["-c", "import zmq"])
         .status()
@@ -502,7 +533,10 @@ fn interop_with_a_libzmq_publisher() {
         if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
             panic!("pyzmq is required in CI (pip install pyzmq)");
         }
-        eprintln!("SKIPPED interop_with_a_libzmq_publisher: pyzmq is not installed");
+        common::skipped(
+            "interop_with_a_libzmq_publisher",
+            "pyzmq is not installed (pip install pyzmq)",
+        );
         return;
     }
     let frames = read_frames(&src);
@@ -813,7 +847,7 @@ fn malformed_flood_leaves_a_small_summary() {
 }
 
 /// Payloads over the limit are counted as malformed and never written: `replay` refuses
-/// frames over the same limit (`events::capture::MAX_PAYLOAD`, 1 GiB on the command line,
+/// frames over the same limit (`events::frames::MAX_PAYLOAD`, 1 GiB on the command line,
 /// too large to send here, so this runs the library with a small one).
 #[test]
 fn oversized_payloads_are_malformed_not_written() {
@@ -858,8 +892,8 @@ fn oversized_payloads_are_malformed_not_written() {
     publisher.handle.join().unwrap();
     assert_eq!(s.messages, 2);
     assert_eq!(s.malformed.total(), 1);
-    let (kind, c) = s.malformed.kinds().next().unwrap();
-    assert_eq!(kind.name(), "oversized_payload");
+    let c = s.malformed.kinds().next().unwrap();
+    assert_eq!(c.kind.name(), "oversized_payload");
     assert!(c.examples[0].detail.contains("1001-byte payload"), "{c:?}");
     let seqs: Vec<u64> = read_frames(&out).iter().map(|f| f.1).collect();
     assert_eq!(seqs, [0, 2], "the oversized one is not written");
@@ -895,5 +929,100 @@ fn huge_durations_are_usage_errors() {
             );
             assert!(!err.contains("panicked"), "{err}");
         }
+    }
+}
+
+/// `--bind tcp://127.0.0.1:0`: the port the system chose is printed on stderr at once (a
+/// publisher needs it to connect) and given in the JSON summary.
+#[test]
+fn bind_to_port_zero_tells_the_port() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bound.frames");
+    let mut child = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+        .args(["capture", "--bind", "tcp://127.0.0.1:0", "--out"])
+        .arg(&out)
+        .args([
+            "--max-messages",
+            "3",
+            "--format",
+            "json",
+            "--duration",
+            "30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address on stderr: {line:?}"))
+        .to_string();
+    assert!(addr.starts_with("tcp://127.0.0.1:"), "{addr}");
+    assert_ne!(port_of(&addr), 0);
+    // A publisher that connects out, as publishers of a bound capture do.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut xpub = XPubSocket::new();
+        xpub.connect(&addr).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(20), xpub.recv()).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for seq in 0..3 {
+            let frames: Vec<Bytes> = message(seq).into_iter().map(Bytes::from).collect();
+            xpub.send(ZmqMessage::try_from(frames).unwrap())
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    });
+    let output = child.wait_with_output().unwrap();
+    let v: Json = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["bound"], addr.as_str());
+    assert_eq!(v["messages"], 3);
+    assert_eq!(v["publishers"][0]["endpoint"], addr.as_str());
+    assert_eq!(v["stopped_by"], "max messages");
+}
+
+/// With --max-messages and a gap nothing recovers, the publishers have sent N messages but
+/// capture has fewer: it stops (after one replay timeout when a replay endpoint could still
+/// bring them) and says so, where it used to wait for messages that would never come.
+#[test]
+fn max_messages_with_an_unrecovered_gap_does_not_wait_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    for router in [Router::None, Router::Silent] {
+        let with_replay = matches!(router, Router::Silent);
+        let live: Frames = [0, 1, 3, 4].into_iter().map(message).collect();
+        let publisher = start_publisher(live, Duration::from_millis(2), router);
+        let out = dir.path().join("lost.frames");
+        let mut extra = vec!["--max-messages", "5", "--replay-timeout", "1s"];
+        let rep = publisher
+            .replay_port
+            .map(|p| format!("tcp://127.0.0.1:{p}"));
+        if let Some(rep) = &rep {
+            extra.extend(["--replay-endpoint", rep.as_str()]);
+        }
+        let started = std::time::Instant::now();
+        // capture() gives --duration 30s: the old behaviour ran into it.
+        let (code, v, err) = finish(capture(&args(publisher.port, &out, &extra)));
+        let took = started.elapsed();
+        publisher.handle.join().unwrap();
+        assert_eq!(code, 1, "an unrecovered gap is a finding: {err}");
+        assert_eq!(v["stopped_by"], "max messages with gaps", "{v:#}");
+        assert_eq!(
+            (v["messages"].as_u64(), v["gaps_unrecovered"].as_u64()),
+            (Some(4), Some(1))
+        );
+        assert!(
+            took < Duration::from_secs(15),
+            "replay {with_replay}: took {took:?}"
+        );
+        assert_publishers_add_up(&v);
     }
 }

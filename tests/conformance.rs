@@ -61,9 +61,12 @@ fn reference(test: &str) -> Option<&'static Json> {
                         if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
                             panic!("the transformers reference harness failed: {other:?}");
                         }
-                        eprintln!(
-                            "SKIPPED {test}: the transformers reference harness did not run ({other:?}); \
-                             pip install transformers==4.57.6 jinja2"
+                        common::skipped(
+                            test,
+                            &format!(
+                                "the transformers reference harness did not run ({other:?}); \
+                                 pip install transformers==4.57.6 jinja2"
+                            ),
                         );
                         return None;
                     }

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use kvaudit::events::capture::CaptureReader;
+use kvaudit::events::frames::CaptureReader;
 use kvaudit::events::{
     BatchWire, Engine, EventKind, EventWire, Owned, Pool, WireHash, decode_batch, decode_batch_with,
 };
@@ -72,7 +72,7 @@ fn event_json(kind: &EventKind) -> Json {
     }
 }
 
-fn read_all(path: &Path) -> Vec<kvaudit::events::capture::Message> {
+fn read_all(path: &Path) -> Vec<kvaudit::events::frames::Message> {
     let f = std::fs::File::open(path).unwrap();
     let mut r = CaptureReader::new(std::io::BufReader::new(f)).unwrap();
     let mut out = Vec::new();

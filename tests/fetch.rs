@@ -58,7 +58,7 @@ impl Hub {
         {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("SKIPPED hub tests: cannot start python3 ({e})");
+                common::skipped("hub tests", &format!("cannot start python3 ({e})"));
                 return None;
             }
         };

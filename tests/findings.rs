@@ -2,7 +2,8 @@
 //! the numbers they carry (the exit code follows from them).
 
 use kvaudit::events::encode::encode_batch;
-use kvaudit::events::{Batch, BatchWire, Engine, capture::CaptureReader, capture::write_frame};
+use kvaudit::events::frames::{CaptureReader, write_frame};
+use kvaudit::events::{Batch, BatchWire, Engine};
 use kvaudit::finding::FindingKind;
 use kvaudit::index::IndexConfig;
 use kvaudit::index::router::generation_events;

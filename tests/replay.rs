@@ -4,8 +4,8 @@
 mod common;
 
 use assert_cmd::Command;
-use kvaudit::events::capture::write_frame;
 use kvaudit::events::encode::encode_batch;
+use kvaudit::events::frames::write_frame;
 use kvaudit::events::msgpack::Writer;
 use kvaudit::events::{Batch, BatchWire};
 use kvaudit::index::router::generation_events;
@@ -20,8 +20,9 @@ fn kvaudit() -> Command {
     cmd
 }
 
-fn fixture(name: &str) -> Option<String> {
-    let shared = common::shared_dir(name)?;
+/// A capture from ../shared's vLLM fixtures, for `test`.
+fn fixture(test: &str, name: &str) -> Option<String> {
+    let shared = common::shared_dir(test)?;
     Some(
         shared
             .join("fixtures/vllm-events")
@@ -74,7 +75,9 @@ fn vllm_captures_s1_and_s2() {
         ("s2.frames", 128),
         ("legacy-v0.23.0-s1.frames", 112),
     ] {
-        let Some(file) = fixture(name) else { return };
+        let Some(file) = fixture("vllm_captures_s1_and_s2", name) else {
+            return;
+        };
         let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
         let (b16, b64) = (view(&v, 16), view(&v, 64));
         assert_eq!(skipped(b16), 0, "{name}");
@@ -198,14 +201,20 @@ fn explicit_lookups() {
 
 #[test]
 fn narrow_integer_hashes_make_llm_d_drop_whole_messages() {
-    let Some(file) = fixture("s7.frames") else {
+    let Some(file) = fixture(
+        "narrow_integer_hashes_make_llm_d_drop_whole_messages",
+        "s7.frames",
+    ) else {
         return;
     };
     let v = replay_json(&file, &[], 1);
     assert_eq!(v["messages"], 3);
     assert_eq!(v["malformed"], 0, "kvaudit itself decodes every width");
     assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 3);
-    let Some(file) = fixture("legacy-v0.9.0-s1.frames") else {
+    let Some(file) = fixture(
+        "narrow_integer_hashes_make_llm_d_drop_whole_messages",
+        "legacy-v0.9.0-s1.frames",
+    ) else {
         return;
     };
     let v = replay_json(&file, &[], 1);
@@ -421,7 +430,7 @@ fn keys_of_rendered_prompts() {
 #[test]
 fn mutated_captures_never_panic() {
     use kvaudit::events::Engine;
-    use kvaudit::events::capture::CaptureReader;
+    use kvaudit::events::frames::CaptureReader;
     use kvaudit::index::{IndexConfig, Profile};
     use kvaudit::replay::ReplayOptions;
     let base = seed_capture(80);
@@ -772,4 +781,61 @@ fn out_of_range_token_ids_are_counted() {
         3,
         "llm-d indexes them cast"
     );
+}
+
+/// The committed fixtures (fixtures/events/, written by kvaudit's own encoder) replay where
+/// ../shared is absent: the counts are those the generator built in (see
+/// tests/common/event_fixtures.rs), and llm-d's losses are the same kinds as on the real
+/// captures (s3.frames, s7.frames).
+#[test]
+fn committed_fixtures_replay_without_shared() {
+    let file = |name: &str| {
+        common::fixtures()
+            .join("events")
+            .join(name)
+            .display()
+            .to_string()
+    };
+    let v = replay_json(
+        &file("two-pods.frames"),
+        &["--index-block-size", "16,64"],
+        1,
+    );
+    assert_eq!(v["messages"], 8);
+    assert_eq!(v["malformed"], 0);
+    assert_eq!(
+        v["events"],
+        serde_json::json!({"block_stored": 7, "block_removed": 1, "all_blocks_cleared": 0, "token_ids_out_of_range": 0})
+    );
+    let held = |view: &Json, pod: &str| -> (u64, u64) {
+        let s = view["sequences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["pod"] == pod)
+            .unwrap_or_else(|| panic!("no sequence on {pod}: {view}"));
+        assert_eq!(s["model"], "demo-model");
+        (
+            s["engine_tokens"].as_u64().unwrap(),
+            s["index_tokens"].as_u64().unwrap(),
+        )
+    };
+    let b16 = view(&v, 16);
+    assert_eq!(skipped(b16), 0);
+    // pod-b's last block was evicted: 64 tokens stored, 48 held.
+    assert_eq!(
+        (held(b16, "pod-a"), held(b16, "pod-b")),
+        ((96, 96), (48, 48))
+    );
+    let b64 = view(&v, 64);
+    assert_eq!(
+        b64["stores_skipped"],
+        serde_json::json!({"incomplete_canonical_block": 7})
+    );
+    assert_eq!((held(b64, "pod-a"), held(b64, "pod-b")), ((96, 0), (48, 0)));
+
+    let v = replay_json(&file("narrow-hashes.frames"), &[], 1);
+    assert_eq!(v["messages"], 5);
+    assert_eq!(v["malformed"], 0, "kvaudit itself decodes every width");
+    assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 5);
 }

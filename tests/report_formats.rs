@@ -6,8 +6,8 @@ mod common;
 use std::path::Path;
 
 use assert_cmd::Command;
-use kvaudit::events::capture::write_frame;
 use kvaudit::events::encode::encode_batch;
+use kvaudit::events::frames::write_frame;
 use kvaudit::events::{Batch, BatchWire};
 use kvaudit::index::router::generation_events;
 

@@ -5,7 +5,7 @@
 
 use std::io::{Cursor, Read};
 
-use kvaudit::events::capture::CaptureReader;
+use kvaudit::events::frames::CaptureReader;
 use kvaudit::events::{Engine, Pool, decode_batch_with};
 use kvaudit::index::IndexConfig;
 use kvaudit::replay::{ReplayOptions, Replayer};

@@ -4,9 +4,9 @@ use anyhow::{Context, Result, anyhow};
 
 use super::Outcome;
 use super::settings::{parse_duration, replay_options, style};
-use crate::capture::{LiveOptions, Progress, capture};
+use crate::capture::{LiveOptions, Status, capture};
 use crate::cli::CaptureArgs;
-use crate::events::capture::MAX_PAYLOAD;
+use crate::events::frames::MAX_PAYLOAD;
 use crate::report::capture::CaptureOutput;
 use crate::report::export;
 
@@ -38,10 +38,13 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
         .build()
         .context("cannot start the capture runtime")?;
     let tty = std::io::stderr().is_terminal();
-    let status = |p: &Progress| {
-        if !tty {
-            return;
-        }
+    let status = |status: Status<'_>| {
+        let p = match status {
+            // Unconditionally: whoever starts publishers against port 0 needs the port.
+            Status::Bound(addr) => return eprintln!("listening on {addr}"),
+            Status::Progress(_) if !tty => return,
+            Status::Progress(p) => p,
+        };
         let skipped: Vec<String> = p.skipped.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let skipped = if skipped.is_empty() {
             String::new()

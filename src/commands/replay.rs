@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 use super::Outcome;
 use super::settings::{replay_options, style};
 use crate::cli::ReplayArgs;
-use crate::events::capture::CaptureReader;
+use crate::events::frames::CaptureReader;
 use crate::replay::{LookupRequest, ReplayRun};
 use crate::report::export;
 use crate::report::replay::{InputInfo, ReplayOutput};

@@ -1,9 +1,10 @@
 //! Writing event batches the way vLLM ≥ 0.24 publishes them (msgspec: map events with the
 //! tag first, fields in declaration order, `None` defaults left out, map16 headers for
-//! BlockStored, smallest integer encodings, hashes at their original width). Used to build
-//! captures for simulations and tests; re-encoding the 0.33 fixtures reproduces their bytes.
+//! BlockStored, smallest integer encodings, hashes at their original width). Tests, benchmarks,
+//! fuzz seeds and the committed `.frames` fixtures are built with it; re-encoding the 0.33
+//! captures in ../shared reproduces their bytes.
 
-use super::msgpack::{IntWidth, Writer};
+use super::msgpack::{IntWidth, Writer, marker};
 use super::{Batch, BatchWire, BlockRemoved, BlockStored, EventKind, Owned, WireHash};
 
 fn hash(w: &mut Writer, h: &WireHash) {
@@ -17,7 +18,7 @@ fn hash(w: &mut Writer, h: &WireHash) {
         WireHash::Int(v, width) => {
             match width {
                 IntWidth::I64 => {
-                    w.buf.push(0xd3);
+                    w.buf.push(marker::INT64);
                     w.buf.extend_from_slice(&v.to_be_bytes());
                     w
                 }
@@ -95,7 +96,7 @@ fn stored(w: &mut Writer, s: &BlockStored) {
     ];
     // msgspec sizes the header by the struct's 16 fields: always map16.
     let entries = 8 + optional.iter().filter(|x| **x).count();
-    w.buf.push(0xde);
+    w.buf.push(marker::MAP16);
     w.buf.extend_from_slice(&(entries as u16).to_be_bytes());
     w.str("type")
         .str("BlockStored")

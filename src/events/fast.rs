@@ -9,11 +9,11 @@
 
 use std::borrow::Cow;
 
-use super::Engine;
-use super::msgpack::{IntWidth, Reader};
-use super::{BlockRemoved, BlockStored, Event, EventKind, EventWire, Field, Key, Owned, Pool, Tag};
-use super::{WIRE_FULL_ATTENTION, WIRE_GPU, WIRE_REMOVED, WIRE_STORED, WIRE_TYPE};
-use super::{WireHash, field_order};
+use super::WireHash;
+use super::msgpack::{IntWidth, Reader, marker};
+use super::schema::{Field, Key, Tag, field_order};
+use super::schema::{WIRE_FULL_ATTENTION, WIRE_GPU, WIRE_REMOVED, WIRE_STORED, WIRE_TYPE};
+use super::{BlockRemoved, BlockStored, Engine, Event, EventKind, EventWire, Owned, Pool};
 
 /// A cursor over the payload that answers `None` at the first byte it does not expect.
 struct Cur<'a> {
@@ -42,7 +42,7 @@ impl Cur<'_> {
 
     #[inline(always)]
     fn nil(&mut self) -> bool {
-        self.eat(&[0xc0])
+        self.eat(&[marker::NIL])
     }
 
     #[inline(always)]
@@ -52,7 +52,8 @@ impl Cur<'_> {
         b.try_into().ok()
     }
 
-    /// A container header: the fix form (`fix` in the high nibble) or the 16-bit form.
+    /// A container header: the fix form (`fix` in the high nibble, the count in the low one)
+    /// or the 16-bit form `wide`.
     #[inline(always)]
     fn header(&mut self, fix: u8, wide: u8) -> Option<usize> {
         match self.byte()? {
@@ -64,22 +65,22 @@ impl Cur<'_> {
 
     #[inline(always)]
     fn array(&mut self) -> Option<usize> {
-        self.header(0x90, 0xdc)
+        self.header(marker::FIXARRAY, marker::ARRAY16)
     }
 
     #[inline(always)]
     fn map(&mut self) -> Option<usize> {
-        self.header(0x80, 0xde)
+        self.header(marker::FIXMAP, marker::MAP16)
     }
 
     /// An unsigned integer of up to 32 bits.
     #[inline(always)]
     fn small_uint(&mut self) -> Option<u32> {
         match self.byte()? {
-            b @ 0x00..=0x7f => Some(b as u32),
-            0xcc => Some(self.byte()? as u32),
-            0xcd => Some(u16::from_be_bytes(self.be()?) as u32),
-            0xce => Some(u32::from_be_bytes(self.be()?)),
+            b @ 0x00..=marker::POSITIVE_FIXINT_MAX => Some(b as u32),
+            marker::UINT8 => Some(self.byte()? as u32),
+            marker::UINT16 => Some(u16::from_be_bytes(self.be()?) as u32),
+            marker::UINT32 => Some(u32::from_be_bytes(self.be()?)),
             _ => None,
         }
     }
@@ -93,10 +94,10 @@ impl Cur<'_> {
         self.small_uint().map(|v| Some(v as i64))
     }
 
-    /// A 64-bit block hash (`0xcf`, as vLLM packs int hashes ≥ 2^32).
+    /// A 64-bit block hash (a uint64, as vLLM packs int hashes ≥ 2^32).
     #[inline(always)]
     fn hash(&mut self) -> Option<WireHash> {
-        if self.byte()? != 0xcf {
+        if self.byte()? != marker::UINT64 {
             return None;
         }
         Some(WireHash::Uint(
@@ -114,7 +115,7 @@ impl Cur<'_> {
         let mut pos = self.pos;
         for _ in 0..n {
             match buf.get(pos..pos + 9) {
-                Some(&[0xcf, a, b, c, d, e, f, g, h]) => {
+                Some(&[marker::UINT64, a, b, c, d, e, f, g, h]) => {
                     out.push(WireHash::Uint(
                         u64::from_be_bytes([a, b, c, d, e, f, g, h]),
                         IntWidth::U64,
@@ -186,23 +187,23 @@ impl Cur<'_> {
 const TOKEN_SIZE: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut m = 0;
-    while m < 0x80 {
+    while m <= marker::POSITIVE_FIXINT_MAX as usize {
         t[m] = 1;
         m += 1;
     }
-    t[0xcc] = 2;
-    t[0xcd] = 3;
-    t[0xce] = 5;
+    t[marker::UINT8 as usize] = 2;
+    t[marker::UINT16 as usize] = 3;
+    t[marker::UINT32 as usize] = 5;
     t
 };
 
 /// A token id from the last few bytes of a buffer: (value, bytes taken).
 fn token_tail(b: &[u8]) -> Option<(u32, usize)> {
     match *b {
-        [m, ..] if m < 0x80 => Some((m as u32, 1)),
-        [0xcc, v, ..] => Some((v as u32, 2)),
-        [0xcd, a, c, ..] => Some((u16::from_be_bytes([a, c]) as u32, 3)),
-        _ => None, // a 0xce id needs five bytes, which the main loop had
+        [m, ..] if m <= marker::POSITIVE_FIXINT_MAX => Some((m as u32, 1)),
+        [marker::UINT8, v, ..] => Some((v as u32, 2)),
+        [marker::UINT16, a, c, ..] => Some((u16::from_be_bytes([a, c]) as u32, 3)),
+        _ => None, // a uint32 id needs five bytes, which the main loop had
     }
 }
 
@@ -231,8 +232,8 @@ pub(super) fn event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Option<E
         pos: r.position(),
     };
     let (n, keyed) = match *c.buf.get(c.pos)? {
-        0x80..=0x8f | 0xde => (c.map()?, true),
-        0x90..=0x9f | 0xdc => (c.array()?, false),
+        marker::FIXMAP..=marker::FIXMAP_MAX | marker::MAP16 => (c.map()?, true),
+        marker::FIXARRAY..=marker::FIXARRAY_MAX | marker::ARRAY16 => (c.array()?, false),
         _ => return None,
     };
     if n == 0 || keyed && !c.eat(WIRE_TYPE) {

@@ -4,6 +4,58 @@
 
 use std::fmt;
 
+/// The marker byte that starts every msgpack value, named as in the msgpack spec. The fix
+/// forms carry a small value or length in the marker's low bits; the others are followed by
+/// a big-endian length or value of the width their name gives.
+pub mod marker {
+    /// Positive fixint (0x00 up to this): the byte is the value.
+    pub const POSITIVE_FIXINT_MAX: u8 = 0x7f;
+    /// Fixmap: up to 15 entries, counted in the low nibble.
+    pub const FIXMAP: u8 = 0x80;
+    pub const FIXMAP_MAX: u8 = 0x8f;
+    /// Fixarray: up to 15 elements, counted in the low nibble.
+    pub const FIXARRAY: u8 = 0x90;
+    pub const FIXARRAY_MAX: u8 = 0x9f;
+    /// Fixstr: up to 31 bytes, counted in the low five bits.
+    pub const FIXSTR: u8 = 0xa0;
+    pub const FIXSTR_MAX: u8 = 0xbf;
+    pub const NIL: u8 = 0xc0;
+    /// Reserved by the spec: invalid wherever it appears.
+    pub const NEVER_USED: u8 = 0xc1;
+    pub const FALSE: u8 = 0xc2;
+    pub const TRUE: u8 = 0xc3;
+    pub const BIN8: u8 = 0xc4;
+    pub const BIN16: u8 = 0xc5;
+    pub const BIN32: u8 = 0xc6;
+    pub const EXT8: u8 = 0xc7;
+    pub const EXT16: u8 = 0xc8;
+    pub const EXT32: u8 = 0xc9;
+    pub const FLOAT32: u8 = 0xca;
+    pub const FLOAT64: u8 = 0xcb;
+    pub const UINT8: u8 = 0xcc;
+    pub const UINT16: u8 = 0xcd;
+    pub const UINT32: u8 = 0xce;
+    pub const UINT64: u8 = 0xcf;
+    pub const INT8: u8 = 0xd0;
+    pub const INT16: u8 = 0xd1;
+    pub const INT32: u8 = 0xd2;
+    pub const INT64: u8 = 0xd3;
+    pub const FIXEXT1: u8 = 0xd4;
+    pub const FIXEXT2: u8 = 0xd5;
+    pub const FIXEXT4: u8 = 0xd6;
+    pub const FIXEXT8: u8 = 0xd7;
+    pub const FIXEXT16: u8 = 0xd8;
+    pub const STR8: u8 = 0xd9;
+    pub const STR16: u8 = 0xda;
+    pub const STR32: u8 = 0xdb;
+    pub const ARRAY16: u8 = 0xdc;
+    pub const ARRAY32: u8 = 0xdd;
+    pub const MAP16: u8 = 0xde;
+    pub const MAP32: u8 = 0xdf;
+    /// Negative fixint (from here to 0xff): the byte is the value as an i8.
+    pub const NEGATIVE_FIXINT: u8 = 0xe0;
+}
+
 /// How an integer was encoded on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntWidth {
@@ -55,7 +107,8 @@ impl DecodeErrorKind {
 /// Why bytes could not be decoded, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeErrorInfo {
-    /// Offset of the offending byte, relative to the start of the decoded buffer.
+    /// Offset of the offending byte: in the file for a [`Reader`] given the buffer's place
+    /// in it (`base`), in the buffer itself for [`value_len`] and [`ValueScan`].
     pub offset: usize,
     pub kind: DecodeErrorKind,
     pub reason: String,
@@ -242,11 +295,11 @@ impl<'a> Reader<'a> {
         // rest through the full table.
         if let Some(&b) = self.buf.get(self.pos) {
             let h = match b {
-                0x00..=0x7f => Head::Uint(b as u64, IntWidth::Fix),
-                0x80..=0x8f => Head::Map((b & 0x0f) as usize),
-                0x90..=0x9f => Head::Array((b & 0x0f) as usize),
-                0xa0..=0xbf => Head::Str((b & 0x1f) as usize),
-                0xc0 => Head::Nil,
+                0x00..=marker::POSITIVE_FIXINT_MAX => Head::Uint(b as u64, IntWidth::Fix),
+                marker::FIXMAP..=marker::FIXMAP_MAX => Head::Map((b & 0x0f) as usize),
+                marker::FIXARRAY..=marker::FIXARRAY_MAX => Head::Array((b & 0x0f) as usize),
+                marker::FIXSTR..=marker::FIXSTR_MAX => Head::Str((b & 0x1f) as usize),
+                marker::NIL => Head::Nil,
                 _ => return self.head_full(),
             };
             self.pos += 1;
@@ -260,43 +313,43 @@ impl<'a> Reader<'a> {
         let at = self.pos;
         let b = self.take(1)?[0];
         Ok(match b {
-            0x00..=0x7f => Head::Uint(b as u64, IntWidth::Fix),
-            0x80..=0x8f => Head::Map((b & 0x0f) as usize),
-            0x90..=0x9f => Head::Array((b & 0x0f) as usize),
-            0xa0..=0xbf => Head::Str((b & 0x1f) as usize),
-            0xc0 => Head::Nil,
-            0xc2 => Head::Bool(false),
-            0xc3 => Head::Bool(true),
-            0xc4 => Head::Bin(self.be(1)? as usize),
-            0xc5 => Head::Bin(self.be(2)? as usize),
-            0xc6 => Head::Bin(self.be(4)? as usize),
-            0xc7 => Head::Ext(self.be(1)? as usize),
-            0xc8 => Head::Ext(self.be(2)? as usize),
-            0xc9 => Head::Ext(self.be(4)? as usize),
-            0xca => Head::Float,
-            0xcb => Head::Float,
-            0xcc => Head::Uint(self.be(1)?, IntWidth::U8),
-            0xcd => Head::Uint(self.be(2)?, IntWidth::U16),
-            0xce => Head::Uint(self.be(4)?, IntWidth::U32),
-            0xcf => Head::Uint(self.be(8)?, IntWidth::U64),
-            0xd0 => Head::Int(self.be(1)? as u8 as i8 as i64, IntWidth::I8),
-            0xd1 => Head::Int(self.be(2)? as u16 as i16 as i64, IntWidth::I16),
-            0xd2 => Head::Int(self.be(4)? as u32 as i32 as i64, IntWidth::I32),
-            0xd3 => Head::Int(self.be(8)? as i64, IntWidth::I64),
-            0xd4 => Head::Ext(1),
-            0xd5 => Head::Ext(2),
-            0xd6 => Head::Ext(4),
-            0xd7 => Head::Ext(8),
-            0xd8 => Head::Ext(16),
-            0xd9 => Head::Str(self.be(1)? as usize),
-            0xda => Head::Str(self.be(2)? as usize),
-            0xdb => Head::Str(self.be(4)? as usize),
-            0xdc => Head::Array(self.be(2)? as usize),
-            0xdd => Head::Array(self.be(4)? as usize),
-            0xde => Head::Map(self.be(2)? as usize),
-            0xdf => Head::Map(self.be(4)? as usize),
-            0xe0..=0xff => Head::Int(b as i8 as i64, IntWidth::Fix),
-            0xc1 => {
+            0x00..=marker::POSITIVE_FIXINT_MAX => Head::Uint(b as u64, IntWidth::Fix),
+            marker::FIXMAP..=marker::FIXMAP_MAX => Head::Map((b & 0x0f) as usize),
+            marker::FIXARRAY..=marker::FIXARRAY_MAX => Head::Array((b & 0x0f) as usize),
+            marker::FIXSTR..=marker::FIXSTR_MAX => Head::Str((b & 0x1f) as usize),
+            marker::NIL => Head::Nil,
+            marker::FALSE => Head::Bool(false),
+            marker::TRUE => Head::Bool(true),
+            marker::BIN8 => Head::Bin(self.be(1)? as usize),
+            marker::BIN16 => Head::Bin(self.be(2)? as usize),
+            marker::BIN32 => Head::Bin(self.be(4)? as usize),
+            marker::EXT8 => Head::Ext(self.be(1)? as usize),
+            marker::EXT16 => Head::Ext(self.be(2)? as usize),
+            marker::EXT32 => Head::Ext(self.be(4)? as usize),
+            marker::FLOAT32 => Head::Float,
+            marker::FLOAT64 => Head::Float,
+            marker::UINT8 => Head::Uint(self.be(1)?, IntWidth::U8),
+            marker::UINT16 => Head::Uint(self.be(2)?, IntWidth::U16),
+            marker::UINT32 => Head::Uint(self.be(4)?, IntWidth::U32),
+            marker::UINT64 => Head::Uint(self.be(8)?, IntWidth::U64),
+            marker::INT8 => Head::Int(self.be(1)? as u8 as i8 as i64, IntWidth::I8),
+            marker::INT16 => Head::Int(self.be(2)? as u16 as i16 as i64, IntWidth::I16),
+            marker::INT32 => Head::Int(self.be(4)? as u32 as i32 as i64, IntWidth::I32),
+            marker::INT64 => Head::Int(self.be(8)? as i64, IntWidth::I64),
+            marker::FIXEXT1 => Head::Ext(1),
+            marker::FIXEXT2 => Head::Ext(2),
+            marker::FIXEXT4 => Head::Ext(4),
+            marker::FIXEXT8 => Head::Ext(8),
+            marker::FIXEXT16 => Head::Ext(16),
+            marker::STR8 => Head::Str(self.be(1)? as usize),
+            marker::STR16 => Head::Str(self.be(2)? as usize),
+            marker::STR32 => Head::Str(self.be(4)? as usize),
+            marker::ARRAY16 => Head::Array(self.be(2)? as usize),
+            marker::ARRAY32 => Head::Array(self.be(4)? as usize),
+            marker::MAP16 => Head::Map(self.be(2)? as usize),
+            marker::MAP32 => Head::Map(self.be(4)? as usize),
+            marker::NEGATIVE_FIXINT..=0xff => Head::Int(b as i8 as i64, IntWidth::Fix),
+            marker::NEVER_USED => {
                 return Err(self.error(
                     at,
                     DecodeErrorKind::InvalidMsgpack,
@@ -365,8 +418,8 @@ impl<'a> Reader<'a> {
     fn float(&mut self) -> Result<f64, DecodeError> {
         let at = self.pos;
         match self.take(1)?[0] {
-            0xca => Ok(f32::from_bits(self.be(4)? as u32) as f64),
-            0xcb => Ok(f64::from_bits(self.be(8)?)),
+            marker::FLOAT32 => Ok(f32::from_bits(self.be(4)? as u32) as f64),
+            marker::FLOAT64 => Ok(f64::from_bits(self.be(8)?)),
             _ => Err(self.error(at, DecodeErrorKind::TypeMismatch, "expected a float")),
         }
     }
@@ -385,7 +438,7 @@ impl<'a> Reader<'a> {
     /// The batch timestamp's fast path: a float64 (what msgspec writes).
     #[inline]
     pub fn f64_fast(&mut self) -> Option<f64> {
-        if self.buf.get(self.pos) == Some(&0xcb) {
+        if self.buf.get(self.pos) == Some(&marker::FLOAT64) {
             let v = self.be_at(self.pos + 1, 8)?;
             self.pos += 9;
             return Some(f64::from_bits(v));
@@ -428,7 +481,7 @@ impl<'a> Reader<'a> {
     /// A block hash's fast path: a full-width unsigned int (what vLLM sends for hashes ≥ 2^32).
     #[inline]
     pub fn u64_wide(&mut self) -> Option<u64> {
-        if self.buf.get(self.pos) == Some(&0xcf) {
+        if self.buf.get(self.pos) == Some(&marker::UINT64) {
             let v = self.be_at(self.pos + 1, 8)?;
             self.pos += 9;
             return Some(v);
@@ -454,7 +507,7 @@ impl<'a> Reader<'a> {
     pub fn key(&mut self, what: &str) -> Result<&'a [u8], DecodeError> {
         let at = self.pos;
         if let Some(&b) = self.buf.get(at)
-            && (0xa0..=0xbf).contains(&b)
+            && (marker::FIXSTR..=marker::FIXSTR_MAX).contains(&b)
         {
             self.pos += 1;
             return self.take((b & 0x1f) as usize);
@@ -473,11 +526,11 @@ impl<'a> Reader<'a> {
     pub fn opt_str(&mut self, what: &str) -> Result<Option<&'a str>, DecodeError> {
         let at = self.pos;
         match self.buf.get(at) {
-            Some(0xc0) => {
+            Some(&marker::NIL) => {
                 self.pos += 1;
                 return Ok(None);
             }
-            Some(&b) if (0xa0..=0xbf).contains(&b) => {
+            Some(&b) if (marker::FIXSTR..=marker::FIXSTR_MAX).contains(&b) => {
                 self.pos += 1;
                 return self.str_body((b & 0x1f) as usize, at).map(Some);
             }
@@ -501,11 +554,11 @@ impl<'a> Reader<'a> {
     pub fn opt_int(&mut self, what: &str) -> Result<Option<i64>, DecodeError> {
         let at = self.pos;
         match self.buf.get(at) {
-            Some(0xc0) => {
+            Some(&marker::NIL) => {
                 self.pos += 1;
                 return Ok(None);
             }
-            Some(&b) if b < 0x80 => {
+            Some(&b) if b <= marker::POSITIVE_FIXINT_MAX => {
                 self.pos += 1;
                 return Ok(Some(b as i64));
             }
@@ -585,7 +638,7 @@ impl<'a> Reader<'a> {
     /// Consume a nil if it is next.
     #[inline]
     pub fn eat_nil(&mut self) -> bool {
-        if self.buf.get(self.pos) == Some(&0xc0) {
+        if self.buf.get(self.pos) == Some(&marker::NIL) {
             self.pos += 1;
             return true;
         }
@@ -617,7 +670,7 @@ pub(crate) fn short_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// At most `max` bytes of `s`, cut at a character boundary (for input quoted in errors).
-pub fn clip(s: &str, max: usize) -> &str {
+pub(crate) fn clip(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -628,7 +681,7 @@ pub fn clip(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-pub fn head_kind(h: Head) -> &'static str {
+pub(crate) fn head_kind(h: Head) -> &'static str {
     match h {
         Head::Nil => "nil",
         Head::Bool(_) => "bool",
@@ -719,40 +772,44 @@ impl ValueScan {
             };
             // (header bytes, body bytes, elements the header opens)
             let (head, body, open): (usize, u64, Option<u64>) = match b {
-                0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => (1, 0, None),
-                0x80..=0x8f => (1, 0, Some(2 * (b & 0x0f) as u64)),
-                0x90..=0x9f => (1, 0, Some((b & 0x0f) as u64)),
-                0xa0..=0xbf => (1, (b & 0x1f) as u64, None),
-                0xc1 => {
+                0x00..=marker::POSITIVE_FIXINT_MAX
+                | marker::NIL
+                | marker::FALSE
+                | marker::TRUE
+                | marker::NEGATIVE_FIXINT..=0xff => (1, 0, None),
+                marker::FIXMAP..=marker::FIXMAP_MAX => (1, 0, Some(2 * (b & 0x0f) as u64)),
+                marker::FIXARRAY..=marker::FIXARRAY_MAX => (1, 0, Some((b & 0x0f) as u64)),
+                marker::FIXSTR..=marker::FIXSTR_MAX => (1, (b & 0x1f) as u64, None),
+                marker::NEVER_USED => {
                     return Err(DecodeError(Box::new(DecodeErrorInfo {
                         offset: at,
                         kind: DecodeErrorKind::InvalidMsgpack,
                         reason: "invalid msgpack marker 0xc1".into(),
                     })));
                 }
-                0xca => (5, 0, None),
-                0xcb => (9, 0, None),
-                0xcc | 0xd0 => (2, 0, None),
-                0xcd | 0xd1 => (3, 0, None),
-                0xce | 0xd2 => (5, 0, None),
-                0xcf | 0xd3 => (9, 0, None),
-                0xd4 => (3, 0, None),
-                0xd5 => (4, 0, None),
-                0xd6 => (6, 0, None),
-                0xd7 => (10, 0, None),
-                0xd8 => (18, 0, None),
+                marker::FLOAT32 => (5, 0, None),
+                marker::FLOAT64 => (9, 0, None),
+                marker::UINT8 | marker::INT8 => (2, 0, None),
+                marker::UINT16 | marker::INT16 => (3, 0, None),
+                marker::UINT32 | marker::INT32 => (5, 0, None),
+                marker::UINT64 | marker::INT64 => (9, 0, None),
+                marker::FIXEXT1 => (3, 0, None),
+                marker::FIXEXT2 => (4, 0, None),
+                marker::FIXEXT4 => (6, 0, None),
+                marker::FIXEXT8 => (10, 0, None),
+                marker::FIXEXT16 => (18, 0, None),
                 _ => {
                     let (width, ext, container) = match b {
-                        0xc4 | 0xd9 => (1, 0, None),
-                        0xc5 | 0xda => (2, 0, None),
-                        0xc6 | 0xdb => (4, 0, None),
-                        0xc7 => (1, 1, None),
-                        0xc8 => (2, 1, None),
-                        0xc9 => (4, 1, None),
-                        0xdc => (2, 0, Some(1)),
-                        0xdd => (4, 0, Some(1)),
-                        0xde => (2, 0, Some(2)),
-                        _ => (4, 0, Some(2)), // 0xdf
+                        marker::BIN8 | marker::STR8 => (1, 0, None),
+                        marker::BIN16 | marker::STR16 => (2, 0, None),
+                        marker::BIN32 | marker::STR32 => (4, 0, None),
+                        marker::EXT8 => (1, 1, None),
+                        marker::EXT16 => (2, 1, None),
+                        marker::EXT32 => (4, 1, None),
+                        marker::ARRAY16 => (2, 0, Some(1)),
+                        marker::ARRAY32 => (4, 0, Some(1)),
+                        marker::MAP16 => (2, 0, Some(2)),
+                        _ => (4, 0, Some(2)), // marker::MAP32
                     };
                     let Some(n) = len_at(width) else {
                         return Ok(None);
@@ -805,27 +862,27 @@ pub struct Writer {
 
 impl Writer {
     pub fn nil(&mut self) -> &mut Self {
-        self.buf.push(0xc0);
+        self.buf.push(marker::NIL);
         self
     }
     pub fn bool(&mut self, b: bool) -> &mut Self {
-        self.buf.push(if b { 0xc3 } else { 0xc2 });
+        self.buf.push(if b { marker::TRUE } else { marker::FALSE });
         self
     }
     pub fn uint(&mut self, v: u64) -> &mut Self {
         match v {
             0..=0x7f => self.buf.push(v as u8),
-            0x80..=0xff => self.buf.extend_from_slice(&[0xcc, v as u8]),
+            0x80..=0xff => self.buf.extend_from_slice(&[marker::UINT8, v as u8]),
             0x100..=0xffff => {
-                self.buf.push(0xcd);
+                self.buf.push(marker::UINT16);
                 self.buf.extend_from_slice(&(v as u16).to_be_bytes());
             }
             0x1_0000..=0xffff_ffff => {
-                self.buf.push(0xce);
+                self.buf.push(marker::UINT32);
                 self.buf.extend_from_slice(&(v as u32).to_be_bytes());
             }
             _ => {
-                self.buf.push(0xcf);
+                self.buf.push(marker::UINT64);
                 self.buf.extend_from_slice(&v.to_be_bytes());
             }
         }
@@ -837,30 +894,30 @@ impl Writer {
         }
         match v {
             -32..=-1 => self.buf.push(v as i8 as u8),
-            -128..=-33 => self.buf.extend_from_slice(&[0xd0, v as i8 as u8]),
+            -128..=-33 => self.buf.extend_from_slice(&[marker::INT8, v as i8 as u8]),
             -32768..=-129 => {
-                self.buf.push(0xd1);
+                self.buf.push(marker::INT16);
                 self.buf.extend_from_slice(&(v as i16).to_be_bytes());
             }
             -2147483648..=-32769 => {
-                self.buf.push(0xd2);
+                self.buf.push(marker::INT32);
                 self.buf.extend_from_slice(&(v as i32).to_be_bytes());
             }
             _ => {
-                self.buf.push(0xd3);
+                self.buf.push(marker::INT64);
                 self.buf.extend_from_slice(&v.to_be_bytes());
             }
         }
         self
     }
-    /// A u64 always written as `0xcf` (as vLLM's int hashes are when ≥ 2^32).
+    /// A u64 always written as uint64 (as vLLM's int hashes are when ≥ 2^32).
     pub fn u64_wide(&mut self, v: u64) -> &mut Self {
-        self.buf.push(0xcf);
+        self.buf.push(marker::UINT64);
         self.buf.extend_from_slice(&v.to_be_bytes());
         self
     }
     pub fn f64(&mut self, v: f64) -> &mut Self {
-        self.buf.push(0xcb);
+        self.buf.push(marker::FLOAT64);
         self.buf.extend_from_slice(&v.to_bits().to_be_bytes());
         self
     }
@@ -881,21 +938,45 @@ impl Writer {
         }
     }
     pub fn str(&mut self, s: &str) -> &mut Self {
-        self.len_head(Some((0xa0, 31)), Some(0xd9), 0xda, 0xdb, s.len());
+        self.len_head(
+            Some((marker::FIXSTR, 31)),
+            Some(marker::STR8),
+            marker::STR16,
+            marker::STR32,
+            s.len(),
+        );
         self.buf.extend_from_slice(s.as_bytes());
         self
     }
     pub fn bin(&mut self, b: &[u8]) -> &mut Self {
-        self.len_head(None, Some(0xc4), 0xc5, 0xc6, b.len());
+        self.len_head(
+            None,
+            Some(marker::BIN8),
+            marker::BIN16,
+            marker::BIN32,
+            b.len(),
+        );
         self.buf.extend_from_slice(b);
         self
     }
     pub fn array(&mut self, n: usize) -> &mut Self {
-        self.len_head(Some((0x90, 15)), None, 0xdc, 0xdd, n);
+        self.len_head(
+            Some((marker::FIXARRAY, 15)),
+            None,
+            marker::ARRAY16,
+            marker::ARRAY32,
+            n,
+        );
         self
     }
     pub fn map(&mut self, n: usize) -> &mut Self {
-        self.len_head(Some((0x80, 15)), None, 0xde, 0xdf, n);
+        self.len_head(
+            Some((marker::FIXMAP, 15)),
+            None,
+            marker::MAP16,
+            marker::MAP32,
+            n,
+        );
         self
     }
     pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {

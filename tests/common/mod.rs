@@ -3,23 +3,71 @@
 
 use std::path::PathBuf;
 
+pub mod event_fixtures;
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The read-only reference data beside the repository, when it is there. Tests that need it
-/// say so and skip when it is absent, unless KVAUDIT_REQUIRE_SHARED=1 (set in CI) makes the
-/// absence a failure.
+/// The read-only reference data beside the repository (or at KVAUDIT_SHARED_DIR, which lets
+/// anyone check what runs without it: KVAUDIT_SHARED_DIR=/nonexistent cargo test), when it
+/// is there. Tests that need it skip when it is absent, saying so where the skip is seen
+/// (see [`skipped`]), unless KVAUDIT_REQUIRE_SHARED=1 (set in CI) makes the absence a
+/// failure.
 pub fn shared_dir(test: &str) -> Option<PathBuf> {
-    let dir = repo_root().join("../shared");
+    let dir = std::env::var_os("KVAUDIT_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared"));
     if dir.join("models").is_dir() {
         return Some(dir);
     }
     if std::env::var("KVAUDIT_REQUIRE_SHARED").is_ok_and(|v| v == "1") {
-        panic!("{test}: ../shared is required (KVAUDIT_REQUIRE_SHARED=1) but not found");
+        panic!(
+            "{test}: {} is required (KVAUDIT_REQUIRE_SHARED=1) but not found",
+            dir.display()
+        );
     }
-    eprintln!("SKIPPED {test}: ../shared (reference models and templates) not found");
+    skipped(
+        test,
+        "../shared (reference models, templates, captures) not found",
+    );
     None
+}
+
+/// Tests that returned early without checking anything, and why.
+static SKIPPED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Record that `test` skips its checks. libtest can only report such a test as passed, and
+/// shows what tests print only with --nocapture, so the skip is written where it is seen
+/// anyway: at once to the process's stderr (written directly, not through eprintln!, which
+/// the harness captures), and again after the binary's "test result" line, as a list.
+pub fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let mut list = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+    if list.is_empty() {
+        // SAFETY: registers a plain function with no arguments, run once at process exit.
+        unsafe { libc::atexit(report_skipped) };
+    }
+    list.push((test.to_string(), why.to_string()));
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+extern "C" fn report_skipped() {
+    use std::io::Write;
+    let list = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "warning: {} of the tests above passed without checking anything (skipped):",
+        list.len()
+    );
+    for (test, why) in list.iter() {
+        let _ = writeln!(err, "    {test}: {why}");
+    }
+    let _ = writeln!(
+        err,
+        "    (CI runs with KVAUDIT_REQUIRE_SHARED=1 KVAUDIT_REQUIRE_REFERENCE=1, which fail instead)\n"
+    );
 }
 
 pub fn fixtures() -> PathBuf {

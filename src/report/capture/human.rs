@@ -98,8 +98,8 @@ fn to_human(s: &CaptureSummary) -> String {
             s.malformed.total()
         );
     }
-    for (kind, c) in s.malformed.kinds() {
-        let _ = writeln!(out, "    {}: {}", kind.describe(), c.count);
+    for c in s.malformed.kinds() {
+        let _ = writeln!(out, "    {}: {}", c.kind.describe(), c.count);
         for e in &c.examples {
             let _ = writeln!(out, "      from {}: {}", e.endpoint, e.detail);
         }

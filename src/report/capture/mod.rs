@@ -17,6 +17,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct CaptureView<'a> {
     pub schema_version: u32,
     pub out: String,
+    /// The address `--bind` listened on (its port when 0 was asked for).
+    pub bound: Option<&'a str>,
     pub messages: u64,
     pub events: u64,
     pub bytes: u64,
@@ -92,7 +94,7 @@ struct ExampleView<'a> {
 impl Serialize for MalformedKindsView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
-        for (kind, c) in self.0.kinds() {
+        for c in self.0.kinds() {
             let examples = c
                 .examples
                 .iter()
@@ -102,7 +104,7 @@ impl Serialize for MalformedKindsView<'_> {
                 })
                 .collect();
             map.serialize_entry(
-                kind.name(),
+                c.kind.name(),
                 &MalformedKindView {
                     count: c.count,
                     examples,
@@ -145,6 +147,7 @@ impl View for CaptureOutput<'_> {
         CaptureView {
             schema_version: SCHEMA_VERSION,
             out: s.out.display().to_string(),
+            bound: s.bound.as_deref(),
             messages: s.messages,
             events: s.events,
             bytes: s.bytes,

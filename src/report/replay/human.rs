@@ -34,10 +34,10 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
         if r.malformed.is_empty() {
             String::new()
         } else {
-            format!(", {} malformed", r.malformed.len())
+            format!(", {} malformed", r.malformed.total())
         },
     );
-    for k in &r.malformed.kinds {
+    for k in r.malformed.kinds() {
         let (first, why) = k
             .examples
             .first()

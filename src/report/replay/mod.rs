@@ -69,8 +69,8 @@ struct MalformedKindView<'a> {
 
 impl Serialize for MalformedKindsView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.kinds.len()))?;
-        for k in &self.0.kinds {
+        let mut map = s.serialize_map(None)?;
+        for k in self.0.kinds() {
             let examples = k
                 .examples
                 .iter()
@@ -181,7 +181,7 @@ impl<'a> ReplayView<'a> {
                 }),
             },
             messages: r.messages,
-            malformed: r.malformed.len(),
+            malformed: r.malformed.total(),
             malformed_kinds: MalformedKindsView(&r.malformed),
             events: &r.events,
             engine_skipped: &r.engine_skipped,

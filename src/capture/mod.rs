@@ -1,0 +1,16 @@
+//! Live capture from vLLM/SGLang ZMQ publishers: SUB sockets, frame validation, sequence
+//! tracking per publisher (gaps, duplicates, restarts), and gap recovery through the
+//! publisher's ROUTER replay socket (reference/vllm-events.md §2).
+
+mod live;
+mod recovery;
+mod sequence;
+mod summary;
+mod validate;
+
+pub use live::{CaptureFailure, LiveOptions, Progress, Status, capture};
+pub use sequence::{PublisherState, SeqTracker, SeqVerdict};
+pub use summary::{
+    CaptureSummary, Gap, MalformedCounts, MalformedExample, ReplayEndpointSummary, Restart,
+};
+pub use validate::{Malformed, MalformedKind, validate};
