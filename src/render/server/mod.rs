@@ -111,6 +111,16 @@ pub enum ServerError {
 }
 
 impl ServerError {
+    pub fn rejected(server: &'static str, code: &'static str, detail: String) -> ServerError {
+        ServerError::Rejected {
+            server,
+            code,
+            detail,
+        }
+    }
+}
+
+impl ServerError {
     /// The stable reason name: `rejected:<code>` or `unsupported`.
     pub fn reason(&self) -> String {
         match self {

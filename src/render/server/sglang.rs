@@ -7,11 +7,7 @@ use super::{ContentFormat, Request, ServerError, TemplateInput, shown};
 const SERVER: &str = "sglang";
 
 fn rejected(code: &'static str, detail: String) -> ServerError {
-    ServerError::Rejected {
-        server: SERVER,
-        code,
-        detail,
-    }
+    ServerError::rejected(SERVER, code, detail)
 }
 
 /// Roles of the generic message model (lower-cased on input); `user` has its own model.

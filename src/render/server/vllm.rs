@@ -7,11 +7,7 @@ use super::{ContentFormat, Request, ServerError, TemplateInput, shown};
 const SERVER: &str = "vllm";
 
 fn rejected(code: &'static str, detail: String) -> ServerError {
-    ServerError::Rejected {
-        server: SERVER,
-        code,
-        detail,
-    }
+    ServerError::rejected(SERVER, code, detail)
 }
 
 /// Content-part types read as text, and the field holding the text (`MM_PARSER_MAP`).
