@@ -256,7 +256,8 @@ pub struct DiffTurnsArgs {
     #[command(flatten)]
     pub index: IndexArgs,
 
-    /// The prefix-based P/D decider's settings.
+    /// The prefix-based P/D decider's settings (llm-d's nonCachedTokens, promptTokens); a
+    /// setting left out keeps its default here, and 0 turns a threshold off.
     #[arg(
         long,
         default_value = "non-cached-tokens=512,prompt-tokens=1024",
