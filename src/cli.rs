@@ -165,7 +165,9 @@ pub struct ConversationArgs {
     #[arg(long = "server-template-kwarg", value_name = "KEY=VALUE")]
     pub server_template_kwarg: Vec<String>,
 
-    /// The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time).
+    /// The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone
+    /// (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is
+    /// what a server in that zone prints.
     #[arg(long, value_name = "TIME")]
     pub now: Option<String>,
 

@@ -81,8 +81,11 @@ pub fn audit_settings(
     template_name: Option<String>,
 ) -> Result<AuditSettings> {
     let now = match &args.now {
-        Some(t) => parse_time(t)
-            .with_context(|| format!("--now {t:?}: expected a time like 2026-01-15T10:00:00"))?,
+        Some(t) => parse_time(t).with_context(|| {
+            format!(
+                "--now {t:?}: expected a time like 2026-01-15T10:00:00 or 2026-01-15T10:00:00+02:00"
+            )
+        })?,
         None => chrono::Local::now().naive_local(),
     };
     let kwargs = template_kwargs("--template-kwarg", &args.template_kwarg)?;

@@ -70,9 +70,35 @@ impl Clock {
 
 /// Accepts `2026-01-15T10:00:00`, `2026-01-15T10:00`, a space instead of `T`, or a bare date,
 /// within Python's `datetime` range (years 1 to 9999), which is what templates format.
+///
+/// A zone (`Z`, `+02:00`, `-0500`) is read and then dropped: the result is the wall-clock time
+/// at that offset, not converted to UTC or to this machine's zone. transformers'
+/// `strftime_now` formats the serving machine's local time, so `10:00+02:00` is what a server
+/// running at UTC+2 prints at that instant.
 pub fn parse_time(text: &str) -> Option<NaiveDateTime> {
     use chrono::Datelike;
-    parse_any_time(text).filter(|t| (1..=9999).contains(&t.year()))
+    let text = text.trim();
+    parse_any_time(text)
+        .or_else(|| parse_zoned_time(text))
+        .filter(|t| (1..=9999).contains(&t.year()))
+}
+
+/// A time with a zone suffix, as the wall clock at that offset.
+fn parse_zoned_time(text: &str) -> Option<NaiveDateTime> {
+    // `Z` is the +00:00 offset; chrono's `%z` does not read the letter.
+    let text = match text.strip_suffix(['Z', 'z']) {
+        Some(rest) => format!("{rest}+00:00"),
+        None => text.to_string(),
+    };
+    [
+        "%Y-%m-%dT%H:%M:%S%.f%z",
+        "%Y-%m-%dT%H:%M%z",
+        "%Y-%m-%d %H:%M:%S%.f%z",
+        "%Y-%m-%d %H:%M%z",
+    ]
+    .iter()
+    .find_map(|fmt| chrono::DateTime::parse_from_str(&text, fmt).ok())
+    .map(|t| t.naive_local())
 }
 
 fn parse_any_time(text: &str) -> Option<NaiveDateTime> {
@@ -275,6 +301,24 @@ mod tests {
         assert_eq!(c.at(0).to_string(), "2026-01-15 23:59:00");
         assert_eq!(c.at(1).to_string(), "2026-01-16 00:01:00");
         assert_eq!(c.at(2).to_string(), "2026-01-17 00:01:00");
+    }
+
+    #[test]
+    fn zoned_times_keep_the_wall_clock_of_their_offset() {
+        let want = parse_time("2026-01-15T10:00:00").unwrap();
+        for text in [
+            "2026-01-15T10:00:00Z",
+            "2026-01-15T10:00:00+02:00",
+            "2026-01-15T10:00:00-05:00",
+            "2026-01-15T10:00:00+0530",
+            "2026-01-15T10:00Z",
+            "2026-01-15 10:00:00+02:00",
+            "2026-01-15T10:00:00.000Z",
+        ] {
+            assert_eq!(parse_time(text), Some(want), "{text}");
+        }
+        assert_eq!(parse_time("2026-01-15T10:00:00+25:00"), None);
+        assert_eq!(parse_time("2026-01-15T10:00:00 Europe/Paris"), None);
     }
 
     #[test]
