@@ -118,7 +118,8 @@ pub enum ReplyFormatArg {
 /// Where the conversations come from (shared by diff-turns and keys).
 #[derive(Debug, Args)]
 pub struct ConversationArgs {
-    /// A conversation JSON file (repeatable; each is audited separately).
+    /// A conversation JSON file, `-` for standard input (repeatable; each is audited
+    /// separately).
     #[arg(long, short = 'c', value_name = "FILE")]
     pub conversation: Vec<PathBuf>,
 

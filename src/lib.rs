@@ -13,4 +13,5 @@ pub mod model;
 pub mod render;
 pub mod replay;
 pub mod report;
+pub mod suggest;
 pub mod tokenize;

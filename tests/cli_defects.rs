@@ -3,7 +3,7 @@
 mod common;
 
 use assert_cmd::Command;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 const NOW: &str = "2026-01-15T10:00:00";
 
@@ -83,7 +83,12 @@ fn partial_decider_keeps_the_other_default() {
 fn keys_of(extra: &[&str]) -> Json {
     let out = kvaudit()
         .args(["keys", "--model", &model("tiny-plain")])
-        .args(["--user", "Hi there, how are you?", "--reply", "Fine, thanks."])
+        .args([
+            "--user",
+            "Hi there, how are you?",
+            "--reply",
+            "Fine, thanks.",
+        ])
         .args(["--follow-up", "Good."])
         .args(["--index-block-size", "4", "--format", "json"])
         .args(extra)
@@ -112,4 +117,109 @@ fn now_with_a_zone_is_the_wall_clock_at_that_offset() {
         .assert()
         .code(2);
     assert!(stderr(&bad).contains("+02:00"), "{}", stderr(&bad));
+}
+
+const CONVERSATION: &str = r#"{"messages": [
+    {"role": "user", "content": "What is a thread?"},
+    {"role": "assistant", "content": "A unit of execution."},
+    {"role": "user", "content": "Thanks."}
+]}"#;
+
+// 6: `-c -` reads the conversation from standard input, bounded like a file.
+#[test]
+fn conversation_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "c.json", CONVERSATION);
+    let run = |args: &[&str], stdin: &str| {
+        let out = kvaudit()
+            .args(["diff-turns", "--model", &model("tiny-plain"), "--now", NOW])
+            .args(["--format", "json"])
+            .args(args)
+            .write_stdin(stdin)
+            .assert()
+            .code(0);
+        serde_json::from_slice::<Json>(&out.get_output().stdout).unwrap()
+    };
+    let from_file = run(&["-c", &file], "");
+    let from_stdin = run(&["-c", "-"], CONVERSATION);
+    assert_eq!(from_stdin["conversations"][0]["source"], "stdin");
+    assert_eq!(
+        from_stdin["conversations"][0]["transitions"],
+        from_file["conversations"][0]["transitions"]
+    );
+    // Mixed with files, in order.
+    let both = run(&["-c", &file, "-c", "-"], CONVERSATION);
+    assert_eq!(both["conversations"][1]["source"], "stdin");
+    // Past the 8 MiB file limit, refused like a file.
+    let huge = format!("[{}]", " ".repeat(9 << 20));
+    let out = kvaudit()
+        .args(["diff-turns", "--model", &model("tiny-plain"), "-c", "-"])
+        .write_stdin(huge)
+        .assert()
+        .code(2);
+    assert_eq!(
+        stderr(&out),
+        "error: cannot read conversation stdin: more than the 8 MiB limit\n"
+    );
+    let out = kvaudit()
+        .args([
+            "diff-turns",
+            "--model",
+            &model("tiny-plain"),
+            "-c",
+            "-",
+            "-c",
+            "-",
+        ])
+        .assert()
+        .code(2);
+    assert!(
+        stderr(&out).contains("can be given once"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+// 15: a misspelt key is a shape error with a suggestion, not "not valid JSON"; a bare message
+// array is a conversation.
+#[test]
+fn structural_errors_and_bare_message_arrays() {
+    let dir = tempfile::tempdir().unwrap();
+    let misspelt = write(
+        &dir,
+        "m.json",
+        r#"{"messages": [{"role": "user", "content": "hi"}], "template_kwarg": {}}"#,
+    );
+    let out = kvaudit()
+        .args([
+            "diff-turns",
+            "--model",
+            &model("tiny-plain"),
+            "-c",
+            &misspelt,
+        ])
+        .assert()
+        .code(2);
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {misspelt} is not a conversation: unknown field `template_kwarg` \
+             (did you mean `template_kwargs`?)\n"
+        )
+    );
+    let v: Json = serde_json::from_str(CONVERSATION).unwrap();
+    let bare = write(&dir, "bare.json", &v["messages"].to_string());
+    let object = write(&dir, "object.json", CONVERSATION);
+    let run = |file: &str| {
+        let out = kvaudit()
+            .args(["diff-turns", "--model", &model("tiny-plain"), "-c", file])
+            .args(["--now", NOW, "--format", "json"])
+            .assert()
+            .code(0);
+        serde_json::from_slice::<Json>(&out.get_output().stdout).unwrap()["conversations"][0]
+            ["transitions"]
+            .clone()
+    };
+    assert_eq!(run(&bare), run(&object));
+    assert!(run(&bare).as_array().is_some_and(|t| t.len() == 1));
 }

@@ -155,10 +155,21 @@ pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
         Resend::ReasoningField => ResendMode::ReasoningField,
     };
     if !args.conversation.is_empty() {
+        let stdin = std::path::Path::new("-");
+        if args.conversation.iter().filter(|p| *p == stdin).count() > 1 {
+            bail!("--conversation - (standard input) can be given once");
+        }
         return args
             .conversation
             .iter()
-            .map(|p| Conversation::from_file(p).map_err(Into::into))
+            .map(|p| {
+                if p == stdin {
+                    Conversation::from_reader(std::io::stdin().lock(), "stdin")
+                } else {
+                    Conversation::from_file(p)
+                }
+                .map_err(Into::into)
+            })
             .collect();
     }
     let Some(user) = &args.user else {
