@@ -223,3 +223,76 @@ fn structural_errors_and_bare_message_arrays() {
     assert_eq!(run(&bare), run(&object));
     assert!(run(&bare).as_array().is_some_and(|t| t.len() == 1));
 }
+
+// 12: keys names the model it hashes and where the name came from, labels every sequence
+// and block, says which tokens get no key, and never prints nothing with exit 0.
+#[test]
+fn keys_name_their_model_and_label_their_blocks() {
+    // A local directory without a declared name needs --model-name.
+    let out = kvaudit()
+        .args(["keys", "--model", &model("tiny-plain"), "--now", NOW])
+        .assert()
+        .code(2);
+    assert!(
+        stderr(&out).starts_with("error: --model-name is needed")
+            && stderr(&out).contains("_name_or_path"),
+        "{}",
+        stderr(&out)
+    );
+    // With config.json's `_name_or_path` (as save_pretrained writes it), that name is used:
+    // the same keys as --model-name with that name, never the directory path.
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(
+            common::fixtures().join("models/tiny-plain").join(f),
+            dir.path().join(f),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"_name_or_path": "Org/tiny-chat", "model_type": "qwen3"}"#,
+    )
+    .unwrap();
+    let keys = |args: &[&str]| {
+        let out = kvaudit()
+            .args(["keys", "--now", NOW, "--index-block-size", "8"])
+            .args(["--user", "What is a thread?", "--reply", "A unit."])
+            .args(["--follow-up", "Thanks."])
+            .args(args)
+            .assert()
+            .code(0);
+        stdout(&out)
+    };
+    let shown = dir.path().display().to_string();
+    let declared = keys(&["--model", &shown, "--format", "json"]);
+    let v: Json = serde_json::from_str(&declared).unwrap();
+    assert_eq!(v["model_name"], "Org/tiny-chat");
+    assert_eq!(v["model_name_from"], "`_name_or_path` in config.json");
+    let named = keys(&[
+        "--model",
+        &shown,
+        "--model-name",
+        "Org/tiny-chat",
+        "--format",
+        "json",
+    ]);
+    let w: Json = serde_json::from_str(&named).unwrap();
+    assert_eq!(v["sequences"], w["sequences"]);
+    assert_eq!(w["model_name_from"], "--model-name");
+    let human = keys(&["--model", &shown]);
+    insta::assert_snapshot!("keys_labelled", human);
+
+    // Too few tokens for one block: an error, not empty output.
+    let out = kvaudit()
+        .args(["keys", "--tokens", "1,2", "--index-block-size", "4"])
+        .args(["--model-name", "m"])
+        .assert()
+        .code(2);
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        "error: no keys: llm-d keys whole 4-token blocks only, and the longest sequence has 2 \
+         tokens (lower --index-block-size or give more tokens)\n"
+    );
+}

@@ -142,6 +142,23 @@ impl ModelFiles {
         })
     }
 
+    /// The model name the directory's files were saved under: `_name_or_path` in config.json
+    /// (transformers writes the Hub id it loaded from), else `name_or_path` in
+    /// tokenizer_config.json. Returns the name and the file it came from.
+    pub fn declared_name(&self) -> Option<(String, &'static str)> {
+        [
+            ("config.json", "_name_or_path"),
+            ("tokenizer_config.json", "name_or_path"),
+        ]
+        .into_iter()
+        .find_map(|(file, key)| {
+            let path = self.dir.join(file);
+            let v = read_json(&path).ok()?;
+            let name = v.get(key)?.as_str()?.trim();
+            (!name.is_empty()).then(|| (name.to_string(), file))
+        })
+    }
+
     /// transformers' choice: a named template when asked for, else `tool_use` when tools are
     /// passed and it exists, else `default`.
     pub fn select_template(
