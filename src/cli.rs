@@ -12,7 +12,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     propagate_version = true
 )]
 pub struct Cli {
-    /// When to colour the output.
+    /// When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty;
+    /// FORCE_COLOR forces it).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
 
@@ -42,6 +43,7 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Replay a KV-event capture through llm-d's precise prefix index and report what it
     /// keeps, what it skips and why, and what lookups find versus what the engine holds.
+    #[command(after_help = REPLAY_EXIT_CODES)]
     Replay(ReplayArgs),
     /// Print llm-d's block keys for a token list or a rendered conversation.
     Keys(Box<KeysArgs>),
@@ -53,6 +55,18 @@ pub enum Command {
     /// detection and recovery through the publishers' replay sockets.
     Capture(Box<CaptureArgs>),
 }
+
+/// replay's exit codes, shown by `replay --help` (README says the same).
+pub const REPLAY_EXIT_CODES: &str = "\
+Exit codes:
+  0  every message decoded, every BlockStored event indexed, and lookups find
+     what the engine holds
+  1  findings: messages llm-d drops or cannot decode (counted with
+     --keep-going), BlockStored events skipped, token ids outside u32, events
+     the engine view cannot split, sequences the index sees less of than the
+     engine holds; or a capture with no messages (with a warning)
+  2  error: unreadable input, a file that is not a capture, bad bytes without
+     --keep-going (after the counts so far), bad flags";
 
 #[derive(Debug, Args)]
 pub struct ModelArgs {

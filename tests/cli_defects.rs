@@ -3,6 +3,10 @@
 mod common;
 
 use assert_cmd::Command;
+use kvaudit::events::capture::write_frame;
+use kvaudit::events::encode::encode_batch;
+use kvaudit::events::{Batch, BatchWire};
+use kvaudit::index::router::generation_events;
 use serde_json::Value as Json;
 
 const NOW: &str = "2026-01-15T10:00:00";
@@ -90,7 +94,14 @@ fn keys_of(extra: &[&str]) -> Json {
             "Fine, thanks.",
         ])
         .args(["--follow-up", "Good."])
-        .args(["--index-block-size", "4", "--format", "json"])
+        .args([
+            "--index-block-size",
+            "4",
+            "--format",
+            "json",
+            "--model-name",
+            "m",
+        ])
         .args(extra)
         .assert()
         .code(0);
@@ -295,4 +306,140 @@ fn keys_name_their_model_and_label_their_blocks() {
         "error: no keys: llm-d keys whole 4-token blocks only, and the longest sequence has 2 \
          tokens (lower --index-block-size or give more tokens)\n"
     );
+}
+
+/// A capture of one 80-token prompt and a 64-token reply at engine block 16 (the 64-token
+/// index block skips the shorter events).
+fn small_capture() -> Vec<u8> {
+    let tokens: Vec<u32> = (1..=144).collect();
+    let mut frames = Vec::new();
+    for (seq, ev) in generation_events(80, &tokens, 16).into_iter().enumerate() {
+        let batch = Batch {
+            ts: 1.0 + seq as f64,
+            events: vec![ev],
+            data_parallel_rank: Some(0),
+            wire: BatchWire::Array(3),
+        };
+        write_frame(
+            &mut frames,
+            b"kv@decode-0@demo-model",
+            seq as u64,
+            &encode_batch(&batch),
+        );
+    }
+    frames
+}
+
+// 16: a file that is not a capture is one error (not a zero report plus the error twice); an
+// empty capture warns and exits 1; the exit codes are in --help.
+#[test]
+fn replay_of_non_captures_and_empty_captures() {
+    let dir = tempfile::tempdir().unwrap();
+    let truth = write(&dir, "s1.json", r#"{"events": [], "expected": {}}"#);
+    for format in ["human", "json", "prometheus"] {
+        let out = kvaudit()
+            .args(["replay", &truth, "--format", format])
+            .assert()
+            .code(2);
+        assert_eq!(stdout(&out), "", "{format}");
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "error: {truth} is not a KV-event capture (a `.frames` file or raw msgpack event \
+                 batches): byte 0: event batch must be an array or a map, found int\n"
+            )
+        );
+    }
+    let empty = write(&dir, "empty.frames", "");
+    let out = kvaudit().args(["replay", &empty]).assert().code(1);
+    assert!(stdout(&out).contains("0 messages"), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        format!("warning: {empty} holds no messages: nothing was checked (exit code 1)\n")
+    );
+    let out = kvaudit()
+        .args(["replay", "-"])
+        .write_stdin("")
+        .assert()
+        .code(1);
+    assert!(stderr(&out).contains("holds no messages"));
+    // Bad bytes after good messages: the counts on stdout, the reason once, on stderr.
+    let mut cut = small_capture();
+    let good = cut.len();
+    cut.extend_from_slice(&[0, 0, 0, 3, b'k', b'v', b'@']);
+    let cut = {
+        let path = dir.path().join("cut.frames");
+        std::fs::write(&path, &cut).unwrap();
+        path.display().to_string()
+    };
+    let out = kvaudit().args(["replay", &cut]).assert().code(2);
+    let (o, e) = (stdout(&out), stderr(&out));
+    let at = good + 7;
+    assert!(o.contains(&format!("stopped early at byte {at} (")), "{o}");
+    assert_eq!(
+        e,
+        format!(
+            "error: {cut}: byte {at}: truncated frame: sequence number needs 8 bytes, 0 left; \
+             --keep-going counts such messages and goes on where the framing allows\n"
+        )
+    );
+    assert!(!o.contains("truncated"), "{o}");
+    // Exit codes are documented where users look.
+    let help = kvaudit().args(["replay", "--help"]).assert().code(0);
+    let help = stdout(&help);
+    assert!(help.contains("Exit codes:") && help.contains("a capture with no messages"));
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    assert!(readme.contains("and for a capture with no messages"));
+}
+
+// 19: --color always colours replay and keys too; NO_COLOR only counts when non-empty.
+#[test]
+fn color_always_reaches_replay_and_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("c.frames");
+    std::fs::write(&capture, small_capture()).unwrap();
+    let capture = capture.display().to_string();
+    let replay = |args: &[&str], env: &[(&str, &str)]| {
+        let out = kvaudit()
+            .args(["replay", &capture])
+            .args(args)
+            .envs(env.iter().copied())
+            .assert()
+            .code(1);
+        stdout(&out)
+    };
+    let keys = |args: &[&str], env: &[(&str, &str)]| {
+        let out = kvaudit()
+            .args(["keys", "--tokens", "1,2,3,4", "--index-block-size", "2"])
+            .args(["--model-name", "m"])
+            .args(args)
+            .envs(env.iter().copied())
+            .assert()
+            .code(0);
+        stdout(&out)
+    };
+    const ESC: &str = "\x1b[";
+    for out in [
+        replay(&["--color", "always"], &[]),
+        keys(&["--color", "always"], &[]),
+        // An empty NO_COLOR is not set (no-color.org); FORCE_COLOR stands in for a terminal.
+        replay(&[], &[("NO_COLOR", ""), ("FORCE_COLOR", "1")]),
+        keys(&[], &[("NO_COLOR", ""), ("FORCE_COLOR", "1")]),
+    ] {
+        assert!(out.contains(ESC), "{out}");
+    }
+    for out in [
+        replay(&[], &[]),
+        keys(&[], &[]),
+        replay(&[], &[("NO_COLOR", "1"), ("FORCE_COLOR", "1")]),
+        keys(&["--color", "never"], &[("FORCE_COLOR", "1")]),
+    ] {
+        assert!(!out.contains(ESC), "{out}");
+    }
+    // Colour never reaches JSON.
+    let json = kvaudit()
+        .args(["replay", &capture, "--format", "json", "--color", "always"])
+        .assert()
+        .code(1);
+    assert!(!stdout(&json).contains(ESC));
 }

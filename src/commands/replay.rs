@@ -48,6 +48,18 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if let Some(p) = progress {
         p.finish_and_clear();
     }
+    if let Some((0, reason)) = &error
+        && report.messages == 0
+        && report.malformed.is_empty()
+    {
+        // Nothing decoded at all: the file is something else (a JSON truth file, a log), and a
+        // report of zeros would only hide that.
+        return Err(StoppedOnBadInput(format!(
+            "{shown} is not a KV-event capture (a `.frames` file or raw msgpack event batches): \
+             byte 0: {reason}"
+        ))
+        .into());
+    }
     let input = InputInfo {
         path: &shown,
         format,
@@ -69,6 +81,10 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             "; --keep-going counts such messages and goes on where the framing allows"
         };
         return Err(StoppedOnBadInput(format!("{shown}: byte {offset}: {reason}{hint}")).into());
+    }
+    if report.messages == 0 && report.malformed.is_empty() {
+        eprintln!("warning: {shown} holds no messages: nothing was checked (exit code 1)");
+        return Ok(Outcome::Findings);
     }
     Ok(if report.has_findings() {
         Outcome::Findings

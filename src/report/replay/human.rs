@@ -206,10 +206,11 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             );
         }
     }
-    if let Some((offset, reason)) = &input.error {
+    // The reason is the error line on stderr; saying it here too printed it twice.
+    if let Some((offset, _)) = &input.error {
         let _ = writeln!(
             out,
-            "\nstopped at byte {offset}: {reason} (counts above cover the messages before it)"
+            "\nstopped early at byte {offset} (the counts above cover the messages before it)"
         );
     }
     out
