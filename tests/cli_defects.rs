@@ -443,3 +443,31 @@ fn color_always_reaches_replay_and_keys() {
         .code(1);
     assert!(!stdout(&json).contains(ESC));
 }
+
+// 22: the install instructions say what the build needs: the Rust version Cargo.toml
+// declares, and a C compiler whenever a dependency builds C through the `cc` crate.
+#[test]
+fn install_instructions_match_the_build() {
+    let root = common::repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let install = readme
+        .split("## Install")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has an Install section");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let rust_version = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .unwrap()
+        .trim_matches('"');
+    assert!(
+        install.contains(&format!("Rust toolchain ({rust_version} or newer")),
+        "{install}"
+    );
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+    if lock.contains("\nname = \"cc\"\n") {
+        assert!(install.contains("C compiler"), "{install}");
+        assert!(!install.contains("no C or C++ libraries, no Python"));
+    }
+}
