@@ -471,3 +471,49 @@ fn install_instructions_match_the_build() {
         assert!(!install.contains("no C or C++ libraries, no Python"));
     }
 }
+
+// 14: sampled ids that decode to another text are an error, not "retokenized" drift.
+#[test]
+fn generated_ids_must_decode_to_the_reply() {
+    let tok = kvaudit::tokenize::Tokenizer::from_file(
+        &common::fixtures().join("models/tiny-plain/tokenizer.json"),
+    )
+    .unwrap();
+    let reply = "A thread is a unit of execution.";
+    let other = tok.encode("The weather is nice today.").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let conv = |ids: &[u32]| {
+        let v = serde_json::json!({"messages": [
+            {"role": "user", "content": "What is a thread?"},
+            {"role": "assistant", "content": reply, "generated": reply, "generated_ids": ids},
+            {"role": "user", "content": "Thanks."}]});
+        write(&dir, "c.json", &v.to_string())
+    };
+    let file = conv(&other);
+    let out = kvaudit()
+        .args(["diff-turns", "--model", &model("tiny-plain"), "--now", NOW])
+        .args(["-c", &file])
+        .assert()
+        .code(2);
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: conversation {file}: reply 1: `generated_ids` decode to another text than \
+             `generated` (first difference at character 0: the ids give \"The weather is nice \
+             toda\", the text has \"A thread is a unit of ex\")\n"
+        )
+    );
+    // The same text in the tokenizer's own ids is fine (no drift, no rewrite).
+    let file = conv(&tok.encode(reply).unwrap());
+    let out = kvaudit()
+        .args(["diff-turns", "--model", &model("tiny-plain"), "--now", NOW])
+        .args(["-c", &file, "--format", "json"])
+        .assert()
+        .code(0);
+    let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        v["conversations"][0]["transitions"][0]["retokenization_drift"],
+        Json::Null
+    );
+}
