@@ -165,8 +165,9 @@ pub struct ConversationArgs {
     #[arg(long, value_enum)]
     pub reply_format: Option<ReplyFormatArg>,
 
-    /// A template variable `key=value` (value parsed as JSON, else a string); repeatable.
-    /// Under --server vllm|sglang this is the request's `chat_template_kwargs`.
+    /// A template variable `key=value` (value parsed as JSON, Python's True/False/None as
+    /// booleans and null, else a string); repeatable. A key the template never reads is
+    /// warned about. Under --server vllm|sglang this is the request's `chat_template_kwargs`.
     #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
     pub template_kwarg: Vec<String>,
 

@@ -517,3 +517,73 @@ fn generated_ids_must_decode_to_the_reply() {
         Json::Null
     );
 }
+
+// 17: Python's True/False/None are booleans and null; a kwarg the template never reads and
+// --reasoning under --reply-format plain are warned about instead of dropped in silence.
+#[test]
+fn silently_ignored_input_is_refused_or_warned() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = write(
+        &dir,
+        "t.jinja",
+        "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n\
+         {% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n\
+         {% if enable_thinking %}<think>\n{% endif %}{% endif %}",
+    );
+    let run = |kwarg: &str, extra: &[&str]| {
+        let out = kvaudit()
+            .args(["keys", "--model", &model("tiny-plain"), "--model-name", "m"])
+            .args(["--template", &template, "--now", NOW, "--format", "json"])
+            .args(["--index-block-size", "1"])
+            .args(["--user", "What is a thread?", "--reply", "A unit."])
+            .args(["--follow-up", "Thanks.", "--template-kwarg", kwarg])
+            .args(extra)
+            .assert()
+            .code(0);
+        let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        (v["sequences"].clone(), stderr(&out))
+    };
+    let (python_false, warned) = run("enable_thinking=False", &[]);
+    assert_eq!(warned, "");
+    assert_eq!(python_false, run("enable_thinking=false", &[]).0);
+    assert_ne!(python_false, run("enable_thinking=True", &[]).0);
+    assert_eq!(python_false, run("enable_thinking=None", &[]).0);
+    // The string "False" is truthy in a template: only the JSON string spelling gives it.
+    assert_ne!(python_false, run("enable_thinking=\"False\"", &[]).0);
+
+    let (_, warned) = run("enable_thinkng=false", &[]);
+    assert_eq!(
+        warned,
+        "warning: --template-kwarg enable_thinkng=false: the chat template never reads \
+         `enable_thinkng` (did you mean `enable_thinking`?); it reads: enable_thinking\n"
+    );
+    let (_, warned) = run(
+        "enable_thinking=true",
+        &["--reply-format", "plain", "--reasoning", "Let me think."],
+    );
+    assert_eq!(
+        warned,
+        "warning: --reasoning is left out of the reply: --reply-format plain has no reasoning \
+         block (drop --reply-format to use the template's own layout)\n"
+    );
+    // A conversation's own template_kwargs are checked too, in diff-turns as well.
+    let conv = write(
+        &dir,
+        "c.json",
+        r#"{"template_kwargs": {"enable_thinking": false, "thinking": true}, "messages": [
+            {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+            {"role": "user", "content": "Ok"}]}"#,
+    );
+    let out = kvaudit()
+        .args(["diff-turns", "--model", &model("tiny-plain"), "--now", NOW])
+        .args(["--template", &template, "-c", &conv])
+        .assert()
+        .code(1);
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "warning: conversation {conv} `template_kwargs`: the chat template never reads \
+             `thinking`; it reads: enable_thinking\n"
+        )
+    );
+}

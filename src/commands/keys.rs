@@ -3,7 +3,7 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result, bail};
 
 use super::Outcome;
-use super::settings::{audit_settings, conversations, index_config};
+use super::settings::{audit_settings, conversations, ignored_input_warnings, index_config};
 use crate::audit::{self, ModelSpec};
 use crate::cli::KeysArgs;
 use crate::report::keys::KeysReport;
@@ -29,6 +29,9 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         })?;
         let tok = Tokenizer::from_file(&files.tokenizer_path)?;
         let convs = conversations(&args.conversation)?;
+        for warning in ignored_input_warnings(&args.conversation, &files, None, &convs) {
+            eprintln!("warning: {warning}");
+        }
         let settings = audit_settings(&args.conversation, None)?;
         if model_name.is_none() {
             model_name = served_name(model, &files);
