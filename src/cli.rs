@@ -447,8 +447,13 @@ pub struct FetchArgs {
     pub revision: Option<String>,
 
     /// Check the cache only.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "force")]
     pub offline: bool,
+
+    /// Ask the Hub again even when the revision is cached: a branch or tag that moved is
+    /// re-resolved and only files whose content changed are downloaded.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
