@@ -179,7 +179,7 @@ pub fn fetch_detailed(
     // A cached revision resolves without a request, for every file it has or is known to lack
     // (unless forced: a branch or tag may have moved since).
     if let Some(commit) = &previous_commit
-        && !(settings.force && !settings.offline)
+        && (!settings.force || settings.offline)
     {
         let complete = MODEL_FILES.iter().all(|f| {
             repo.cached(commit, f).is_some()
