@@ -51,12 +51,14 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if let Some((0, reason)) = &error
         && report.messages == 0
         && report.malformed.is_empty()
+        && args.format == ReplayFormat::Human
     {
-        // Nothing decoded at all: the file is something else (a JSON truth file, a log), and a
-        // report of zeros would only hide that.
+        // Nothing decoded at all: most likely another kind of file (a JSON truth file, a
+        // log). A human report of zeros would only hide that; JSON and Prometheus keep their
+        // document, with the error in it, for the programs that read them.
         return Err(StoppedOnBadInput(format!(
-            "{shown} is not a KV-event capture (a `.frames` file or raw msgpack event batches): \
-             byte 0: {reason}"
+            "{shown}: byte 0: {reason}: nothing in it decodes as KV events (replay reads \
+             `.frames` captures and raw msgpack event batches)"
         ))
         .into());
     }
