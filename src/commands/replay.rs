@@ -5,7 +5,7 @@ use serde_json::Value as Json;
 
 use super::Outcome;
 use super::settings::{replay_options, style};
-use crate::cli::ReplayArgs;
+use crate::cli::{ReplayArgs, ReplayFormat};
 use crate::events::capture::CaptureReader;
 use crate::replay::{LookupRequest, ReplayRun};
 use crate::report::export;
