@@ -503,7 +503,7 @@ fn generated_ids_must_decode_to_the_reply() {
     assert_eq!(
         stderr(&out),
         format!(
-            "error: conversation {file}: reply 1: `generated_ids` decode to another text than \
+            "error: {file}: reply 1: `generated_ids` decode to another text than \
              `generated` (first difference at character 0: the ids give \"The weather is nice \
              toda\", the text has \"A thread is a unit of ex\")\n"
         )
