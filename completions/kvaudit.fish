@@ -159,7 +159,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l revision -d '
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s c -l conversation -d 'A conversation JSON file (repeatable; each is audited separately)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s c -l conversation -d 'A conversation JSON file, `-` for standard input (repeatable; each is audited separately)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l system -d 'Quick form: a system prompt' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l user -d 'Quick form: the first user message' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reply -d 'Quick form: the assistant\'s answer (content)' -r
@@ -172,18 +172,18 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reply-format 
 think_nl\t''
 think_tight\t''
 harmony\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
 sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l prompt -d 'Only prompt N (1-based) of each conversation' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l held -d 'Instead of prompts, what the decode server holds after generation N: prompt N and its reply without the stop token (the held tokens of transition N -> N+1 in diff-turns)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l format -d 'Output format' -r -f -a "human\t''
 json\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
