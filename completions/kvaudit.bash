@@ -299,7 +299,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__fetch)
-            opts="-q -h -V --revision --offline --color --quiet --help --version"
+            opts="-q -h -V --revision --offline --force --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -24,7 +24,7 @@ function __fish_kvaudit_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c kvaudit -n "__fish_kvaudit_needs_command" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
@@ -42,7 +42,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l revision 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s c -l conversation -d 'A conversation JSON file (repeatable; each is audited separately)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s c -l conversation -d 'A conversation JSON file, `-` for standard input (repeatable; each is audited separately)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l system -d 'Quick form: a system prompt' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l user -d 'Quick form: the first user message' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reply -d 'Quick form: the assistant\'s answer (content)' -r
@@ -55,12 +55,12 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reply-for
 think_nl\t''
 think_tight\t''
 harmony\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
 sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l block-sizes -d 'KV block sizes for the uncached counts' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
@@ -71,11 +71,11 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l hash-seed
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l decider -d 'The prefix-based P/D decider\'s settings' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l format -d 'Output format' -r -f -a "human\t''
 json\t''
 markdown\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
@@ -85,10 +85,11 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s q -l quie
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l revision -d 'Revision (branch, tag or commit)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l offline -d 'Check the cache only'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l force -d 'Ask the Hub again even when the revision is cached: a branch or tag that moved is re-resolved and only files whose content changed are downloaded'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s V -l version -d 'Print version'
@@ -106,7 +107,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l pod -d 'Pod n
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l format -d 'Output format' -r -f -a "human\t''
 json\t''
 prometheus\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l keep-going -d 'Count undecodable messages as malformed and go on, instead of stopping'
@@ -117,7 +118,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l tokens -d 'Toke
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l tokens-file -d 'A file of token ids (a JSON list, or ids separated by commas or whitespace)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s m -l model -d 'Render conversations with this model and print the keys of every prompt' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template -d 'With --model: use this chat template file instead of the model\'s' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s c -l conversation -d 'A conversation JSON file (repeatable; each is audited separately)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s c -l conversation -d 'A conversation JSON file, `-` for standard input (repeatable; each is audited separately)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l system -d 'Quick form: a system prompt' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l user -d 'Quick form: the first user message' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reply -d 'Quick form: the assistant\'s answer (content)' -r
@@ -130,12 +131,12 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reply-format -d
 think_nl\t''
 think_tight\t''
 harmony\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
 sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l index-block-size -d 'llm-d\'s block size (blockSizeTokens)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
@@ -146,7 +147,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l llmd-profile -d
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l format -d 'Output format' -r -f -a "human\t''
 json\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l offline -d 'With --model: use the Hugging Face cache only'
@@ -158,7 +159,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l revision -d '
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s c -l conversation -d 'A conversation JSON file (repeatable; each is audited separately)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s c -l conversation -d 'A conversation JSON file, `-` for standard input (repeatable; each is audited separately)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l system -d 'Quick form: a system prompt' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l user -d 'Quick form: the first user message' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reply -d 'Quick form: the assistant\'s answer (content)' -r
@@ -171,18 +172,18 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reply-format 
 think_nl\t''
 think_tight\t''
 harmony\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, else a string); repeatable. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
 sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l prompt -d 'Only prompt N (1-based) of each conversation' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l held -d 'Instead of prompts, what the decode server holds after generation N: prompt N and its reply without the stop token (the held tokens of transition N -> N+1 in diff-turns)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l format -d 'Output format' -r -f -a "human\t''
 json\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
@@ -210,7 +211,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l connect-time
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l replay-timeout -d 'How long to wait for a replay socket to answer a gap' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l format -d 'Output format of the summary' -r -f -a "human\t''
 json\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l color -d 'When to colour the output' -r -f -a "auto\t''
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l live-replay -d 'Run the llm-d emulation on the stream as it arrives (status line each second on a terminal)'

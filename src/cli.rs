@@ -12,7 +12,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     propagate_version = true
 )]
 pub struct Cli {
-    /// When to colour the output.
+    /// When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty;
+    /// FORCE_COLOR forces it).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
 
@@ -42,6 +43,7 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Replay a KV-event capture through llm-d's precise prefix index and report what it
     /// keeps, what it skips and why, and what lookups find versus what the engine holds.
+    #[command(after_help = REPLAY_EXIT_CODES)]
     Replay(ReplayArgs),
     /// Print llm-d's block keys for a token list or a rendered conversation.
     Keys(Box<KeysArgs>),
@@ -53,6 +55,18 @@ pub enum Command {
     /// detection and recovery through the publishers' replay sockets.
     Capture(Box<CaptureArgs>),
 }
+
+/// replay's exit codes, shown by `replay --help` (README says the same).
+pub const REPLAY_EXIT_CODES: &str = "\
+Exit codes:
+  0  every message decoded, every BlockStored event indexed, and lookups find
+     what the engine holds
+  1  findings: messages llm-d drops or cannot decode (counted with
+     --keep-going), BlockStored events skipped, token ids outside u32, events
+     the engine view cannot split, sequences the index sees less of than the
+     engine holds; or a capture with no messages (with a warning)
+  2  error: unreadable input, a file that is not a capture, bad bytes without
+     --keep-going (after the counts so far), bad flags";
 
 #[derive(Debug, Args)]
 pub struct ModelArgs {
@@ -118,7 +132,8 @@ pub enum ReplyFormatArg {
 /// Where the conversations come from (shared by diff-turns and keys).
 #[derive(Debug, Args)]
 pub struct ConversationArgs {
-    /// A conversation JSON file (repeatable; each is audited separately).
+    /// A conversation JSON file, `-` for standard input (repeatable; each is audited
+    /// separately).
     #[arg(long, short = 'c', value_name = "FILE")]
     pub conversation: Vec<PathBuf>,
 
@@ -150,8 +165,9 @@ pub struct ConversationArgs {
     #[arg(long, value_enum)]
     pub reply_format: Option<ReplyFormatArg>,
 
-    /// A template variable `key=value` (value parsed as JSON, else a string); repeatable.
-    /// Under --server vllm|sglang this is the request's `chat_template_kwargs`.
+    /// A template variable `key=value` (value parsed as JSON, Python's True/False/None as
+    /// booleans and null, else a string); repeatable. A key the template never reads is
+    /// warned about. Under --server vllm|sglang this is the request's `chat_template_kwargs`.
     #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
     pub template_kwarg: Vec<String>,
 
@@ -165,7 +181,9 @@ pub struct ConversationArgs {
     #[arg(long = "server-template-kwarg", value_name = "KEY=VALUE")]
     pub server_template_kwarg: Vec<String>,
 
-    /// The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time).
+    /// The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone
+    /// (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is
+    /// what a server in that zone prints.
     #[arg(long, value_name = "TIME")]
     pub now: Option<String>,
 
@@ -256,7 +274,8 @@ pub struct DiffTurnsArgs {
     #[command(flatten)]
     pub index: IndexArgs,
 
-    /// The prefix-based P/D decider's settings.
+    /// The prefix-based P/D decider's settings (llm-d's nonCachedTokens, promptTokens); a
+    /// setting left out keeps its default here, and 0 turns a threshold off.
     #[arg(
         long,
         default_value = "non-cached-tokens=512,prompt-tokens=1024",
@@ -428,8 +447,13 @@ pub struct FetchArgs {
     pub revision: Option<String>,
 
     /// Check the cache only.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "force")]
     pub offline: bool,
+
+    /// Ask the Hub again even when the revision is cached: a branch or tag that moved is
+    /// re-resolved and only files whose content changed are downloaded.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

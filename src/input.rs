@@ -37,7 +37,25 @@ pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
 
 /// [`read_bounded`] as UTF-8 text.
 pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
-    String::from_utf8(read_bounded(path, limit)?).map_err(|e| {
+    utf8(read_bounded(path, limit)?)
+}
+
+/// Everything `reader` gives (standard input for `-`), refused past `limit` bytes without
+/// reading more than one byte beyond it: a pipe has no length to check first.
+pub fn read_stream_text(reader: impl Read, limit: u64) -> std::io::Result<String> {
+    let mut out = Vec::new();
+    reader.take(limit + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("more than the {} limit", shown_limit(limit)),
+        ));
+    }
+    utf8(out)
+}
+
+fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
@@ -48,15 +66,18 @@ pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
     })
 }
 
-fn too_big(len: u64, limit: u64) -> std::io::Error {
-    let limit = if limit.is_multiple_of(1 << 20) {
+fn shown_limit(limit: u64) -> String {
+    if limit.is_multiple_of(1 << 20) {
         format!("{} MiB", limit >> 20)
     } else {
         format!("{limit} bytes")
-    };
+    }
+}
+
+fn too_big(len: u64, limit: u64) -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
-        format!("{len} bytes, larger than the {limit} limit"),
+        format!("{len} bytes, larger than the {} limit", shown_limit(limit)),
     )
 }
 
@@ -92,5 +113,13 @@ mod tests {
         );
         std::fs::write(&f, b"\xff").unwrap();
         assert!(read_text(&f, 5).unwrap_err().to_string().contains("UTF-8"));
+    }
+
+    #[test]
+    fn streams_stop_one_byte_past_the_limit() {
+        assert_eq!(read_stream_text(&b"hello"[..], 5).unwrap(), "hello");
+        let err = read_stream_text(std::io::repeat(b'a'), 4).unwrap_err();
+        assert_eq!(err.to_string(), "more than the 4 bytes limit");
+        assert!(read_stream_text(&b"\xff"[..], 5).is_err());
     }
 }

@@ -13,5 +13,6 @@ pub mod model;
 pub mod render;
 pub mod replay;
 pub mod report;
+pub mod suggest;
 pub mod tally;
 pub mod tokenize;

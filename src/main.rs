@@ -1,8 +1,8 @@
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
-use kvaudit::cli::{Cli, ColorChoice, Command};
+use kvaudit::cli::{Cli, Command};
 use kvaudit::commands::{self, Outcome};
 
 fn main() -> ExitCode {
@@ -14,11 +14,13 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match cli.color {
-        ColorChoice::Always => owo_colors::set_override(true),
-        ColorChoice::Never => owo_colors::set_override(false),
-        ColorChoice::Auto => {}
-    }
+    // Decided here once rather than by owo-colors' own detection, which treats an empty
+    // NO_COLOR as set.
+    owo_colors::set_override(commands::color_wanted(
+        cli.color,
+        std::io::stdout().is_terminal(),
+        |k| std::env::var(k).ok(),
+    ));
     let stdout = std::io::stdout();
     let mut out: Box<dyn Write> = if cli.quiet {
         Box::new(std::io::sink())

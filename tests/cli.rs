@@ -435,8 +435,8 @@ fn router_view_simulates_decode_events_and_the_decider() {
     let keys: Json = serde_json::from_slice(&keys.get_output().stdout).unwrap();
     let p = keys["sequences"][0]["tokens"].as_u64().unwrap();
     for (index_bs, decider) in [
-        (64u64, "non-cached-tokens=16"),
-        (16, "non-cached-tokens=16"),
+        (64u64, "non-cached-tokens=16,prompt-tokens=0"),
+        (16, "non-cached-tokens=16,prompt-tokens=0"),
         (64, "non-cached-tokens=512,prompt-tokens=1024"),
     ] {
         let v = {
@@ -501,7 +501,7 @@ fn router_view_simulates_decode_events_and_the_decider() {
         );
         assert_eq!(r["decider"]["non_cached_tokens"], n - visible);
         let want = match decider {
-            "non-cached-tokens=16" if n - visible >= 16 => "prefill-decode",
+            "non-cached-tokens=16,prompt-tokens=0" if n - visible >= 16 => "prefill-decode",
             _ => "decode-only",
         };
         assert_eq!(r["decider"]["verdict"], want, "block {index_bs}, {decider}");

@@ -467,3 +467,147 @@ fn broken_servers_fail_clearly_within_the_limits() {
         stderr(&out)
     );
 }
+
+/// `fetch --force` re-resolves a branch that moved and downloads only what changed; without it
+/// a cached branch resolves from the cache, and stderr says the Hub was not asked.
+#[test]
+fn force_re_resolves_a_moved_branch_and_says_when_the_cache_answered() {
+    let Some(hub) = Hub::start() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let short = &COMMIT[..12];
+    let fetch = |args: &[&str]| {
+        let out = hub
+            .kvaudit(home.path())
+            .arg("fetch")
+            .args(args)
+            .assert()
+            .success();
+        (stdout(&out), stderr(&out))
+    };
+    let (dir, said) = fetch(&["Org/tiny"]);
+    assert_eq!(
+        said,
+        format!(
+            "Org/tiny@main: commit {short}; downloaded tokenizer.json, tokenizer_config.json\n"
+        )
+    );
+    let before = hub.requests().len();
+    let (again, said) = fetch(&["Org/tiny"]);
+    assert_eq!(
+        (again.as_str(), hub.requests().len()),
+        (dir.as_str(), before)
+    );
+    assert_eq!(
+        said,
+        format!(
+            "Org/tiny@main: commit {short} from the cache without the network (the Hub was not \
+             asked whether main moved; --force checks)\n"
+        )
+    );
+    // Forced with nothing changed: the Hub is asked, nothing is downloaded.
+    let (same, said) = fetch(&["Org/tiny", "--force"]);
+    assert_eq!(same, dir);
+    assert_eq!(
+        said,
+        format!("Org/tiny@main: commit {short}; nothing to download, the cache had every file\n")
+    );
+    assert!(hub.requests().len() > before);
+    assert!(
+        hub.requests()[before..]
+            .iter()
+            .all(|r| r["method"] == "HEAD"),
+        "{:?}",
+        &hub.requests()[before..]
+    );
+
+    // main moves to a commit that changes tokenizer_config.json only.
+    let repo = hub._root.path().join("Org/tiny");
+    let moved = "fedcba9876543210fedcba9876543210fedcba98";
+    std::fs::write(repo.join(".commit"), moved).unwrap();
+    let mut config: Json =
+        serde_json::from_slice(&std::fs::read(repo.join("tokenizer_config.json")).unwrap())
+            .unwrap();
+    config["model_max_length"] = 4096.into();
+    std::fs::write(repo.join("tokenizer_config.json"), config.to_string()).unwrap();
+    // Without --force the cache still answers with the old commit.
+    assert_eq!(fetch(&["Org/tiny"]).0, dir);
+    let before = hub.requests().len();
+    let (new_dir, said) = fetch(&["Org/tiny", "--force"]);
+    assert_eq!(
+        said,
+        format!(
+            "Org/tiny@main: commit {} (was {short}); downloaded tokenizer_config.json\n",
+            &moved[..12]
+        )
+    );
+    let cache = home.path().join("hub/models--Org--tiny");
+    assert_eq!(
+        PathBuf::from(new_dir.trim()),
+        cache.join("snapshots").join(moved)
+    );
+    assert_eq!(
+        std::fs::read_to_string(cache.join("refs/main"))
+            .unwrap()
+            .trim(),
+        moved
+    );
+    let gets: Vec<String> = hub.requests()[before..]
+        .iter()
+        .filter(|r| r["method"] == "GET")
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(gets, ["/Org/tiny/resolve/main/tokenizer_config.json"]);
+    let snapshot = cache.join("snapshots").join(moved);
+    assert_eq!(
+        std::fs::read(snapshot.join("tokenizer_config.json")).unwrap(),
+        config.to_string().as_bytes()
+    );
+    assert!(
+        snapshot.join("tokenizer.json").is_file(),
+        "unchanged file linked too"
+    );
+    // Later runs resolve main to the new commit from the cache.
+    assert_eq!(fetch(&["Org/tiny"]).0, new_dir);
+
+    let out = hub
+        .kvaudit(home.path())
+        .args(["fetch", "Org/tiny", "--force", "--offline"])
+        .assert()
+        .code(2);
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// keys with a Hub id hashes that id (without `@revision`), as llm-d does for the served name.
+#[test]
+fn keys_of_a_hub_model_use_the_hub_id() {
+    let Some(hub) = Hub::start() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let keys = |args: &[&str]| {
+        let out = hub
+            .kvaudit(home.path())
+            .args(["keys", "--now", "2026-01-15T10:00:00", "--format", "json"])
+            .args(["--index-block-size", "4"])
+            .args(args)
+            .assert()
+            .success();
+        serde_json::from_str::<Json>(&stdout(&out)).unwrap()
+    };
+    let v = keys(&["--model", "Org/tiny@main"]);
+    assert_eq!(v["model_name"], "Org/tiny");
+    assert_eq!(v["model_name_from"], "the Hub id");
+    let dir = home
+        .path()
+        .join("hub/models--Org--tiny/snapshots")
+        .join(COMMIT);
+    let named = keys(&[
+        "--model",
+        &dir.display().to_string(),
+        "--model-name",
+        "Org/tiny",
+    ]);
+    assert_eq!(v["sequences"], named["sequences"]);
+}

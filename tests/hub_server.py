@@ -11,7 +11,8 @@ tests: `redirect` sends every request to HUB_REDIRECT_TO (another server) with a
 `etag-escape` and `commit-dotdot`/`commit-abs` send path-like headers, `no-location` is a
 302 without Location, `silent` never answers, `trickle` sends a byte every 0.2 s, `endless`
 sends zeros forever, `html` answers the download with an HTML page. HUB_BIND picks the
-address (default 127.0.0.1).
+address (default 127.0.0.1). A repository's `.commit` file, when a test writes one, is the
+commit its revisions resolve to.
 """
 import hashlib
 import json
@@ -24,6 +25,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ROOT, LOG, TOKEN = sys.argv[1], sys.argv[2], sys.argv[3]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 ROUTE = re.compile(r"^/(?:models/)?([^/]+)/([^/]+)/resolve/([^/]+)/(.+)$")
+
+
+def repo_commit(repo_dir):
+    """The commit a repository's branches point to: COMMIT, or what a test wrote into the
+    repository's `.commit` file to move them (fetch --force)."""
+    try:
+        with open(os.path.join(repo_dir, ".commit"), encoding="utf-8") as fh:
+            return fh.read().strip()
+    except FileNotFoundError:
+        return COMMIT
 
 
 class Hub(BaseHTTPRequestHandler):
@@ -136,7 +147,7 @@ class Hub(BaseHTTPRequestHandler):
         self.record(status)
         self.send_response(status)
         self.send_header("ETag", '"%s"' % hashlib.sha256(data).hexdigest())
-        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("X-Repo-Commit", repo_commit(os.path.join(ROOT, org, name)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(chunk) if body_wanted else len(data)))
         if status == 206:

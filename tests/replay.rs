@@ -367,7 +367,10 @@ fn keys_match_llm_d_vectors() {
         .success();
     assert_eq!(
         String::from_utf8_lossy(&out.get_output().stdout),
-        "1334984470577408192\n"
+        "model name \"ibm-granite/granite-3.1-8b-instruct\" (from --model-name)\n\
+         hash cbor-fnv, seed \"\", index block size 4\n\n\
+         tokens: 7 tokens, 1 key; the last 3 tokens are not in a whole block and get no key\n  \
+         block 0    tokens 0..4         1334984470577408192\n"
     );
     let tokens: Vec<String> = (1..=32).map(|t| t.to_string()).collect();
     let out = kvaudit()
@@ -405,6 +408,8 @@ fn keys_of_rendered_prompts() {
             "keys",
             "--model",
             "fixtures/models/tiny-plain",
+            "--model-name",
+            "tiny",
             "--now",
             "2026-01-15T10:00:00",
             "--index-block-size",

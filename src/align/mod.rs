@@ -34,6 +34,25 @@ pub struct Drift {
     pub encoded: Vec<TokenView>,
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum AlignError {
+    #[error(transparent)]
+    Tokenize(#[from] TokenizeError),
+    /// The sampled ids say another text than the reply: they belong to another reply (or
+    /// another tokenizer), so comparing them with the text's encoding would report drift
+    /// that is not there.
+    #[error(
+        "reply {reply}: `generated_ids` decode to another text than `generated` (first \
+         difference at character {at}: the ids give {ids:?}, the text has {text:?})"
+    )]
+    IdsDoNotMatchText {
+        reply: usize,
+        at: usize,
+        ids: String,
+        text: String,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Uncached {
     pub block_size: usize,
@@ -95,7 +114,7 @@ pub fn align_plan(
     plan: &TurnPlan,
     tok: &Tokenizer,
     options: &AlignOptions,
-) -> Result<Vec<Transition>, TokenizeError> {
+) -> Result<Vec<Transition>, AlignError> {
     let mut out: Vec<Transition> = Vec::new();
     for (k, turn) in plan.turns.iter().enumerate() {
         let Some(next_text) = &plan.next_prompts[k] else {
@@ -115,6 +134,7 @@ pub fn align_plan(
         let encoded = tok.encode(&turn.generated)?;
         let (generated, drift) = match &turn.generated_ids {
             Some(sampled) => {
+                check_ids_say_the_text(tok, sampled, &encoded, k + 1)?;
                 let at = common_prefix(sampled, &encoded);
                 let drift = (at < sampled.len() || at < encoded.len()).then(|| Drift {
                     position: prompt_ids.len() + at,
@@ -187,6 +207,33 @@ pub fn align_plan(
         });
     }
     Ok(out)
+}
+
+/// Sampled ids may tokenize the reply differently from the tokenizer's own encoding (that is
+/// drift), but they must decode to the same text. Both sides are decoded, so a decoder that
+/// does not give back its input exactly (a dropped prefix space) treats them alike.
+fn check_ids_say_the_text(
+    tok: &Tokenizer,
+    sampled: &[u32],
+    encoded: &[u32],
+    reply: usize,
+) -> Result<(), AlignError> {
+    let (ids, text) = (tok.decode(sampled), tok.decode(encoded));
+    if ids == text {
+        return Ok(());
+    }
+    let at = ids
+        .chars()
+        .zip(text.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let excerpt = |s: &str| -> String { s.chars().skip(at).take(24).collect() };
+    Err(AlignError::IdsDoNotMatchText {
+        reply,
+        at,
+        ids: excerpt(&ids),
+        text: excerpt(&text),
+    })
 }
 
 fn views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {

@@ -1,7 +1,9 @@
 use anyhow::{Result, bail};
 
 use super::Outcome;
-use super::settings::{audit_settings, conversations, router_settings, style};
+use super::settings::{
+    audit_settings, conversations, ignored_input_warnings, router_settings, style,
+};
 use crate::audit;
 use crate::cli::DiffTurnsArgs;
 use crate::report;
@@ -17,6 +19,14 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     settings.router = Some(router_settings(args)?);
     let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
+    for warning in ignored_input_warnings(
+        &args.conversation,
+        &files,
+        args.model.template_name.as_deref(),
+        &conversations,
+    ) {
+        eprintln!("warning: {warning}");
+    }
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
     let spinner = super::progress::Spinner::start("rendering");
     let n = conversations.len();

@@ -3,7 +3,7 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result, bail};
 
 use super::Outcome;
-use super::settings::{audit_settings, conversations, index_config};
+use super::settings::{audit_settings, conversations, ignored_input_warnings, index_config};
 use crate::audit::{self, ModelSpec};
 use crate::cli::KeysArgs;
 use crate::report::keys::KeysReport;
@@ -13,7 +13,12 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if args.index_block_size == 0 {
         bail!("--index-block-size must be positive");
     }
-    let mut cfg = index_config(&args.index, args.index_block_size);
+    let cfg = index_config(&args.index, args.index_block_size);
+    // llm-d hashes the served model's name into every key: say which name, and where from.
+    let mut model_name = cfg
+        .model_name
+        .clone()
+        .map(|n| (n, "--model-name".to_string()));
     let sequences: Vec<(String, Vec<u32>)> = if let Some(model) = &args.model {
         let files = audit::resolve_model(&ModelSpec {
             model: model.clone(),
@@ -24,8 +29,13 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         })?;
         let tok = Tokenizer::from_file(&files.tokenizer_path)?;
         let convs = conversations(&args.conversation)?;
+        for warning in ignored_input_warnings(&args.conversation, &files, None, &convs) {
+            eprintln!("warning: {warning}");
+        }
         let settings = audit_settings(&args.conversation, None)?;
-        cfg.model_name.get_or_insert_with(|| model.clone());
+        if model_name.is_none() {
+            model_name = served_name(model, &files);
+        }
         audit::conversation_prompts(&files, &tok, &convs, &settings)?
             .into_iter()
             .flat_map(|(source, prompts)| {
@@ -47,16 +57,47 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     } else {
         bail!("give --tokens, --tokens-file or --model");
     };
-    let Some(model_name) = cfg.model_name.clone() else {
-        bail!("--model-name is needed: llm-d hashes the model name into every key");
+    let Some((model_name, from)) = model_name else {
+        bail!(match &args.model {
+            Some(m) => format!(
+                "--model-name is needed: llm-d hashes the served model's name into every key, and \
+                 {m} is a local directory whose config.json and tokenizer_config.json name no \
+                 model (`_name_or_path`)"
+            ),
+            None => "--model-name is needed: llm-d hashes the model name into every key".into(),
+        });
     };
-    let mut report = KeysReport::new(&cfg, &model_name, sequences);
+    let b = args.index_block_size;
+    if sequences.iter().all(|(_, ids)| ids.len() < b) {
+        let longest = sequences
+            .iter()
+            .map(|(_, ids)| ids.len())
+            .max()
+            .unwrap_or(0);
+        bail!(
+            "no keys: llm-d keys whole {b}-token blocks only, and the longest sequence has \
+             {longest} tokens (lower --index-block-size or give more tokens)"
+        );
+    }
+    let mut report = KeysReport::new(&cfg, &model_name, &from, sequences);
     if args.model.is_some() {
         report.server = Some(audit_settings(&args.conversation, None)?.plan.server.name());
     }
     let text = crate::report::export(&report, args.format.into(), &super::settings::style(false))?;
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)
+}
+
+/// The name llm-d would see for `--model`: a Hub id as given (without `@revision`), or for a
+/// local directory the name its config files were saved under.
+fn served_name(model: &str, files: &crate::model::ModelFiles) -> Option<(String, String)> {
+    if !std::path::Path::new(model).is_dir() && crate::model::is_hub_id(model) {
+        let id = model.split_once('@').map_or(model, |(id, _)| id);
+        return Some((id.to_string(), "the Hub id".into()));
+    }
+    files
+        .declared_name()
+        .map(|(name, file)| (name, format!("`_name_or_path` in {file}")))
 }
 
 /// The largest token-id file read (16 M ids written out take about 100 MB).

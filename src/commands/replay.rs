@@ -5,7 +5,7 @@ use serde_json::Value as Json;
 
 use super::Outcome;
 use super::settings::{replay_options, style};
-use crate::cli::ReplayArgs;
+use crate::cli::{ReplayArgs, ReplayFormat};
 use crate::events::frames::CaptureReader;
 use crate::replay::{LookupRequest, ReplayRun};
 use crate::report::export;
@@ -48,6 +48,20 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if let Some(p) = progress {
         p.finish_and_clear();
     }
+    if let Some((0, reason)) = &error
+        && report.messages == 0
+        && report.malformed.is_empty()
+        && args.format == ReplayFormat::Human
+    {
+        // Nothing decoded at all: most likely another kind of file (a JSON truth file, a
+        // log). A human report of zeros would only hide that; JSON and Prometheus keep their
+        // document, with the error in it, for the programs that read them.
+        return Err(StoppedOnBadInput(format!(
+            "{shown}: byte 0: {reason}: nothing in it decodes as KV events (replay reads \
+             `.frames` captures and raw msgpack event batches)"
+        ))
+        .into());
+    }
     let input = InputInfo {
         path: &shown,
         format,
@@ -69,6 +83,10 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             "; --keep-going counts such messages and goes on where the framing allows"
         };
         return Err(StoppedOnBadInput(format!("{shown}: byte {offset}: {reason}{hint}")).into());
+    }
+    if report.messages == 0 && report.malformed.is_empty() {
+        eprintln!("warning: {shown} holds no messages: nothing was checked (exit code 1)");
+        return Ok(Outcome::Findings);
     }
     Ok(if report.has_findings() {
         Outcome::Findings

@@ -13,8 +13,11 @@ use crate::cli::{
     ConversationArgs, DiffTurnsArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend, ServerArg,
 };
 use crate::events::Engine;
+use crate::model::ModelFiles;
 use crate::render::reply::PlanOptions;
-use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, ServerProfile, parse_time};
+use crate::render::{
+    ChatRenderer, Clock, Conversation, ReplyFormat, ResendMode, ServerProfile, parse_time,
+};
 use crate::replay::ReplayOptions;
 use crate::report::{Format, Style};
 
@@ -81,8 +84,11 @@ pub fn audit_settings(
     template_name: Option<String>,
 ) -> Result<AuditSettings> {
     let now = match &args.now {
-        Some(t) => parse_time(t)
-            .with_context(|| format!("--now {t:?}: expected a time like 2026-01-15T10:00:00"))?,
+        Some(t) => parse_time(t).with_context(|| {
+            format!(
+                "--now {t:?}: expected a time like 2026-01-15T10:00:00 or 2026-01-15T10:00:00+02:00"
+            )
+        })?,
         None => chrono::Local::now().naive_local(),
     };
     let kwargs = template_kwargs("--template-kwarg", &args.template_kwarg)?;
@@ -117,7 +123,7 @@ pub fn audit_settings(
     })
 }
 
-/// `KEY=VALUE` flags: the value parsed as JSON, else taken as a string.
+/// `KEY=VALUE` flags: the value as [`kwarg_value`] reads it.
 fn template_kwargs(flag: &str, pairs: &[String]) -> Result<Map<String, Json>> {
     let mut kwargs = Map::new();
     for kv in pairs {
@@ -127,8 +133,7 @@ fn template_kwargs(flag: &str, pairs: &[String]) -> Result<Map<String, Json>> {
         if k.is_empty() {
             bail!("{flag} {kv:?}: the key is empty");
         }
-        let value = serde_json::from_str::<Json>(v).unwrap_or_else(|_| Json::String(v.to_string()));
-        kwargs.insert(k.to_string(), value);
+        kwargs.insert(k.to_string(), kwarg_value(v));
     }
     Ok(kwargs)
 }
@@ -145,6 +150,97 @@ pub fn render_selection(prompt: Option<usize>, held: Option<usize>) -> Result<Re
     })
 }
 
+/// A `--template-kwarg` value: JSON, or Python's spelling of a constant (what users copy
+/// from `apply_chat_template(..., enable_thinking=False)`; as a string, "False" is true in a
+/// template), else the text as a string.
+fn kwarg_value(v: &str) -> Json {
+    match v {
+        "True" => Json::Bool(true),
+        "False" => Json::Bool(false),
+        "None" => Json::Null,
+        _ => serde_json::from_str::<Json>(v).unwrap_or_else(|_| Json::String(v.to_string())),
+    }
+}
+
+/// Input that would otherwise be dropped without a word, as warnings for the command to
+/// print: a keyword argument no chat template in use reads, and reasoning that the plain
+/// reply format leaves out.
+pub fn ignored_input_warnings(
+    args: &ConversationArgs,
+    files: &ModelFiles,
+    template_name: Option<&str>,
+    conversations: &[Conversation],
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if args.reply_format == Some(ReplyFormatArg::Plain) && args.reasoning.is_some() {
+        warnings.push(
+            "--reasoning is left out of the reply: --reply-format plain has no reasoning block \
+             (drop --reply-format to use the template's own layout)"
+                .to_string(),
+        );
+    }
+    // The variables each conversation's template reads (compiled once per template; one that
+    // does not compile is the audit's error to report, not a warning).
+    let mut read_by: Vec<(String, Vec<String>)> = Vec::new();
+    let mut names_for = |conv: &Conversation| -> Option<Vec<String>> {
+        let has_tools = conv
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+        let template = files.select_template(template_name, has_tools).ok()?;
+        if let Some((_, names)) = read_by.iter().find(|(o, _)| *o == template.origin) {
+            return Some(names.clone());
+        }
+        let renderer =
+            ChatRenderer::new(&template.text, files.special_tokens.clone(), args.fuel).ok()?;
+        let names = renderer.kwarg_names();
+        read_by.push((template.origin, names.clone()));
+        Some(names)
+    };
+    let unread = |given: &str, key: &str, names: &[String]| -> Option<String> {
+        if names.iter().any(|n| n == key) {
+            return None;
+        }
+        let hint = crate::suggest::closest(key, names.iter().map(String::as_str))
+            .map(|n| format!(" (did you mean `{n}`?)"))
+            .unwrap_or_default();
+        let reads = if names.is_empty() {
+            "it reads no variables besides messages, tools, documents and add_generation_prompt"
+                .to_string()
+        } else {
+            format!("it reads: {}", names.join(", "))
+        };
+        Some(format!(
+            "{given}: the chat template never reads `{key}`{hint}; {reads}"
+        ))
+    };
+    let mut cli_names: Option<Vec<String>> = None;
+    for conv in conversations {
+        let Some(names) = names_for(conv) else {
+            continue;
+        };
+        for key in conv.template_kwargs.keys() {
+            let given = format!("conversation {} `template_kwargs`", conv.source);
+            warnings.extend(unread(&given, key, &names));
+        }
+        let all = cli_names.get_or_insert_with(Vec::new);
+        for n in names {
+            if !all.contains(&n) {
+                all.push(n);
+            }
+        }
+    }
+    if let Some(mut names) = cli_names {
+        names.sort();
+        for kv in &args.template_kwarg {
+            if let Some((key, _)) = kv.split_once('=') {
+                warnings.extend(unread(&format!("--template-kwarg {kv}"), key, &names));
+            }
+        }
+    }
+    warnings
+}
+
 pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
     let resend = match args.resend {
         Resend::Content => ResendMode::Content,
@@ -152,10 +248,21 @@ pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
         Resend::ReasoningField => ResendMode::ReasoningField,
     };
     if !args.conversation.is_empty() {
+        let stdin = std::path::Path::new("-");
+        if args.conversation.iter().filter(|p| *p == stdin).count() > 1 {
+            bail!("--conversation - (standard input) can be given once");
+        }
         return args
             .conversation
             .iter()
-            .map(|p| Conversation::from_file(p).map_err(Into::into))
+            .map(|p| {
+                if p == stdin {
+                    Conversation::from_reader(std::io::stdin().lock(), "stdin")
+                } else {
+                    Conversation::from_file(p)
+                }
+                .map_err(Into::into)
+            })
             .collect();
     }
     let Some(user) = &args.user else {
@@ -288,6 +395,17 @@ impl From<crate::cli::ReplayFormat> for Format {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn python_constants_are_booleans_and_null() {
+        assert_eq!(kwarg_value("False"), Json::Bool(false));
+        assert_eq!(kwarg_value("True"), Json::Bool(true));
+        assert_eq!(kwarg_value("None"), Json::Null);
+        assert_eq!(kwarg_value("false"), Json::Bool(false));
+        assert_eq!(kwarg_value("3"), serde_json::json!(3));
+        assert_eq!(kwarg_value("FALSE"), Json::String("FALSE".into()));
+        assert_eq!(kwarg_value("hello"), Json::String("hello".into()));
+    }
 
     #[test]
     fn durations() {

@@ -20,12 +20,11 @@ impl Default for DeciderConfig {
 }
 
 impl DeciderConfig {
-    /// `non-cached-tokens=512,prompt-tokens=1024` (either part may be left out).
+    /// `non-cached-tokens=512,prompt-tokens=1024`; a setting left out keeps its default
+    /// (the documented 512 / 1024), so `non-cached-tokens=16` does not turn the prompt
+    /// threshold off. `0` disables a threshold, as in llm-d.
     pub fn parse(text: &str) -> Result<DeciderConfig, String> {
-        let mut cfg = DeciderConfig {
-            non_cached_tokens: 0,
-            prompt_tokens: 0,
-        };
+        let mut cfg = DeciderConfig::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
                 .split_once('=')
@@ -162,11 +161,27 @@ mod tests {
             DeciderConfig::parse("non-cached-tokens=512,prompt-tokens=1024").unwrap(),
             DeciderConfig::default()
         );
+        // A setting left out keeps its documented default instead of 0 (disabled).
         assert_eq!(
-            DeciderConfig::parse("non-cached-tokens=16")
-                .unwrap()
-                .prompt_tokens,
-            0
+            DeciderConfig::parse("non-cached-tokens=16").unwrap(),
+            DeciderConfig {
+                non_cached_tokens: 16,
+                prompt_tokens: 1024
+            }
+        );
+        assert_eq!(
+            DeciderConfig::parse("promptTokens=10").unwrap(),
+            DeciderConfig {
+                non_cached_tokens: 512,
+                prompt_tokens: 10
+            }
+        );
+        assert_eq!(
+            DeciderConfig::parse("non-cached-tokens=0,prompt-tokens=0").unwrap(),
+            DeciderConfig {
+                non_cached_tokens: 0,
+                prompt_tokens: 0
+            }
         );
         assert!(DeciderConfig::parse("threshold=3").is_err());
         assert!(DeciderConfig::parse("non-cached-tokens=-1").is_err());

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value as Json};
 
-pub use hub::{HubSettings, fetch as fetch_from_hub, is_hub_id};
+pub use hub::{Fetched, HubSettings, fetch as fetch_from_hub, fetch_detailed, is_hub_id};
 
 /// Files kvaudit reads from a model repository; the first two are required.
 pub const MODEL_FILES: [&str; 6] = [
@@ -139,6 +139,23 @@ impl ModelFiles {
             templates,
             special_tokens,
             stop_token_ids,
+        })
+    }
+
+    /// The model name the directory's files were saved under: `_name_or_path` in config.json
+    /// (transformers writes the Hub id it loaded from), else `name_or_path` in
+    /// tokenizer_config.json. Returns the name and the file it came from.
+    pub fn declared_name(&self) -> Option<(String, &'static str)> {
+        [
+            ("config.json", "_name_or_path"),
+            ("tokenizer_config.json", "name_or_path"),
+        ]
+        .into_iter()
+        .find_map(|(file, key)| {
+            let path = self.dir.join(file);
+            let v = read_json(&path).ok()?;
+            let name = v.get(key)?.as_str()?.trim();
+            (!name.is_empty()).then(|| (name.to_string(), file))
         })
     }
 

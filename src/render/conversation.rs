@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use chrono::{Duration, NaiveDate, NaiveDateTime, NaiveTime};
-use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
 use super::reply::ResendMode;
@@ -22,6 +21,9 @@ pub enum ConversationError {
     },
     #[error("conversation {path}: {message}")]
     Invalid { path: String, message: String },
+    /// Valid JSON of the wrong shape (a misspelt field, a wrong type).
+    #[error("{path} is not a conversation: {message}")]
+    Shape { path: String, message: String },
 }
 
 /// The largest conversation file read: real multi-turn logs are kilobytes to a few megabytes,
@@ -70,9 +72,35 @@ impl Clock {
 
 /// Accepts `2026-01-15T10:00:00`, `2026-01-15T10:00`, a space instead of `T`, or a bare date,
 /// within Python's `datetime` range (years 1 to 9999), which is what templates format.
+///
+/// A zone (`Z`, `+02:00`, `-0500`) is read and then dropped: the result is the wall-clock time
+/// at that offset, not converted to UTC or to this machine's zone. transformers'
+/// `strftime_now` formats the serving machine's local time, so `10:00+02:00` is what a server
+/// running at UTC+2 prints at that instant.
 pub fn parse_time(text: &str) -> Option<NaiveDateTime> {
     use chrono::Datelike;
-    parse_any_time(text).filter(|t| (1..=9999).contains(&t.year()))
+    let text = text.trim();
+    parse_any_time(text)
+        .or_else(|| parse_zoned_time(text))
+        .filter(|t| (1..=9999).contains(&t.year()))
+}
+
+/// A time with a zone suffix, as the wall clock at that offset.
+fn parse_zoned_time(text: &str) -> Option<NaiveDateTime> {
+    // `Z` is the +00:00 offset; chrono's `%z` does not read the letter.
+    let text = match text.strip_suffix(['Z', 'z']) {
+        Some(rest) => format!("{rest}+00:00"),
+        None => text.to_string(),
+    };
+    [
+        "%Y-%m-%dT%H:%M:%S%.f%z",
+        "%Y-%m-%dT%H:%M%z",
+        "%Y-%m-%d %H:%M:%S%.f%z",
+        "%Y-%m-%d %H:%M%z",
+    ]
+    .iter()
+    .find_map(|fmt| chrono::DateTime::parse_from_str(&text, fmt).ok())
+    .map(|t| t.naive_local())
 }
 
 fn parse_any_time(text: &str) -> Option<NaiveDateTime> {
@@ -107,19 +135,23 @@ pub struct Conversation {
     pub resend: ResendMode,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The fields of a conversation file, for the unknown-field check.
+const FIELDS: [&str; 6] = [
+    "messages",
+    "tools",
+    "documents",
+    "template_kwargs",
+    "now",
+    "now_per_prompt",
+];
+
+#[derive(Default)]
 struct ConversationFile {
     messages: Vec<Json>,
-    #[serde(default)]
     tools: Option<Json>,
-    #[serde(default)]
     documents: Option<Json>,
-    #[serde(default)]
     template_kwargs: Option<Map<String, Json>>,
-    #[serde(default)]
     now: Option<String>,
-    #[serde(default)]
     now_per_prompt: Option<Vec<String>>,
 }
 
@@ -135,6 +167,21 @@ impl Conversation {
         Conversation::from_json_text(&text, &shown)
     }
 
+    /// A conversation piped in (`-c -`), with the same size limit as a file.
+    pub fn from_reader(
+        reader: impl std::io::Read,
+        shown: &str,
+    ) -> Result<Conversation, ConversationError> {
+        let text =
+            crate::input::read_stream_text(reader, MAX_CONVERSATION_BYTES).map_err(|source| {
+                ConversationError::Read {
+                    path: shown.to_string(),
+                    source,
+                }
+            })?;
+        Conversation::from_json_text(&text, shown)
+    }
+
     /// A UTF-8 byte order mark is skipped: editors on Windows write one, and Python's
     /// `json.load` of a file opened as `utf-8-sig` reads the same conversation.
     pub fn from_json_text(text: &str, source: &str) -> Result<Conversation, ConversationError> {
@@ -143,7 +190,7 @@ impl Conversation {
             message,
         };
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let file: ConversationFile = serde_json::from_str(text).map_err(|e| {
+        let value: Json = serde_json::from_str(text).map_err(|e| {
             // serde_json calls this "unexpected end of hex escape" or the like; name it.
             if let Some((line, column)) = lone_surrogate(text) {
                 invalid(format!(
@@ -156,6 +203,10 @@ impl Conversation {
                     source: e,
                 }
             }
+        })?;
+        let file = file_shape(value).map_err(|message| ConversationError::Shape {
+            path: source.to_string(),
+            message,
         })?;
         if file.messages.len() > MAX_MESSAGES {
             return Err(invalid(format!(
@@ -228,6 +279,57 @@ impl Conversation {
     }
 }
 
+/// The fields of a conversation file, or a bare list of messages (what an OpenAI request's
+/// `messages` holds, and what logs often store).
+fn file_shape(value: Json) -> Result<ConversationFile, String> {
+    let object = match value {
+        Json::Array(messages) => {
+            return Ok(ConversationFile {
+                messages,
+                ..ConversationFile::default()
+            });
+        }
+        Json::Object(object) => object,
+        other => {
+            let kind = match other {
+                Json::Null => "null",
+                Json::Bool(_) => "a boolean",
+                Json::Number(_) => "a number",
+                _ => "a string",
+            };
+            return Err(format!(
+                "the file holds {kind}, not an object with `messages` or a list of messages"
+            ));
+        }
+    };
+    if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(match crate::suggest::closest(unknown, FIELDS) {
+            Some(near) => format!("unknown field `{unknown}` (did you mean `{near}`?)"),
+            None => format!(
+                "unknown field `{unknown}` (a conversation has: {})",
+                FIELDS.join(", ")
+            ),
+        });
+    }
+    if !object.contains_key("messages") {
+        return Err("no `messages` list".into());
+    }
+    // Field by field, so a wrong type names its field (serde's own error does not).
+    let mut object = object;
+    let mut field = |name: &str| object.remove(name).unwrap_or(Json::Null);
+    fn typed<T: serde::de::DeserializeOwned>(name: &str, v: Json) -> Result<T, String> {
+        serde_json::from_value(v).map_err(|e| format!("`{name}`: {e}"))
+    }
+    Ok(ConversationFile {
+        messages: typed("messages", field("messages"))?,
+        tools: typed("tools", field("tools"))?,
+        documents: typed("documents", field("documents"))?,
+        template_kwargs: typed("template_kwargs", field("template_kwargs"))?,
+        now: typed("now", field("now"))?,
+        now_per_prompt: typed("now_per_prompt", field("now_per_prompt"))?,
+    })
+}
+
 /// Where the first `\\uD800`–`\\uDFFF` escape without its pair is (1-based line, column).
 fn lone_surrogate(text: &str) -> Option<(usize, usize)> {
     let b = text.as_bytes();
@@ -278,6 +380,24 @@ mod tests {
     }
 
     #[test]
+    fn zoned_times_keep_the_wall_clock_of_their_offset() {
+        let want = parse_time("2026-01-15T10:00:00").unwrap();
+        for text in [
+            "2026-01-15T10:00:00Z",
+            "2026-01-15T10:00:00+02:00",
+            "2026-01-15T10:00:00-05:00",
+            "2026-01-15T10:00:00+0530",
+            "2026-01-15T10:00Z",
+            "2026-01-15 10:00:00+02:00",
+            "2026-01-15T10:00:00.000Z",
+        ] {
+            assert_eq!(parse_time(text), Some(want), "{text}");
+        }
+        assert_eq!(parse_time("2026-01-15T10:00:00+25:00"), None);
+        assert_eq!(parse_time("2026-01-15T10:00:00 Europe/Paris"), None);
+    }
+
+    #[test]
     fn times_stay_in_pythons_datetime_range() {
         assert!(parse_time("2026-01-15T10:00:00").is_some());
         assert!(parse_time("+262142-12-31T23:00:00").is_none());
@@ -301,6 +421,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("surrogate") && err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn shape_errors_are_not_called_invalid_json() {
+        let err = |text: &str| {
+            Conversation::from_json_text(text, "c.json")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(r#"{"messages": [], "template_kwarg": {}}"#),
+            "c.json is not a conversation: unknown field `template_kwarg` (did you mean `template_kwargs`?)"
+        );
+        assert_eq!(
+            err(r#"{"messages": [], "conversation_id": 3}"#),
+            "c.json is not a conversation: unknown field `conversation_id` (a conversation has: \
+             messages, tools, documents, template_kwargs, now, now_per_prompt)"
+        );
+        assert_eq!(
+            err(r#"{"tools": []}"#),
+            "c.json is not a conversation: no `messages` list"
+        );
+        assert_eq!(
+            err(r#"{"messages": [], "now": 5}"#),
+            "c.json is not a conversation: `now`: invalid type: integer `5`, expected a string"
+        );
+        assert_eq!(
+            err(r#""hello""#),
+            "c.json is not a conversation: the file holds a string, not an object with \
+             `messages` or a list of messages"
+        );
+        // A bare message array is a conversation.
+        let bare = r#"[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]"#;
+        let c = Conversation::from_json_text(bare, "c.json").unwrap();
+        assert_eq!(c.messages.len(), 2);
+        assert!(c.tools.is_none() && c.clock.is_none());
+        let bad = r#"[{"content": "hi"}]"#;
+        assert_eq!(
+            err(bad),
+            "conversation c.json: message 0 has no string `role`"
+        );
     }
 
     #[test]

@@ -130,6 +130,21 @@ impl TemplateEngine {
         Ok(TemplateEngine { env, fuel })
     }
 
+    /// The variables the template reads from its context, globals (`raise_exception`,
+    /// `namespace`, ...) left out: the names a caller's keyword argument can set.
+    pub fn variables(&self) -> std::collections::BTreeSet<String> {
+        let Ok(template) = self.env.get_template(TEMPLATE_NAME) else {
+            return Default::default();
+        };
+        let globals: std::collections::HashSet<&str> =
+            self.env.globals().map(|(name, _)| name).collect();
+        template
+            .undeclared_variables(false)
+            .into_iter()
+            .filter(|name| !globals.contains(name.as_str()))
+            .collect()
+    }
+
     /// Render with `ctx` as the template's variables and `now` as the clock of `strftime_now`.
     pub fn render(&self, ctx: Value, now: NaiveDateTime) -> Result<String, RenderError> {
         RENDER_STATE.with_borrow_mut(|s| {

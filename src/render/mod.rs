@@ -69,6 +69,17 @@ impl ChatRenderer {
         &self.source
     }
 
+    /// The variables a keyword argument can set: what the template reads, less what every
+    /// render passes itself (messages, tools, documents, add_generation_prompt).
+    pub fn kwarg_names(&self) -> Vec<String> {
+        const PASSED: [&str; 4] = ["messages", "tools", "documents", "add_generation_prompt"];
+        self.engine
+            .variables()
+            .into_iter()
+            .filter(|name| !PASSED.contains(&name.as_str()))
+            .collect()
+    }
+
     pub fn special_token(&self, name: &str) -> Option<&str> {
         self.special_tokens.get(name).and_then(Json::as_str)
     }

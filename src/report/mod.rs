@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn a_format_a_report_lacks_names_the_ones_it_has() {
         let cfg = IndexConfig::new(16);
-        let report = KeysReport::new(&cfg, "m", vec![("t".into(), vec![1, 2, 3])]);
+        let report = KeysReport::new(&cfg, "m", "--model-name", vec![("t".into(), vec![1, 2, 3])]);
         let style = Style::default();
         let err = export(&report, Format::Markdown, &style)
             .unwrap_err()

@@ -23,6 +23,9 @@ pub struct HubSettings {
     pub cache_dir: PathBuf,
     pub token: Option<String>,
     pub offline: bool,
+    /// Ask the endpoint again even when the cache has the revision (`fetch --force`): a branch
+    /// or tag may point to a newer commit, and only files whose content changed download.
+    pub force: bool,
     pub limits: Limits,
 }
 
@@ -104,6 +107,7 @@ impl HubSettings {
             cache_dir,
             token,
             offline: offline || env_offline,
+            force: false,
             limits,
         })
     }
@@ -125,6 +129,21 @@ pub fn is_hub_id(text: &str) -> bool {
     ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
 }
 
+/// What a fetch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    pub snapshot: PathBuf,
+    /// The revision asked for (a branch, tag or commit) and the commit it resolved to.
+    pub revision: String,
+    pub commit: String,
+    /// The commit the cache had for the revision before, when it had one.
+    pub previous_commit: Option<String>,
+    /// Resolved from the cache alone: the endpoint was not asked whether the revision moved.
+    pub from_cache: bool,
+    /// Files whose bytes were downloaded (not already in the cache under their ETag).
+    pub downloaded: Vec<&'static str>,
+}
+
 /// Make sure the model's files are in the cache and return the snapshot directory.
 pub fn fetch(
     id_and_rev: &str,
@@ -132,6 +151,16 @@ pub fn fetch(
     settings: &HubSettings,
     progress: bool,
 ) -> Result<PathBuf, ModelError> {
+    fetch_detailed(id_and_rev, revision, settings, progress).map(|f| f.snapshot)
+}
+
+/// [`fetch`], saying how the revision was resolved and what was downloaded.
+pub fn fetch_detailed(
+    id_and_rev: &str,
+    revision: Option<&str>,
+    settings: &HubSettings,
+    progress: bool,
+) -> Result<Fetched, ModelError> {
     let (id, rev_in_id) = match id_and_rev.split_once('@') {
         Some((id, rev)) => (id, Some(rev)),
         None => (id_and_rev, None),
@@ -146,14 +175,25 @@ pub fn fetch(
     let repo = RepoCache::new(&settings.cache_dir, id);
     let required = &MODEL_FILES[..2];
 
-    // A cached revision resolves without a request, for every file it has or is known to lack.
-    if let Some(commit) = repo.commit_of(revision) {
+    let previous_commit = repo.commit_of(revision);
+    // A cached revision resolves without a request, for every file it has or is known to lack
+    // (unless forced: a branch or tag may have moved since).
+    if let Some(commit) = &previous_commit
+        && (!settings.force || settings.offline)
+    {
         let complete = MODEL_FILES.iter().all(|f| {
-            repo.cached(&commit, f).is_some()
-                || (!required.contains(f) && (settings.offline || repo.known_missing(&commit, f)))
+            repo.cached(commit, f).is_some()
+                || (!required.contains(f) && (settings.offline || repo.known_missing(commit, f)))
         });
         if complete {
-            return Ok(repo.snapshot_dir(&commit));
+            return Ok(Fetched {
+                snapshot: repo.snapshot_dir(commit),
+                revision: revision.to_string(),
+                commit: commit.clone(),
+                previous_commit: previous_commit.clone(),
+                from_cache: true,
+                downloaded: Vec::new(),
+            });
         }
     }
     if settings.offline {
@@ -174,14 +214,16 @@ pub fn fetch(
 
     let endpoint = Endpoint::parse(&settings.endpoint).map_err(ModelError::Hub)?;
     let client = Client::new(endpoint, settings.token.clone(), settings.limits.clone());
-    let mut snapshot: Option<PathBuf> = None;
+    let mut snapshot: Option<String> = None;
+    let mut downloaded = Vec::new();
     for file in MODEL_FILES {
         let optional = !required.contains(&file);
         let known = repo.commit_of(revision);
         if let Some(c) = &known
+            && !settings.force
             && (repo.cached(c, file).is_some() || (optional && repo.known_missing(c, file)))
         {
-            snapshot.get_or_insert_with(|| repo.snapshot_dir(c));
+            snapshot.get_or_insert_with(|| c.clone());
             continue;
         }
         let fail = |why: String| {
@@ -232,12 +274,22 @@ pub fn fetch(
                     BlobError::Content(why) => fail(why),
                 },
             )?;
+            downloaded.push(file);
         }
         repo.link(&commit, file, &etag).map_err(write)?;
         repo.write_ref(revision, &commit).map_err(write)?;
-        snapshot.get_or_insert_with(|| repo.snapshot_dir(&commit));
+        snapshot.get_or_insert(commit);
     }
-    snapshot.ok_or_else(|| ModelError::Hub(format!("{id}: nothing was downloaded")))
+    let commit =
+        snapshot.ok_or_else(|| ModelError::Hub(format!("{id}: nothing was downloaded")))?;
+    Ok(Fetched {
+        snapshot: repo.snapshot_dir(&commit),
+        revision: revision.to_string(),
+        commit,
+        previous_commit,
+        from_cache: false,
+        downloaded,
+    })
 }
 
 enum BlobError {

@@ -22,6 +22,8 @@ pub struct KeysReport {
     /// The server profile prompts were rendered as (when keys renders conversations).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<&'static str>,
+    /// Where the model name came from (`--model-name`, the Hub id, a config file).
+    pub model_name_from: String,
     pub root: u64,
     pub sequences: Vec<KeyedSequence>,
 }
@@ -31,11 +33,18 @@ pub struct KeyedSequence {
     pub source: String,
     pub tokens: usize,
     pub keys: Vec<u64>,
+    /// Tokens after the last whole block: llm-d makes no key for them.
+    pub tokens_without_key: usize,
 }
 
 impl KeysReport {
     /// The keys of every named sequence under `cfg` (block size, hash, seed) and `model_name`.
-    pub fn new(cfg: &IndexConfig, model_name: &str, sequences: Vec<(String, Vec<u32>)>) -> Self {
+    pub fn new(
+        cfg: &IndexConfig,
+        model_name: &str,
+        model_name_from: &str,
+        sequences: Vec<(String, Vec<u32>)>,
+    ) -> Self {
         let hasher = KeyHasher::new(cfg.algo, &cfg.seed);
         let root = hasher.root(model_name);
         KeysReport {
@@ -45,12 +54,14 @@ impl KeysReport {
             hash_seed: cfg.seed.clone(),
             model_name: model_name.to_string(),
             server: None,
+            model_name_from: model_name_from.to_string(),
             root,
             sequences: sequences
                 .into_iter()
                 .map(|(source, ids)| KeyedSequence {
                     keys: hasher.keys(root, &ids, cfg.block_size, None),
                     tokens: ids.len(),
+                    tokens_without_key: ids.len() % cfg.block_size,
                     source,
                 })
                 .collect(),

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use owo_colors::{OwoColorize, Stream};
+
 use super::{InputInfo, ReplayOutput};
 use crate::index::{DropReason, Reason};
 use crate::replay::ReplayReport;
@@ -24,7 +26,7 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
     let _ = writeln!(
         out,
         "{} ({}): {} messages, {} events ({} stored, {} removed, {} cleared){}",
-        input.path,
+        input.path.if_supports_color(Stream::Stdout, |t| t.bold()),
         input.format,
         r.messages,
         r.events.block_stored + r.events.block_removed + r.events.all_blocks_cleared,
@@ -43,11 +45,15 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             .first()
             .map(|e| (e.offset, e.reason.as_str()))
             .unwrap_or_default();
-        let _ = writeln!(
-            out,
+        let line = format!(
             "  {:>8} malformed: {} (first at byte {first}: {why})",
             k.count,
             k.kind.as_str()
+        );
+        let _ = writeln!(
+            out,
+            "{}",
+            line.if_supports_color(Stream::Stdout, |t| t.red())
         );
     }
     if r.events.token_ids_out_of_range > 0 {
@@ -101,17 +107,23 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
         if v.stats.messages_dropped.is_empty() && v.stats.stores_skipped.is_empty() {
             continue;
         }
+        let heading = format!("block {}: why llm-d loses events", v.config.block_size);
         let _ = writeln!(
             out,
-            "\nblock {}: why llm-d loses events",
-            v.config.block_size
+            "\n{}",
+            heading.if_supports_color(Stream::Stdout, |t| t.bold())
         );
         for (reason, n) in v.stats.messages_dropped.reasons() {
             let what = match reason {
                 DropReason::BatchDecodeError => "whole messages llm-d cannot decode",
                 DropReason::BatchIsMap => "messages whose batch is a map (zero events)",
             };
-            let _ = writeln!(out, "  {n:>8}  {} ({what})", reason.as_str());
+            let line = format!("  {n:>8}  {} ({what})", reason.as_str());
+            let _ = writeln!(
+                out,
+                "{}",
+                line.if_supports_color(Stream::Stdout, |t| t.red())
+            );
         }
         for (reason, n) in v.stats.stores_skipped.reasons() {
             let reason_name = reason.as_str();
@@ -120,7 +132,12 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             } else {
                 "not counted by llm-d"
             };
-            let _ = writeln!(out, "  {n:>8}  {reason_name} ({counted})");
+            let line = format!("  {n:>8}  {reason_name} ({counted})");
+            let _ = writeln!(
+                out,
+                "{}",
+                line.if_supports_color(Stream::Stdout, |t| t.red())
+            );
         }
     }
     if !r.sequences.is_empty() {
@@ -189,10 +206,11 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             );
         }
     }
-    if let Some((offset, reason)) = &input.error {
+    // The reason is the error line on stderr; saying it here too printed it twice.
+    if let Some((offset, _)) = &input.error {
         let _ = writeln!(
             out,
-            "\nstopped at byte {offset}: {reason} (counts above cover the messages before it)"
+            "\nstopped early at byte {offset} (the counts above cover the messages before it)"
         );
     }
     out
