@@ -87,7 +87,9 @@ fn no_cycles_between_top_level_modules() {
 #[test]
 fn lower_layers_never_import_higher_ones() {
     let graph = top_level_imports();
-    let lower = ["events", "render", "model", "tokenize", "input", "tally", "suggest"];
+    let lower = [
+        "events", "render", "model", "tokenize", "input", "tally", "suggest",
+    ];
     let higher = [
         "align", "index", "replay", "audit", "capture", "report", "commands", "cli",
     ];

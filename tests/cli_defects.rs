@@ -3,8 +3,8 @@
 mod common;
 
 use assert_cmd::Command;
-use kvaudit::events::frames::write_frame;
 use kvaudit::events::encode::encode_batch;
+use kvaudit::events::frames::write_frame;
 use kvaudit::events::{Batch, BatchWire};
 use kvaudit::index::router::generation_events;
 use serde_json::Value as Json;

@@ -1,0 +1,89 @@
+//! Every README example that shows a `$ kvaudit …` command with its output is what the tool
+//! prints: each is run as written, at 80 columns without colour, and compared byte for byte.
+//! The Hub ids it uses name directories of a scratch folder linked to their copies in
+//! ../shared/models (a local directory wins over the Hub), so no network is needed and the
+//! output names the model as the README does. `KVAUDIT_UPDATE_README=1` writes the tool's
+//! output into the README instead (then review the diff).
+
+mod common;
+
+use assert_cmd::Command;
+
+/// Hub ids the README uses, and the directory under ../shared/models holding that model.
+const MODELS: &[(&str, &str)] = &[
+    ("Qwen/Qwen3-8B", "qwen3-8b"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b-instruct"),
+];
+
+/// `(command, expected output)` of every fenced block that starts with `$ kvaudit `.
+fn examples(readme: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for block in readme.split("```\n").skip(1).step_by(2) {
+        let Some(rest) = block.strip_prefix("$ kvaudit ") else {
+            continue;
+        };
+        let mut lines = rest.split_inclusive('\n');
+        let mut command = String::new();
+        for line in lines.by_ref() {
+            match line.trim_end().strip_suffix('\\') {
+                Some(part) => command.push_str(part),
+                None => {
+                    command.push_str(line.trim_end());
+                    break;
+                }
+            }
+        }
+        out.push((command, lines.collect()));
+    }
+    out
+}
+
+#[test]
+fn readme_examples_are_the_tools_output() {
+    let Some(shared) = common::shared_dir("readme_examples_are_the_tools_output") else {
+        return;
+    };
+    let root = common::repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let examples = examples(&readme);
+    assert!(examples.len() >= 4, "found {} examples", examples.len());
+    let scratch = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(root.join("fixtures"), scratch.path().join("fixtures")).unwrap();
+    for (id, dir) in MODELS {
+        let link = scratch.path().join(id);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(shared.join("models").join(dir), &link).unwrap();
+    }
+    let update = std::env::var_os("KVAUDIT_UPDATE_README").is_some();
+    let mut updated = readme.clone();
+    for (command, expected) in &examples {
+        let out = Command::cargo_bin("kvaudit")
+            .unwrap()
+            .current_dir(scratch.path())
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "80")
+            .env("HF_HUB_OFFLINE", "1")
+            .args(common::shell_words(command))
+            .output()
+            .unwrap();
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0 | 1)),
+            "kvaudit {command}: exit {code:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        if update {
+            // Where the old output stands (each example's text is unique in the README).
+            let at = updated
+                .find(expected.as_str())
+                .expect("example text in README");
+            updated.replace_range(at..at + expected.len(), &stdout);
+            continue;
+        }
+        assert_eq!(&stdout, expected, "README example: kvaudit {command}");
+    }
+    if update {
+        std::fs::write(root.join("README.md"), updated).unwrap();
+    }
+}
