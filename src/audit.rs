@@ -8,7 +8,7 @@ use serde_json::{Value as Json, json};
 
 use crate::align::{AlignOptions, RewriteClass, Transition, align_plan};
 use crate::finding::{Finding, FindingKind};
-use crate::model::{HubSettings, ModelFiles, fetch_from_hub, is_hub_id};
+use crate::model::{HubSettings, ModelFiles, fetch_detailed, is_hub_id};
 use crate::render::{
     ChatRenderer, Clock, Conversation, ResendMode, plan_turns, reply::PlanOptions,
 };
@@ -28,28 +28,34 @@ pub struct ModelSpec {
 /// A directory wins over a Hub id of the same spelling, as in transformers.
 pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let path = Path::new(&spec.model);
+    let mut fetched = None;
     let dir = if path.is_dir() {
         path.to_path_buf()
     } else if is_hub_id(&spec.model) {
         let settings = HubSettings::from_env(spec.offline)?;
-        fetch_from_hub(
+        let f = fetch_detailed(
             &spec.model,
             spec.revision.as_deref(),
             &settings,
             spec.progress,
-        )?
+        )?;
+        let dir = f.snapshot.clone();
+        fetched = Some(f);
+        dir
     } else {
         anyhow::bail!(
             "model {:?} is neither a directory nor a Hub id of the form org/name[@revision]",
             spec.model
         );
     };
-    Ok(ModelFiles::from_dir(
+    let mut files = ModelFiles::from_dir(
         &dir,
         &spec.model,
         spec.template.as_deref(),
         spec.tokenizer.as_deref(),
-    )?)
+    )?;
+    files.fetched = fetched;
+    Ok(files)
 }
 
 #[derive(Debug, Clone)]

@@ -611,3 +611,34 @@ fn keys_of_a_hub_model_use_the_hub_id() {
     ]);
     assert_eq!(v["sequences"], named["sequences"]);
 }
+
+/// diff-turns, keys and render on a Hub id the cache already has say on stderr that the Hub
+/// was not asked (the branch may have moved); the first run, which asked, says nothing.
+#[test]
+fn commands_say_when_the_cache_answered_for_a_hub_id() {
+    let Some(hub) = Hub::start() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let first = hub
+        .kvaudit(home.path())
+        .args(["diff-turns", "--model", "Org/tiny"])
+        .assert()
+        .code(1);
+    assert!(
+        !stderr(&first).contains("from the cache"),
+        "{}",
+        stderr(&first)
+    );
+    for args in [
+        vec!["diff-turns", "--model", "Org/tiny"],
+        vec!["render", "--model", "Org/tiny"],
+        vec!["keys", "--model", "Org/tiny"],
+    ] {
+        let out = hub.kvaudit(home.path()).args(&args).output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("note: Org/tiny@main: commit ")
+                && err.contains("from the cache without the network"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -19,6 +19,7 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     settings.router = Some(router_settings(args)?);
     let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
+    super::note_cached_model(&files, args.model.offline);
     for warning in ignored_input_warnings(
         &args.conversation,
         &files,

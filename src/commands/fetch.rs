@@ -31,7 +31,7 @@ pub fn run(args: &FetchArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-fn resolution(id: &str, f: &Fetched, offline: bool) -> String {
+pub fn resolution(id: &str, f: &Fetched, offline: bool) -> String {
     let short = |c: &str| c.chars().take(12).collect::<String>();
     let name = format!("{id}@{}", f.revision);
     if f.from_cache {

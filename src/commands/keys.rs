@@ -27,6 +27,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             progress: std::io::stderr().is_terminal(),
             ..ModelSpec::default()
         })?;
+        super::note_cached_model(&files, args.offline);
         let tok = Tokenizer::from_file(&files.tokenizer_path)?;
         let convs = conversations(&args.conversation)?;
         for warning in ignored_input_warnings(&args.conversation, &files, None, &convs) {

@@ -13,6 +13,7 @@ pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let selection = render_selection(args.prompt, args.held)?;
     let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
+    super::note_cached_model(&files, args.model.offline);
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
     let rendered = audit::render_conversations(
         &files,

@@ -73,6 +73,8 @@ pub struct ModelFiles {
     pub special_tokens: Map<String, Json>,
     /// Stop token ids from generation_config.json.
     pub stop_token_ids: Vec<u32>,
+    /// How a Hub id was resolved (None for a local directory).
+    pub fetched: Option<Fetched>,
 }
 
 /// The attributes transformers exposes as template variables when set.
@@ -139,6 +141,7 @@ impl ModelFiles {
             templates,
             special_tokens,
             stop_token_ids,
+            fetched: None,
         })
     }
 
