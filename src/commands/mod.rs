@@ -38,6 +38,20 @@ pub fn color_wanted(
     }
 }
 
+/// On stderr, when a Hub id was answered from the cache without asking the Hub: the user
+/// should know the revision may have moved since (`kvaudit fetch --force` checks).
+pub fn note_cached_model(files: &crate::model::ModelFiles, offline_flag: bool) {
+    if let Some(f) = files.fetched.as_ref().filter(|f| f.from_cache) {
+        let offline =
+            crate::model::HubSettings::from_env(offline_flag).map_or(offline_flag, |s| s.offline);
+        let id = files
+            .source
+            .split_once('@')
+            .map_or(&*files.source, |(id, _)| id);
+        eprintln!("note: {}", fetch::resolution(id, f, offline));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,19 +82,5 @@ mod tests {
             false,
             env(&[("FORCE_COLOR", "1"), ("NO_COLOR", "1")])
         ));
-    }
-}
-
-/// On stderr, when a Hub id was answered from the cache without asking the Hub: the user
-/// should know the revision may have moved since (`kvaudit fetch --force` checks).
-pub fn note_cached_model(files: &crate::model::ModelFiles, offline_flag: bool) {
-    if let Some(f) = files.fetched.as_ref().filter(|f| f.from_cache) {
-        let offline =
-            crate::model::HubSettings::from_env(offline_flag).map_or(offline_flag, |s| s.offline);
-        let id = files
-            .source
-            .split_once('@')
-            .map_or(&*files.source, |(id, _)| id);
-        eprintln!("note: {}", fetch::resolution(id, f, offline));
     }
 }
