@@ -163,14 +163,7 @@ impl<'a> Facts<'a> {
             });
         }
         self.expr(callee);
-        for a in args {
-            match a {
-                CallArg::Pos(e)
-                | CallArg::Kwarg(_, e)
-                | CallArg::PosSplat(e)
-                | CallArg::KwargSplat(e) => self.expr(e),
-            }
-        }
+        self.args(args);
     }
 
     fn expr(&mut self, e: &'a Expr<'a>) {
