@@ -90,6 +90,10 @@ pub struct CheckArgs {
     #[arg(long, short = 'm', value_name = "DIR|ORG/NAME")]
     pub model: Vec<String>,
 
+    /// Audit this conversation file instead of the config's scenarios; repeatable.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub scenario: Vec<PathBuf>,
+
     /// The template under review, for every model (overrides the config's `template`).
     #[arg(long, value_name = "FILE")]
     pub template: Option<PathBuf>,

@@ -151,6 +151,16 @@ pub fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config:
             })
             .collect();
     }
+    if !args.scenario.is_empty() {
+        cfg.scenarios = args
+            .scenario
+            .iter()
+            .map(|p| config::Scenario {
+                name: p.display().to_string(),
+                path: p.clone(),
+            })
+            .collect();
+    }
     if let Some(t) = &args.template {
         for m in &mut cfg.models {
             m.template = Some(t.clone());
