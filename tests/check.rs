@@ -774,3 +774,55 @@ fn reference_models_and_diff_turns_agree() {
         assert_eq!(got, want, "{name}");
     }
 }
+
+/// The workflow in docs/ci.md is valid YAML, and every `kvaudit` command it runs parses with
+/// this CLI (clap's own parser: a renamed flag or subcommand fails here).
+#[test]
+fn the_documented_workflow_runs_commands_that_exist() {
+    use clap::Parser;
+    let doc = std::fs::read_to_string(common::repo_root().join("docs/ci.md")).unwrap();
+    let yaml = doc
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .unwrap();
+    let wf: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+    assert!(wf["on"]["pull_request"]["paths"].is_sequence());
+    let steps = wf["jobs"]["check"]["steps"].as_sequence().unwrap();
+    let mut commands = 0;
+    for step in steps {
+        let Some(run) = step["run"].as_str() else {
+            continue;
+        };
+        for line in run
+            .lines()
+            .filter(|l| l.trim_start().starts_with("kvaudit "))
+        {
+            let line = line.split("||").next().unwrap();
+            let argv: Vec<String> = line
+                .split_whitespace()
+                .map(|w| w.trim_matches('"').to_string())
+                .collect();
+            kvaudit::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{line}: {e}"));
+            commands += 1;
+        }
+    }
+    assert_eq!(commands, 2);
+    assert!(steps.iter().any(|s| {
+        s["uses"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("github/codeql-action/upload-sarif"))
+    }));
+    assert!(steps.iter().any(|s| {
+        s["uses"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("actions/cache"))
+    }));
+    // The pre-commit hook's entry is a command of this CLI too.
+    let hooks: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(common::repo_root().join(".pre-commit-hooks.yaml")).unwrap(),
+    )
+    .unwrap();
+    let entry = hooks[0]["entry"].as_str().unwrap();
+    kvaudit::cli::Cli::try_parse_from(entry.split_whitespace()).unwrap();
+}
