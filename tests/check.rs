@@ -118,6 +118,15 @@ fn every_code_in_the_table_is_produced() {
             1,
         );
         assert_eq!(codes(&v), vec![code], "{template}");
+        // Located at the template line that names what the code is about.
+        let line = v["findings"][0]["template_line"].as_u64().unwrap();
+        let want = match code {
+            "KVA103" => 2, // strftime_now
+            "KVA104" => 3, // | trim
+            "KVA105" => 2, // the system message
+            _ => line,
+        };
+        assert_eq!(line, want, "{template}");
     }
     // KVA106 and KVA203: sampled ids that the tokenizer encodes differently.
     let tok =
@@ -221,6 +230,10 @@ fn every_code_in_the_table_is_produced() {
         ])
         .assert()
         .code(0);
+    // What the lock already holds is known, not a change: it passes.
+    let v = run(&["--config", "lock.toml", "--template", &renamed], 0);
+    assert_eq!(v["summary"]["baselined"], 3, "{v}");
+    assert_eq!(v["summary"]["deny"], 0, "{v}");
     let v = run(&["--config", "lock.toml"], 0);
     assert!(codes(&v).contains(&"KVA505".to_string()), "{v}");
 

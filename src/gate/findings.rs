@@ -268,11 +268,16 @@ fn template_line(text: &str, code: Code, e: &Evidence) -> usize {
         Code::ReasoningDropped => &["reasoning_content", "</think>", "<think>"],
         Code::GenerationPrefillNotReplayed => &["add_generation_prompt"],
         Code::DateChanged | Code::DateRollover => &["strftime_now", "date_string"],
-        Code::SystemMoved => &["system"],
-        Code::ContentTrimmed => &["trim", "strip"],
+        Code::SystemMoved => &["'system'", "\"system\""],
+        Code::ContentTrimmed => &["| trim", "|trim", ".strip("],
         _ => &[],
     };
-    let find = |needle: &str| text.lines().position(|l| l.contains(needle)).map(|i| i + 1);
+    // Comment lines name things too ("a template that trims ..."): they emit nothing.
+    let find = |needle: &str| {
+        text.lines()
+            .position(|l| !l.trim_start().starts_with("{#") && l.contains(needle))
+            .map(|i| i + 1)
+    };
     keys.iter()
         .find_map(|k| find(k))
         .or_else(|| {

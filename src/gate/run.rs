@@ -215,7 +215,7 @@ fn audit_model(
             crate::index::router::RouterSettings {
                 engine_block_size: r.engine_block_size,
                 index,
-                decider: r.decider.clone(),
+                decider: r.decider,
             }
         }),
     };
