@@ -420,8 +420,19 @@ fn init_writes_a_config_check_reads_and_refuses_to_overwrite() {
         .code(0);
     let text = std::fs::read_to_string(d.join("kvaudit.toml")).unwrap();
     assert!(text.contains("[[allow]]") && text.contains(&plain));
+    let out = kvaudit(d).args(["check"]).assert().code(0);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        err.starts_with("warning: no baseline yet (kvaudit.lock not found)"),
+        "{err}"
+    );
+    kvaudit(d)
+        .args(["check", "--update-baseline"])
+        .assert()
+        .code(0);
     let v = check_json(d, &[], 0);
     assert_eq!(v["verdict"], "pass");
+    assert_eq!(v["baseline"]["entries"], 3);
     let out = kvaudit(d)
         .args(["init", "--model", &plain])
         .assert()

@@ -22,6 +22,15 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     }
     let config = check_config(args)?;
     let (baseline, lock_path) = check_baseline(args, &config)?;
+    if matches!(baseline, gate::Baseline::None)
+        && !args.update_baseline
+        && config.gate.baseline.is_some()
+    {
+        eprintln!(
+            "warning: no baseline yet ({} not found): record one with `kvaudit check --update-baseline`",
+            lock_path.display()
+        );
+    }
     let options = CheckOptions {
         offline: args.offline,
         progress: std::io::stderr().is_terminal(),

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::align::RewriteClass;
+use crate::finding::FindingKind;
 
 /// What the gate does with a finding of a code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -289,6 +290,18 @@ impl Code {
             .iter()
             .find(|c| c.id.eq_ignore_ascii_case(t) || c.name.eq_ignore_ascii_case(t))
             .map(|c| c.code)
+    }
+
+    /// The gate's code for a finding of the shared model, where the gate reports that kind.
+    pub fn for_kind(kind: FindingKind, class: Option<RewriteClass>) -> Option<Code> {
+        match kind {
+            FindingKind::RewritePoint => {
+                Some(Code::for_rewrite(class.unwrap_or(RewriteClass::Other)))
+            }
+            FindingKind::DateRollover => Some(Code::DateRollover),
+            FindingKind::IndexBehindEngine => Some(Code::IndexBehindEngine),
+            _ => None,
+        }
     }
 
     pub fn for_rewrite(class: RewriteClass) -> Code {

@@ -33,6 +33,8 @@ pub struct GateFinding {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
+    /// What to do: the code's line from the table. A finding-specific remedy (diff-turns
+    /// `--remedies`, issue 15) can replace it here without touching the exporters.
     pub help: String,
     /// The template file the finding is about and the line its text came from, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
