@@ -19,6 +19,12 @@ _kvaudit() {
             kvaudit,capture)
                 cmd="kvaudit__subcmd__capture"
                 ;;
+            kvaudit,check)
+                cmd="kvaudit__subcmd__check"
+                ;;
+            kvaudit,completions)
+                cmd="kvaudit__subcmd__completions"
+                ;;
             kvaudit,diff-turns)
                 cmd="kvaudit__subcmd__diff__subcmd__turns"
                 ;;
@@ -27,6 +33,9 @@ _kvaudit() {
                 ;;
             kvaudit,help)
                 cmd="kvaudit__subcmd__help"
+                ;;
+            kvaudit,init)
+                cmd="kvaudit__subcmd__init"
                 ;;
             kvaudit,keys)
                 cmd="kvaudit__subcmd__keys"
@@ -40,6 +49,12 @@ _kvaudit() {
             kvaudit__subcmd__help,capture)
                 cmd="kvaudit__subcmd__help__subcmd__capture"
                 ;;
+            kvaudit__subcmd__help,check)
+                cmd="kvaudit__subcmd__help__subcmd__check"
+                ;;
+            kvaudit__subcmd__help,completions)
+                cmd="kvaudit__subcmd__help__subcmd__completions"
+                ;;
             kvaudit__subcmd__help,diff-turns)
                 cmd="kvaudit__subcmd__help__subcmd__diff__subcmd__turns"
                 ;;
@@ -48,6 +63,9 @@ _kvaudit() {
                 ;;
             kvaudit__subcmd__help,help)
                 cmd="kvaudit__subcmd__help__subcmd__help"
+                ;;
+            kvaudit__subcmd__help,init)
+                cmd="kvaudit__subcmd__help__subcmd__init"
                 ;;
             kvaudit__subcmd__help,keys)
                 cmd="kvaudit__subcmd__help__subcmd__keys"
@@ -65,7 +83,7 @@ _kvaudit() {
 
     case "${cmd}" in
         kvaudit)
-            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture help"
+            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -153,6 +171,98 @@ _kvaudit() {
                     COMPREPLY=($(compgen -W "human json" -- "${cur}"))
                     return 0
                     ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__check)
+            opts="-m -c -o -j -q -h -V --config --model --scenario --template --baseline-template --baseline --update-baseline --format --output --explain --list-codes --offline --jobs --color --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --scenario)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --baseline-template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --baseline)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "human json sarif junit markdown" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --explain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -j)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__completions)
+            opts="-q -h -V --color --quiet --help --version bash elvish fish powershell zsh"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
@@ -321,7 +431,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help)
-            opts="diff-turns fetch replay keys render capture help"
+            opts="diff-turns fetch replay keys render capture check init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -335,6 +445,34 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help__subcmd__capture)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__help__subcmd__completions)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -390,6 +528,20 @@ _kvaudit() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvaudit__subcmd__help__subcmd__init)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvaudit__subcmd__help__subcmd__keys)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -425,6 +577,36 @@ _kvaudit() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__init)
+            opts="-m -q -h -V --model --output --force --color --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

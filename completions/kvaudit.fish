@@ -36,6 +36,9 @@ complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "replay" -d 'Replay 
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "completions" -d 'Print the shell completion script for a shell'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
@@ -218,10 +221,51 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l live-replay 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l config -d 'The config file (default: ./kvaudit.toml when it exists)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s m -l model -d 'Check this model (directory or Hub id) instead of the config\'s models; repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s c -l scenario -d 'Audit this conversation file instead of the config\'s scenarios; repeatable' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l template -d 'The template under review, for every model (overrides the config\'s `template`)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l baseline-template -d 'Compare with this template instead of a lock: the gate fails on what got worse (e.g. `git show origin/main:chat_template.jinja > old.jinja`)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l baseline -d 'The lock file to compare with or write (default: [gate] baseline, else kvaudit.lock)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l format -d 'Output format' -r -f -a "human\t''
+json\t''
+sarif\t'SARIF 2.1.0, for GitHub code scanning'
+junit\t'JUnit XML: one test case per model and scenario'
+markdown\t'For $GITHUB_STEP_SUMMARY and pull-request comments'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s o -l output -d 'Write the report to this file instead of stdout' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l explain -d 'Explain a finding code (e.g. KVA101) and exit' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s j -l jobs -d 'Models audited at once (default: one per core)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l update-baseline -d 'Write the lock from this run and exit 0 (accepting every finding as known)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l list-codes -d 'List every finding code and exit'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -s m -l model -d 'A model to check (directory or Hub id, `@revision` to pin); repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -l output -d 'Where to write it' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -l force -d 'Overwrite an existing file'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -s h -l help -d 'Print help'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "completions" -d 'Print the shell completion script for a shell'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -54,6 +54,109 @@ pub enum Command {
     /// Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap
     /// detection and recovery through the publishers' replay sockets.
     Capture(Box<CaptureArgs>),
+    /// The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail
+    /// (exit 1) on deny findings.
+    #[command(long_about = CHECK_ABOUT)]
+    Check(Box<CheckArgs>),
+    /// Write a commented starter kvaudit.toml for the models given.
+    Init(InitArgs),
+    /// Print the shell completion script for a shell.
+    Completions(CompletionsArgs),
+}
+
+const CHECK_ABOUT: &str = "The CI gate: audit every [[model]] of kvaudit.toml (or --model) with the diff-turns pipeline over the \
+built-in probe set or the [[scenario]] conversations, turn what it finds into findings with stable codes \
+(kvaudit check --list-codes), compare with the baseline (kvaudit.lock, or --baseline-template), and exit \
+0 when clean (warnings and notes allowed), 1 when a deny finding remains, 2 on errors.";
+
+/// Output formats of `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    Human,
+    Json,
+    /// SARIF 2.1.0, for GitHub code scanning.
+    Sarif,
+    /// JUnit XML: one test case per model and scenario.
+    Junit,
+    /// For $GITHUB_STEP_SUMMARY and pull-request comments.
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The config file (default: ./kvaudit.toml when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Check this model (directory or Hub id) instead of the config's models; repeatable.
+    #[arg(long, short = 'm', value_name = "DIR|ORG/NAME")]
+    pub model: Vec<String>,
+
+    /// Audit this conversation file instead of the config's scenarios; repeatable.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub scenario: Vec<PathBuf>,
+
+    /// The template under review, for every model (overrides the config's `template`).
+    #[arg(long, value_name = "FILE")]
+    pub template: Option<PathBuf>,
+
+    /// Compare with this template instead of a lock: the gate fails on what got worse
+    /// (e.g. `git show origin/main:chat_template.jinja > old.jinja`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["baseline", "update_baseline"])]
+    pub baseline_template: Option<PathBuf>,
+
+    /// The lock file to compare with or write (default: [gate] baseline, else kvaudit.lock).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+
+    /// Write the lock from this run and exit 0 (accepting every finding as known).
+    #[arg(long)]
+    pub update_baseline: bool,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+    pub format: CheckFormat,
+
+    /// Write the report to this file instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Explain a finding code (e.g. KVA101) and exit.
+    #[arg(long, value_name = "CODE", conflicts_with = "list_codes")]
+    pub explain: Option<String>,
+
+    /// List every finding code and exit.
+    #[arg(long)]
+    pub list_codes: bool,
+
+    /// Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1).
+    #[arg(long)]
+    pub offline: bool,
+
+    /// Models audited at once (default: one per core).
+    #[arg(long, short = 'j', default_value_t = 0, value_name = "N")]
+    pub jobs: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// A model to check (directory or Hub id, `@revision` to pin); repeatable.
+    #[arg(long, short = 'm', value_name = "DIR|ORG/NAME", required = true)]
+    pub model: Vec<String>,
+
+    /// Where to write it.
+    #[arg(long, default_value = "kvaudit.toml", value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// replay's exit codes, shown by `replay --help` (README says the same).

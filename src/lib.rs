@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod events;
 pub mod finding;
+pub mod gate;
 pub mod index;
 pub mod input;
 pub mod model;

@@ -34,6 +34,9 @@ fn main() -> ExitCode {
         Command::Keys(args) => commands::keys::run(args, &mut out),
         Command::Render(args) => commands::render::run(args, &mut out),
         Command::Capture(args) => commands::capture::run(args, &mut out),
+        Command::Check(args) => commands::check::run(args, &mut out),
+        Command::Init(args) => commands::init::run(args, &mut out),
+        Command::Completions(args) => commands::completions::run(args, &mut out),
     };
     let flushed = out.flush();
     match result {

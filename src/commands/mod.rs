@@ -1,8 +1,11 @@
 //! One thin file per subcommand: parse-level values in, a report and an outcome out.
 
 pub mod capture;
+pub mod check;
+pub mod completions;
 pub mod diff_turns;
 pub mod fetch;
+pub mod init;
 pub mod keys;
 pub mod progress;
 pub mod render;

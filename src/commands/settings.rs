@@ -123,6 +123,97 @@ pub fn audit_settings(
     })
 }
 
+/// `check`'s config: `--config`, else ./kvaudit.toml, else the `--model` flags alone;
+/// `--model` and `--template` override the file's models.
+pub fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config::GateConfig> {
+    use crate::gate::config::{self, GateConfig, ModelConfig};
+    let default = std::path::Path::new(config::FILE_NAME);
+    let path = args
+        .config
+        .clone()
+        .or_else(|| default.is_file().then(|| default.to_path_buf()));
+    let mut cfg = match &path {
+        Some(p) => config::load(p)?,
+        None if !args.model.is_empty() => GateConfig::default(),
+        None => bail!(
+            "no {} here: write one with `kvaudit init --model ORG/NAME`, or pass --config FILE or --model",
+            config::FILE_NAME
+        ),
+    };
+    if !args.model.is_empty() {
+        cfg.models = args
+            .model
+            .iter()
+            .map(|m| ModelConfig {
+                source: m.clone(),
+                template: None,
+                template_name: None,
+                tokenizer: None,
+                template_kwargs: Map::new(),
+                resend: ResendMode::Content,
+                server: ServerProfile::Transformers,
+                server_template_kwargs: Map::new(),
+                location: "--model".into(),
+            })
+            .collect();
+    }
+    if !args.scenario.is_empty() {
+        cfg.scenarios = args
+            .scenario
+            .iter()
+            .map(|p| config::Scenario {
+                name: p.display().to_string(),
+                path: p.clone(),
+            })
+            .collect();
+    }
+    if let Some(t) = &args.template {
+        for m in &mut cfg.models {
+            m.template = Some(t.clone());
+        }
+    }
+    Ok(cfg)
+}
+
+/// What `check` compares with, and where `--update-baseline` writes: `--baseline-template`,
+/// else `--baseline` (must exist unless it is being written), else the config's `baseline`
+/// when that file exists.
+pub fn check_baseline(
+    args: &crate::cli::CheckArgs,
+    cfg: &crate::gate::config::GateConfig,
+) -> Result<(crate::gate::Baseline, std::path::PathBuf)> {
+    use crate::gate::Baseline;
+    use crate::gate::lock::Lock;
+    let lock_path = args
+        .baseline
+        .clone()
+        .or_else(|| cfg.gate.baseline.clone())
+        .unwrap_or_else(|| {
+            cfg.path
+                .as_ref()
+                .and_then(|p| p.parent())
+                .unwrap_or(std::path::Path::new(""))
+                .join("kvaudit.lock")
+        });
+    if let Some(old) = &args.baseline_template {
+        if !old.is_file() {
+            bail!("--baseline-template {}: not a readable file", old.display());
+        }
+        return Ok((Baseline::Template(old.clone()), lock_path));
+    }
+    if args.update_baseline || (args.baseline.is_none() && !lock_path.is_file()) {
+        return Ok((Baseline::None, lock_path));
+    }
+    let lock = Lock::load(&lock_path)?;
+    Ok((
+        Baseline::Lock {
+            lock,
+            source: lock_path.display().to_string(),
+        },
+        lock_path,
+    ))
+}
+
 /// `KEY=VALUE` flags: the value as [`kwarg_value`] reads it.
 fn template_kwargs(flag: &str, pairs: &[String]) -> Result<Map<String, Json>> {
     let mut kwargs = Map::new();
@@ -378,6 +469,18 @@ impl From<crate::cli::ReportFormat> for Format {
             crate::cli::ReportFormat::Human => Format::Human,
             crate::cli::ReportFormat::Json => Format::Json,
             crate::cli::ReportFormat::Markdown => Format::Markdown,
+        }
+    }
+}
+
+impl From<crate::cli::CheckFormat> for Format {
+    fn from(f: crate::cli::CheckFormat) -> Format {
+        match f {
+            crate::cli::CheckFormat::Human => Format::Human,
+            crate::cli::CheckFormat::Json => Format::Json,
+            crate::cli::CheckFormat::Sarif => Format::Sarif,
+            crate::cli::CheckFormat::Junit => Format::Junit,
+            crate::cli::CheckFormat::Markdown => Format::Markdown,
         }
     }
 }

@@ -15,10 +15,13 @@ use minijinja::{AutoEscape, Environment, Value};
 use super::{Exporter, Report, Style, visible};
 
 /// `(file name, source)` of every template, embedded so the binary needs no data files.
-const TEMPLATES: &[(&str, &str)] = &[(
-    "diff-turns.md",
-    include_str!("../../templates/diff-turns.md"),
-)];
+const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "diff-turns.md",
+        include_str!("../../templates/diff-turns.md"),
+    ),
+    ("check.md", include_str!("../../templates/check.md")),
+];
 
 static ENV: LazyLock<Environment<'static>> = LazyLock::new(report_env);
 

@@ -5,6 +5,7 @@
 //! one file per format. Only the command layer prints what an exporter returns.
 
 pub mod capture;
+pub mod check;
 pub mod diff_turns;
 pub mod json;
 pub mod keys;
@@ -23,6 +24,8 @@ pub enum Format {
     Json,
     Markdown,
     Prometheus,
+    Sarif,
+    Junit,
 }
 
 impl Format {
@@ -32,6 +35,8 @@ impl Format {
             Format::Json => "json",
             Format::Markdown => "markdown",
             Format::Prometheus => "prometheus",
+            Format::Sarif => "sarif",
+            Format::Junit => "junit",
         }
     }
 }
@@ -85,6 +90,8 @@ pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<St
                 Format::Json,
                 Format::Markdown,
                 Format::Prometheus,
+                Format::Sarif,
+                Format::Junit,
             ]
             .into_iter()
             .filter(|f| report.exporter(*f).is_some())

@@ -202,7 +202,7 @@ impl Report for DiffTurnsReport {
             Format::Human => Some(&human::Human),
             Format::Json => Some(&Json),
             Format::Markdown => Some(&Markdown),
-            Format::Prometheus => None,
+            Format::Prometheus | Format::Sarif | Format::Junit => None,
         }
     }
 }

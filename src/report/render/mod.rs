@@ -153,7 +153,7 @@ impl Report for RenderedConversations {
         match format {
             Format::Human => Some(&human::Human),
             Format::Json => Some(&Json),
-            Format::Markdown | Format::Prometheus => None,
+            Format::Markdown | Format::Prometheus | Format::Sarif | Format::Junit => None,
         }
     }
 }

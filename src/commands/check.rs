@@ -1,0 +1,66 @@
+use std::io::IsTerminal;
+
+use anyhow::{Context, Result};
+
+use super::Outcome;
+use super::settings::{check_baseline, check_config};
+use crate::cli::CheckArgs;
+use crate::gate::{self, CheckOptions, codes};
+use crate::report;
+
+pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
+    if args.list_codes {
+        out.write_all(codes::list().as_bytes())?;
+        return Ok(Outcome::Clean);
+    }
+    if let Some(code) = &args.explain {
+        let code = gate::Code::parse(code).with_context(|| {
+            format!("{code:?} is not a kvaudit code (see kvaudit check --list-codes)")
+        })?;
+        out.write_all(codes::explain(code).as_bytes())?;
+        return Ok(Outcome::Clean);
+    }
+    let config = check_config(args)?;
+    let (baseline, lock_path) = check_baseline(args, &config)?;
+    if matches!(baseline, gate::Baseline::None)
+        && !args.update_baseline
+        && config.gate.baseline.is_some()
+    {
+        eprintln!(
+            "warning: no baseline yet ({} not found): record one with `kvaudit check --update-baseline`",
+            lock_path.display()
+        );
+    }
+    let options = CheckOptions {
+        offline: args.offline,
+        progress: std::io::stderr().is_terminal(),
+        jobs: args.jobs,
+    };
+    let spinner = super::progress::Spinner::start("checking");
+    let report = gate::check(&config, &baseline, &options)?;
+    drop(spinner);
+    if args.update_baseline {
+        let text = report.lock.to_text()?;
+        std::fs::write(&lock_path, text)
+            .with_context(|| format!("cannot write {}", lock_path.display()))?;
+        writeln!(
+            out,
+            "wrote {} ({} transitions of {} models)",
+            lock_path.display(),
+            report.lock.entries.len(),
+            report.models.len()
+        )?;
+        return Ok(Outcome::Clean);
+    }
+    let text = report::export(&report, args.format.into(), &super::settings::style(false))?;
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => out.write_all(text.as_bytes())?,
+    }
+    Ok(if report.failed() {
+        Outcome::Findings
+    } else {
+        Outcome::Clean
+    })
+}

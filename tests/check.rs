@@ -1,0 +1,852 @@
+//! `kvaudit check`, the CI gate: config errors, codes, levels, allows, baselines and every
+//! output format, on the project's fixtures and (when present) the reference models.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use kvaudit::gate::codes::CODES;
+use kvaudit::tokenize::Tokenizer;
+use serde_json::{Value as Json, json};
+
+fn kvaudit(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
+    cmd.env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .env_remove("HF_HUB_OFFLINE")
+        .current_dir(dir);
+    cmd
+}
+
+fn fixture(rel: &str) -> String {
+    common::fixtures().join(rel).display().to_string()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `check` with `args` in `dir`, expecting `code`; the JSON report.
+fn check_json(dir: &Path, args: &[&str], code: i32) -> Json {
+    let out = kvaudit(dir)
+        .arg("check")
+        .args(args)
+        .args(["--format", "json"])
+        .assert()
+        .code(code);
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+fn codes(report: &Json) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn stderr_of(dir: &Path, args: &[&str], code: i32) -> String {
+    let out = kvaudit(dir).arg("check").args(args).assert().code(code);
+    String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+}
+
+fn shared_model(test: &str, name: &str) -> Option<String> {
+    common::shared_dir(test).map(|d| d.join("models").join(name).display().to_string())
+}
+
+/// Every finding code the fixtures can produce, gathered from real runs: a code in the table
+/// that no run produces is dead (or untested), and fails here.
+#[test]
+fn every_code_in_the_table_is_produced() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut seen = BTreeSet::new();
+    let mut run = |args: &[&str], code: i32| {
+        let v = check_json(d, args, code);
+        seen.extend(codes(&v));
+        v
+    };
+    let plain = fixture("models/tiny-plain");
+    let think = fixture("models/tiny-think");
+    // KVA101 reasoning dropped; KVA102 with thinking off.
+    run(&["-m", &think], 1);
+    write(
+        d,
+        "think-off.toml",
+        &format!(
+            "[[model]]\nsource = {:?}\ntemplate_kwargs = {{ enable_thinking = false }}\n",
+            think
+        ),
+    );
+    run(&["--config", "think-off.toml"], 1);
+    // KVA103 date changed between two prompts; KVA104 trimmed; KVA105 system moved; KVA107.
+    let dated = write(
+        d,
+        "dated.json",
+        r#"{"messages":[{"role":"user","content":"What is a thread?"},{"role":"assistant","content":"A thread is a unit."},{"role":"user","content":"Thanks"}],"now_per_prompt":["2026-01-15T23:59:00","2026-01-16T00:01:00"]}"#,
+    );
+    let trim = write(
+        d,
+        "trim.json",
+        r#"{"messages":[{"role":"user","content":"What is a thread?"},{"role":"assistant","content":"A thread is a unit.  \n\n","generated":"A thread is a unit.  \n\n"},{"role":"user","content":"Thanks"}]}"#,
+    );
+    let sys = write(
+        d,
+        "sys.json",
+        r#"{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is a thread?"},{"role":"assistant","content":"A thread is a unit."},{"role":"user","content":"Thanks"}]}"#,
+    );
+    for (template, conv, code) in [
+        ("dated.jinja", &dated, "KVA103"),
+        ("trim.jinja", &trim, "KVA104"),
+        ("system-last.jinja", &sys, "KVA105"),
+        ("renamed-history.jinja", &trim, "KVA107"),
+    ] {
+        let v = run(
+            &[
+                "-m",
+                &plain,
+                "--template",
+                &fixture(&format!("templates/{template}")),
+                "-c",
+                conv.to_str().unwrap(),
+            ],
+            1,
+        );
+        assert_eq!(codes(&v), vec![code], "{template}");
+        // Located at the template line that names what the code is about.
+        let line = v["findings"][0]["template_line"].as_u64().unwrap();
+        let want = match code {
+            "KVA103" => 2, // strftime_now
+            "KVA104" => 3, // | trim
+            "KVA105" => 2, // the system message
+            _ => line,
+        };
+        assert_eq!(line, want, "{template}");
+    }
+    // KVA106 and KVA203: sampled ids that the tokenizer encodes differently.
+    let tok =
+        Tokenizer::from_file(&common::fixtures().join("models/tiny-plain/tokenizer.json")).unwrap();
+    let reply = "A thread is a unit of execution.";
+    let encoded = tok.encode(reply).unwrap();
+    let (th, read) = (tok.encode(" th").unwrap(), tok.encode("read").unwrap());
+    let mut sampled = vec![encoded[0], th[0], read[0]];
+    sampled.extend_from_slice(&encoded[2..]);
+    let drift = write(
+        d,
+        "drift.json",
+        &json!({"messages": [
+            {"role": "user", "content": "What is a thread?"},
+            {"role": "assistant", "content": reply, "generated": reply, "generated_ids": sampled},
+            {"role": "user", "content": "Thanks, makes sense."}]})
+        .to_string(),
+    );
+    let v = run(&["-m", &plain, "-c", drift.to_str().unwrap()], 1);
+    assert_eq!(codes(&v), vec!["KVA106", "KVA203"]);
+    // KVA202: a dated template across midnight (a warning: exit 0).
+    let v = run(
+        &[
+            "-m",
+            &plain,
+            "--template",
+            &fixture("templates/dated.jinja"),
+        ],
+        0,
+    );
+    assert_eq!(codes(&v), vec!["KVA202"; 3]);
+    // KVA301: the template raises; KVA302: a special token the tokenizer lacks.
+    let v = run(
+        &[
+            "-m",
+            &plain,
+            "--template",
+            &fixture("templates/raises.jinja"),
+            "-c",
+            sys.to_str().unwrap(),
+        ],
+        1,
+    );
+    assert_eq!(codes(&v), vec!["KVA301"]);
+    assert!(
+        v["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("System role not supported")
+    );
+    let v = run(&["-m", &fixture("models/bad-special")], 1);
+    assert_eq!(codes(&v), vec!["KVA302"]);
+    // KVA201 ceiling, KVA401 index behind the engine, KVA402 the decider misled by it. The
+    // threshold sits between the engine's and the index's uncached counts of the first probe.
+    let probe = check_json(d, &["--config", "think-off.toml"], 1);
+    let ev = &probe["findings"][0]["evidence"];
+    let next = ev["next_prompt_tokens"].as_u64().unwrap();
+    let engine_cached = ev["common_prefix_tokens"].as_u64().unwrap().min(next - 1) / 16 * 16;
+    let threshold = next - engine_cached + 1;
+    write(
+        d,
+        "router.toml",
+        &format!(
+            "[[model]]\nsource = {think:?}\ntemplate_kwargs = {{ enable_thinking = false }}\n\
+             [gate]\nmax_uncached = {{ 16 = 10 }}\n\
+             router = {{ engine_block_size = 16, index_block_size = 64, decider = \"non-cached-tokens={threshold},prompt-tokens=0\" }}\n"
+        ),
+    );
+    let v = run(&["--config", "router.toml"], 1);
+    let got: BTreeSet<String> = codes(&v).into_iter().collect();
+    for c in ["KVA102", "KVA201", "KVA401", "KVA402"] {
+        assert!(got.contains(c), "{c} in {got:?}");
+    }
+    // KVA501-KVA505 against a lock; KVA901 an allow that matches nothing.
+    write(
+        d,
+        "lock.toml",
+        &format!(
+            "[[model]]\nsource = {plain:?}\n[gate]\nrouter = {{ engine_block_size = 16, index_block_size = 16 }}\n\
+             [[allow]]\ncode = \"KVA105\"\nreason = \"no such finding\"\n"
+        ),
+    );
+    kvaudit(d)
+        .args(["check", "--config", "lock.toml", "--update-baseline"])
+        .assert()
+        .code(0);
+    let renamed = fixture("templates/renamed-history.jinja");
+    let v = run(&["--config", "lock.toml", "--template", &renamed], 1);
+    let got: BTreeSet<String> = codes(&v).into_iter().collect();
+    for c in ["KVA501", "KVA502", "KVA503", "KVA504", "KVA901"] {
+        assert!(got.contains(c), "{c} in {got:?}");
+    }
+    kvaudit(d)
+        .args([
+            "check",
+            "--config",
+            "lock.toml",
+            "--update-baseline",
+            "--template",
+            &renamed,
+        ])
+        .assert()
+        .code(0);
+    // What the lock already holds is known, not a change: it passes.
+    let v = run(&["--config", "lock.toml", "--template", &renamed], 0);
+    assert_eq!(v["summary"]["baselined"], 3, "{v}");
+    assert_eq!(v["summary"]["deny"], 0, "{v}");
+    let v = run(&["--config", "lock.toml"], 0);
+    assert!(codes(&v).contains(&"KVA505".to_string()), "{v}");
+
+    let table: BTreeSet<String> = CODES.iter().map(|c| c.id.to_string()).collect();
+    let never: Vec<&String> = table.difference(&seen).collect();
+    assert!(never.is_empty(), "codes no test produces: {never:?}");
+    assert!(seen.is_subset(&table), "codes outside the table: {seen:?}");
+}
+
+#[test]
+fn explain_and_list_codes_print_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kvaudit(dir.path())
+        .args(["check", "--explain", "kva101"])
+        .assert()
+        .code(0);
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        text.starts_with("KVA101 reasoning_dropped (default: deny)"),
+        "{text}"
+    );
+    assert!(text.contains("help: send the reasoning back"), "{text}");
+    let out = kvaudit(dir.path())
+        .args(["check", "--list-codes"])
+        .assert()
+        .code(0);
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert_eq!(text.lines().count(), CODES.len());
+    let err = stderr_of(dir.path(), &["--explain", "KVA999"], 2);
+    assert!(
+        err.starts_with("error: \"KVA999\" is not a kvaudit code"),
+        "{err}"
+    );
+}
+
+#[test]
+fn docs_codes_md_is_the_table() {
+    let path = common::repo_root().join("docs/codes.md");
+    let table = kvaudit::gate::codes::markdown_table();
+    if std::env::var("KVAUDIT_UPDATE_DOCS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &table).unwrap();
+    }
+    assert!(
+        std::fs::read_to_string(&path).unwrap_or_default() == table,
+        "docs/codes.md is stale: run KVAUDIT_UPDATE_DOCS=1 cargo test --test check"
+    );
+}
+
+#[test]
+fn bad_configs_are_one_error_with_file_and_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plain = fixture("models/tiny-plain");
+    let cases = [
+        (
+            format!("[[model]]\nsource = {plain:?}\n\n[gate]\nrwrite = \"deny\"\n"),
+            "error: kvaudit.toml:5: gate.rwrite: unknown field `rwrite`",
+        ),
+        (
+            format!("[[model]]\nsource = {plain:?}\n[gate]\nblock_sizes = \"16\"\n"),
+            "error: kvaudit.toml:4: gate.block_sizes: ",
+        ),
+        (
+            "[[model]]\nsource = \"./no-such-model\"\n".to_string(),
+            "error: kvaudit.toml:1: model ",
+        ),
+        (
+            format!("[[model]]\nsource = {plain:?}\ntemplate = \"missing.jinja\"\n"),
+            "error: kvaudit.toml:1: model ",
+        ),
+        (
+            format!("[[model]]\nsource = {plain:?}\n[[allow]]\ncode = \"KVA101\"\n"),
+            "error: kvaudit.toml:3: allow: an [[allow]] needs a reason",
+        ),
+        (
+            format!("[[model]]\nsource = {plain:?}\n[[scenario]]\nconversation = \"nope.json\"\n"),
+            "error: kvaudit.toml: scenario nope.json",
+        ),
+    ];
+    for (text, want) in cases {
+        write(d, "kvaudit.toml", &text);
+        let err = stderr_of(d, &[], 2);
+        assert!(err.starts_with(want), "{text}\n--- got: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    write(
+        d,
+        "kvaudit.toml",
+        &format!("[[model]]\nsource = {plain:?}\ntemplate = \"missing.jinja\"\n"),
+    );
+    let err = stderr_of(d, &[], 2);
+    assert!(err.contains("missing.jinja: not a readable file"), "{err}");
+    let empty = tempfile::tempdir().unwrap();
+    let err = stderr_of(empty.path(), &[], 2);
+    assert!(err.starts_with("error: no kvaudit.toml here"), "{err}");
+}
+
+#[test]
+fn an_allow_silences_exactly_its_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let think = fixture("models/tiny-think");
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {think:?}\n\n[[allow]]\ncode = \"KVA101\"\nscenario = \"probe:thanks\"\nreason = \"thinking is off in production\"\n"
+        ),
+    );
+    let v = check_json(d, &[], 1);
+    let f = v["findings"].as_array().unwrap();
+    assert_eq!(f.len(), 3);
+    let allowed: Vec<&Json> = f.iter().filter(|f| f.get("allowed").is_some()).collect();
+    assert_eq!(allowed.len(), 1);
+    assert_eq!(allowed[0]["scenario"], "probe:thanks");
+    assert_eq!(allowed[0]["allowed"], "thinking is off in production");
+    assert_eq!(v["summary"]["deny"], 2);
+    assert_eq!(v["summary"]["allowed"], 1);
+    // Without the scenario it silences all three, and the gate passes.
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {think:?}\n\n[[allow]]\ncode = \"KVA101\"\nreason = \"accepted\"\n"
+        ),
+    );
+    let v = check_json(d, &[], 0);
+    assert_eq!(v["verdict"], "pass");
+    assert_eq!(v["summary"]["allowed"], 3);
+    // An allow for another model matches nothing: reported, a warning (exit stays 1 for the rest).
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {think:?}\n\n[[allow]]\ncode = \"KVA101\"\nmodel = \"Qwen/Qwen3-8B\"\nreason = \"other model\"\n"
+        ),
+    );
+    let v = check_json(d, &[], 1);
+    let unused: Vec<&Json> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "KVA901")
+        .collect();
+    assert_eq!(unused.len(), 1);
+    assert_eq!(unused[0]["level"], "warn");
+    assert!(
+        unused[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("kvaudit.toml:4")
+    );
+}
+
+#[test]
+fn levels_come_from_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let think = fixture("models/tiny-think");
+    write(
+        d,
+        "kvaudit.toml",
+        &format!("[[model]]\nsource = {think:?}\n[gate]\nrewrite = \"warn\"\n"),
+    );
+    let v = check_json(d, &[], 0);
+    assert_eq!(v["summary"]["warn"], 3);
+    write(
+        d,
+        "kvaudit.toml",
+        &format!("[[model]]\nsource = {think:?}\n[gate]\nlevels = {{ KVA101 = \"allow\" }}\n"),
+    );
+    let v = check_json(d, &[], 0);
+    assert_eq!(codes(&v), Vec::<String>::new());
+}
+
+#[test]
+fn init_writes_a_config_check_reads_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plain = fixture("models/tiny-plain");
+    kvaudit(d)
+        .args(["init", "--model", &plain])
+        .assert()
+        .code(0);
+    let text = std::fs::read_to_string(d.join("kvaudit.toml")).unwrap();
+    assert!(text.contains("[[allow]]") && text.contains(&plain));
+    let out = kvaudit(d).args(["check"]).assert().code(0);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        err.starts_with("warning: no baseline yet (kvaudit.lock not found)"),
+        "{err}"
+    );
+    kvaudit(d)
+        .args(["check", "--update-baseline"])
+        .assert()
+        .code(0);
+    let v = check_json(d, &[], 0);
+    assert_eq!(v["verdict"], "pass");
+    assert_eq!(v["baseline"]["entries"], 3);
+    let out = kvaudit(d)
+        .args(["init", "--model", &plain])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("exists; pass --force"), "{err}");
+    kvaudit(d)
+        .args(["init", "--model", &plain, "--force"])
+        .assert()
+        .code(0);
+}
+
+/// SARIF validated against the OASIS 2.1.0 schema (vendored in fixtures/sarif) with Python's
+/// jsonschema, as GitHub's upload would reject an invalid log.
+#[test]
+fn sarif_validates_against_the_2_1_0_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let think = fixture("models/tiny-think");
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {think:?}\n[[allow]]\ncode = \"KVA101\"\nscenario = \"probe:thanks\"\nreason = \"r\"\n"
+        ),
+    );
+    kvaudit(d)
+        .args(["check", "--format", "sarif", "--output", "out.sarif"])
+        .assert()
+        .code(1)
+        .stdout("");
+    let text = std::fs::read_to_string(d.join("out.sarif")).unwrap();
+    let v: Json = serde_json::from_str(&text).unwrap();
+    let run = &v["runs"][0];
+    assert_eq!(v["version"], "2.1.0");
+    assert_eq!(
+        run["tool"]["driver"]["rules"].as_array().unwrap().len(),
+        CODES.len()
+    );
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0]["ruleId"], "KVA101");
+    assert_eq!(results[0]["level"], "error");
+    let loc = &results[0]["locations"][0]["physicalLocation"];
+    assert!(
+        loc["artifactLocation"]["uri"]
+            .as_str()
+            .unwrap()
+            .ends_with("tokenizer_config.json")
+    );
+    assert!(loc["region"]["startLine"].as_u64().unwrap() >= 1);
+    assert_eq!(
+        results
+            .iter()
+            .filter(|r| r.get("suppressions").is_some())
+            .count(),
+        1
+    );
+
+    let schema = common::fixtures().join("sarif/sarif-2.1.0-rtm.5.json");
+    let py = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema\n\
+             s=json.load(open(sys.argv[1]));d=json.load(open(sys.argv[2]))\n\
+             jsonschema.Draft4Validator.check_schema(s)\n\
+             errs=[e.message for e in jsonschema.Draft4Validator(s).iter_errors(d)]\n\
+             print('\\n'.join(errs));sys.exit(1 if errs else 0)",
+        ])
+        .arg(&schema)
+        .arg(d.join("out.sarif"))
+        .output();
+    match py {
+        Ok(o) if o.status.code() == Some(0) => {}
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named") => {
+            if std::env::var("KVAUDIT_REQUIRE_SHARED").is_ok_and(|v| v == "1") {
+                panic!("python3 jsonschema is required to validate SARIF");
+            }
+            eprintln!("SKIPPED schema validation: python3 jsonschema not installed");
+        }
+        Ok(o) => panic!(
+            "SARIF does not validate:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => eprintln!("SKIPPED schema validation: no python3 ({e})"),
+    }
+}
+
+#[test]
+fn junit_has_a_case_per_model_and_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kvaudit(dir.path())
+        .args([
+            "check",
+            "-m",
+            &fixture("models/tiny-think"),
+            "-m",
+            &fixture("models/tiny-plain"),
+            "--format",
+            "junit",
+        ])
+        .assert()
+        .code(1);
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    assert_eq!(root.attribute("tests"), Some("6"));
+    assert_eq!(root.attribute("failures"), Some("3"));
+    let suites: Vec<_> = root.children().filter(|n| n.is_element()).collect();
+    assert_eq!(suites.len(), 2);
+    let cases: Vec<_> = suites[0]
+        .children()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases[0].attribute("name"), Some("probe:thanks"));
+    let failure = cases[0]
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .unwrap();
+    assert_eq!(failure.attribute("type"), Some("KVA101"));
+    assert!(
+        failure
+            .text()
+            .unwrap()
+            .contains("help: send the reasoning back")
+    );
+    assert!(
+        suites[1]
+            .children()
+            .filter(|n| n.has_tag_name("failure"))
+            .count()
+            == 0
+    );
+}
+
+/// The fixtures' absolute path, as written and as Markdown escapes it.
+fn redact(text: &str) -> String {
+    let path = common::fixtures().display().to_string();
+    let escaped: String = path
+        .chars()
+        .flat_map(|c| {
+            let esc = c.is_ascii_punctuation().then_some('\\');
+            esc.into_iter().chain(std::iter::once(c))
+        })
+        .collect();
+    text.replace(&path, "[fixtures]")
+        .replace(&escaped, "[fixtures]")
+}
+
+#[test]
+fn human_json_and_markdown_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let think = fixture("models/tiny-think");
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {think:?}\n[[allow]]\ncode = \"KVA101\"\nscenario = \"probe:thanks\"\nreason = \"a | reason *with* markup\"\n"
+        ),
+    );
+    for (format, name) in [
+        ("human", "check_human"),
+        ("json", "check_json"),
+        ("markdown", "check_markdown"),
+    ] {
+        let out = kvaudit(d)
+            .args(["check", "--format", format])
+            .assert()
+            .code(1);
+        let text = redact(&String::from_utf8_lossy(&out.get_output().stdout));
+        insta::assert_snapshot!(name, text);
+    }
+}
+
+/// Locks: a Qwen2.5 lock passes on its own template, fails when the template is swapped for
+/// one with Qwen3-style history handling (the generation prompt pre-fills an empty think block
+/// that history does not repeat), passes again when swapped back; the direct comparison with
+/// --baseline-template gives the same verdicts.
+#[test]
+fn a_lock_catches_a_qwen3_style_history_change() {
+    let Some(qwen25) = shared_model(
+        "a_lock_catches_a_qwen3_style_history_change",
+        "qwen2.5-7b-instruct",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let config: Json = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&qwen25).join("tokenizer_config.json")).unwrap(),
+    )
+    .unwrap();
+    let original = config["chat_template"].as_str().unwrap().to_string();
+    let gen_prompt = "{{- '<|im_start|>assistant\\n' }}";
+    assert_eq!(
+        original.matches(gen_prompt).count(),
+        1,
+        "Qwen2.5's generation prompt"
+    );
+    let variant = original.replace(
+        gen_prompt,
+        "{{- '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' }}",
+    );
+    write(d, "chat_template.jinja", &original);
+    write(d, "old.jinja", &original);
+    write(d, "qwen3-style.jinja", &variant);
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {qwen25:?}\ntemplate = \"chat_template.jinja\"\n[gate]\nbaseline = \"kvaudit.lock\"\n"
+        ),
+    );
+    kvaudit(d)
+        .args(["check", "--update-baseline"])
+        .assert()
+        .code(0);
+    let lock = std::fs::read_to_string(d.join("kvaudit.lock")).unwrap();
+    assert!(
+        lock.contains("schema_version = 1") && lock.contains("[[entry]]"),
+        "{lock}"
+    );
+    assert_eq!(check_json(d, &[], 0)["verdict"], "pass");
+
+    write(d, "chat_template.jinja", &variant);
+    let v = check_json(d, &[], 1);
+    let got: BTreeSet<String> = codes(&v).into_iter().collect();
+    assert!(
+        got.contains("KVA102") && got.contains("KVA501") && got.contains("KVA503"),
+        "{got:?}"
+    );
+    let shrank = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "KVA501")
+        .unwrap();
+    assert!(
+        shrank["message"].as_str().unwrap().contains("(template "),
+        "{shrank}"
+    );
+    let direct = check_json(
+        d,
+        &[
+            "-m",
+            &qwen25,
+            "--template",
+            "qwen3-style.jinja",
+            "--baseline-template",
+            "old.jinja",
+        ],
+        1,
+    );
+    assert_eq!(codes(&direct), codes(&v));
+
+    write(d, "chat_template.jinja", &original);
+    assert_eq!(check_json(d, &[], 0)["verdict"], "pass");
+    let direct = check_json(
+        d,
+        &[
+            "-m",
+            &qwen25,
+            "--template",
+            "old.jinja",
+            "--baseline-template",
+            "old.jinja",
+        ],
+        0,
+    );
+    assert_eq!(direct["verdict"], "pass");
+
+    let old_schema = lock.replace("schema_version = 1", "schema_version = 0");
+    write(d, "kvaudit.lock", &old_schema);
+    let err = stderr_of(d, &[], 2);
+    assert!(
+        err.contains("lock schema version 0") && err.contains("--update-baseline"),
+        "{err}"
+    );
+}
+
+/// The reference models: Qwen3-8B denies with its help line, Qwen2.5 passes, Llama 3.2 warns
+/// on the date, and every model's findings carry the numbers diff-turns gives.
+#[test]
+fn reference_models_and_diff_turns_agree() {
+    let Some(shared) = common::shared_dir("reference_models_and_diff_turns_agree") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = |n: &str| shared.join("models").join(n).display().to_string();
+    let out = kvaudit(d)
+        .args(["check", "-m", &m("qwen3-8b")])
+        .assert()
+        .code(1);
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("error[KVA101] reasoning_dropped"), "{text}");
+    assert!(text.contains("help: send the reasoning back"), "{text}");
+    assert_eq!(
+        check_json(d, &["-m", &m("qwen2.5-7b-instruct")], 0)["findings"],
+        json!([])
+    );
+    let v = check_json(d, &["-m", &m("llama-3.2-3b-instruct")], 0);
+    assert_eq!(codes(&v), vec!["KVA202"; 3]);
+
+    for name in [
+        "gpt-oss-120b",
+        "deepseek-r1",
+        "qwen3-8b",
+        "qwen2.5-7b-instruct",
+    ] {
+        let v = check_json(
+            d,
+            &["-m", &m(name)],
+            if name.starts_with("qwen2.5") { 0 } else { 1 },
+        );
+        let out = kvaudit(d)
+            .args([
+                "diff-turns",
+                "-m",
+                &m(name),
+                "--format",
+                "json",
+                "--now",
+                "2026-01-15T10:00:00",
+            ])
+            .assert();
+        let dt: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        let mut want = Vec::new();
+        for c in dt["conversations"].as_array().unwrap() {
+            for t in c["transitions"].as_array().unwrap() {
+                if let Some(r) = t["rewrite"].as_object() {
+                    want.push((
+                        c["source"].as_str().unwrap().to_string(),
+                        r["class"].as_str().unwrap().to_string(),
+                        t["common_prefix_tokens"].clone(),
+                        t["uncached"].clone(),
+                        r["held"].clone(),
+                    ));
+                }
+            }
+        }
+        let got: Vec<_> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"].as_str().unwrap() < "KVA200")
+            .map(|f| {
+                (
+                    f["scenario"].as_str().unwrap().to_string(),
+                    f["name"]
+                        .as_str()
+                        .unwrap()
+                        .replace("rewrite_other", "other"),
+                    f["evidence"]["common_prefix_tokens"].clone(),
+                    f["evidence"]["uncached"].clone(),
+                    f["evidence"]["held"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+/// The workflow in docs/ci.md is valid YAML, and every `kvaudit` command it runs parses with
+/// this CLI (clap's own parser: a renamed flag or subcommand fails here).
+#[test]
+fn the_documented_workflow_runs_commands_that_exist() {
+    use clap::Parser;
+    let doc = std::fs::read_to_string(common::repo_root().join("docs/ci.md")).unwrap();
+    let yaml = doc
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .unwrap();
+    let wf: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+    assert!(wf["on"]["pull_request"]["paths"].is_sequence());
+    let steps = wf["jobs"]["check"]["steps"].as_sequence().unwrap();
+    let mut commands = 0;
+    for step in steps {
+        let Some(run) = step["run"].as_str() else {
+            continue;
+        };
+        for line in run
+            .lines()
+            .filter(|l| l.trim_start().starts_with("kvaudit "))
+        {
+            let line = line.split("||").next().unwrap();
+            let argv: Vec<String> = line
+                .split_whitespace()
+                .map(|w| w.trim_matches('"').to_string())
+                .collect();
+            kvaudit::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{line}: {e}"));
+            commands += 1;
+        }
+    }
+    assert_eq!(commands, 2);
+    assert!(steps.iter().any(|s| {
+        s["uses"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("github/codeql-action/upload-sarif"))
+    }));
+    assert!(steps.iter().any(|s| {
+        s["uses"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("actions/cache"))
+    }));
+    // The pre-commit hook's entry is a command of this CLI too.
+    let hooks: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(common::repo_root().join(".pre-commit-hooks.yaml")).unwrap(),
+    )
+    .unwrap();
+    let entry = hooks[0]["entry"].as_str().unwrap();
+    kvaudit::cli::Cli::try_parse_from(entry.split_whitespace()).unwrap();
+}
