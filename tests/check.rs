@@ -511,7 +511,10 @@ fn sarif_validates_against_the_2_1_0_schema() {
             if std::env::var("KVAUDIT_REQUIRE_SHARED").is_ok_and(|v| v == "1") {
                 panic!("python3 jsonschema is required to validate SARIF");
             }
-            eprintln!("SKIPPED schema validation: python3 jsonschema not installed");
+            common::skipped(
+                "sarif_validates_against_the_2_1_0_schema",
+                "python3 jsonschema is not installed (pip install -r tests/requirements.txt)",
+            );
         }
         Ok(o) => panic!(
             "SARIF does not validate:\n{}{}",
