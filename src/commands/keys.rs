@@ -1,6 +1,6 @@
 use std::io::IsTerminal;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::Outcome;
 use super::settings::{audit_settings, conversations, ignored_input_warnings, index_config};
@@ -35,7 +35,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         }
         let settings = audit_settings(&args.conversation, None)?;
         if model_name.is_none() {
-            model_name = served_name(model, &files);
+            model_name = files.served_name(model);
         }
         audit::conversation_prompts(&files, &tok, &convs, &settings)?
             .into_iter()
@@ -47,11 +47,9 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             })
             .collect()
     } else if let Some(path) = &args.tokens_file {
-        let text = crate::input::read_text(path, MAX_TOKENS_FILE)
-            .with_context(|| format!("cannot read {}", path.display()))?;
         vec![(
             path.display().to_string(),
-            parse_tokens(&text).with_context(|| format!("{}", path.display()))?,
+            super::settings::token_file(path)?,
         )]
     } else if !args.tokens.is_empty() {
         vec![("tokens".into(), args.tokens.clone())]
@@ -87,34 +85,4 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let text = crate::report::export(&report, args.format.into(), &super::settings::style(false))?;
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)
-}
-
-/// The name llm-d would see for `--model`: a Hub id as given (without `@revision`), or for a
-/// local directory the name its config files were saved under.
-fn served_name(model: &str, files: &crate::model::ModelFiles) -> Option<(String, String)> {
-    if !std::path::Path::new(model).is_dir() && crate::model::is_hub_id(model) {
-        let id = model.split_once('@').map_or(model, |(id, _)| id);
-        return Some((id.to_string(), "the Hub id".into()));
-    }
-    files
-        .declared_name()
-        .map(|(name, file)| (name, format!("`_name_or_path` in {file}")))
-}
-
-/// The largest token-id file read (16 M ids written out take about 100 MB).
-const MAX_TOKENS_FILE: u64 = 128 << 20;
-
-/// A JSON list of ids, or ids separated by commas or whitespace.
-fn parse_tokens(text: &str) -> Result<Vec<u32>> {
-    let t = text.trim();
-    if t.starts_with('[') {
-        return serde_json::from_str::<Vec<u32>>(t).context("expected a JSON list of token ids");
-    }
-    t.split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            p.parse::<u32>()
-                .with_context(|| format!("{p:?} is not a token id"))
-        })
-        .collect()
 }

@@ -49,3 +49,18 @@ impl Drop for Spinner {
         self.bar.finish_and_clear();
     }
 }
+
+/// A byte-progress bar for reading a large file (over 64 MiB), on a terminal only.
+pub fn byte_bar(size: Option<u64>) -> Option<ProgressBar> {
+    let size = size.filter(|&s| s > 64 << 20)?;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new(size);
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}")
+    {
+        bar.set_style(style);
+    }
+    Some(bar)
+}

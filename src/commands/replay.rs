@@ -1,13 +1,12 @@
-use std::io::{IsTerminal, Read};
+use std::io::Read;
 
 use anyhow::{Context, Result};
-use serde_json::Value as Json;
 
 use super::Outcome;
 use super::settings::{replay_options, style};
 use crate::cli::{ReplayArgs, ReplayFormat};
 use crate::events::frames::CaptureReader;
-use crate::replay::{LookupRequest, ReplayRun};
+use crate::replay::ReplayRun;
 use crate::report::export;
 use crate::report::replay::{InputInfo, ReplayOutput};
 
@@ -19,7 +18,7 @@ pub struct StoppedOnBadInput(pub String);
 pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let options = replay_options(&args.emulation, args.keep_going, &args.pod)?;
     let lookups = match &args.lookup {
-        Some(p) => read_lookups(p)?,
+        Some(p) => super::settings::lookups(p)?,
         None => Vec::new(),
     };
     let shown = args.file.display().to_string();
@@ -35,7 +34,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let reader = CaptureReader::new(source)
         .with_context(|| format!("cannot read capture {shown}"))?
         .with_size(size);
-    let progress = progress_bar(size);
+    let progress = super::progress::byte_bar(size);
     let ReplayRun {
         report,
         format,
@@ -93,30 +92,4 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     } else {
         Outcome::Clean
     })
-}
-
-fn progress_bar(size: Option<u64>) -> Option<indicatif::ProgressBar> {
-    let size = size.filter(|&s| s > 64 << 20)?;
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(size);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}",
-    ) {
-        bar.set_style(style);
-    }
-    Some(bar)
-}
-
-/// The largest lookup file read (a list of token lists).
-const MAX_LOOKUP_FILE: u64 = 64 << 20;
-
-fn read_lookups(path: &std::path::Path) -> Result<Vec<LookupRequest>> {
-    let shown = path.display();
-    let text = crate::input::read_text(path, MAX_LOOKUP_FILE)
-        .with_context(|| format!("cannot read lookups {shown}"))?;
-    let v: Json = serde_json::from_str(&text)
-        .with_context(|| format!("lookups {shown} is not valid JSON"))?;
-    LookupRequest::parse_list(&v).map_err(|e| anyhow::anyhow!("lookups {shown}: {e}"))
 }

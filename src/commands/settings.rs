@@ -432,6 +432,42 @@ pub fn model_spec(args: &crate::cli::ModelArgs) -> audit::ModelSpec {
     }
 }
 
+/// The largest token-id file read (16 M ids written out take about 100 MB).
+const MAX_TOKENS_FILE: u64 = 128 << 20;
+
+/// `keys --tokens-file`: a JSON list of ids, or ids separated by commas or whitespace.
+pub fn token_file(path: &std::path::Path) -> Result<Vec<u32>> {
+    let shown = path.display();
+    let text = crate::input::read_text(path, MAX_TOKENS_FILE)
+        .with_context(|| format!("cannot read {shown}"))?;
+    let t = text.trim();
+    if t.starts_with('[') {
+        return serde_json::from_str::<Vec<u32>>(t)
+            .with_context(|| format!("{shown}: expected a JSON list of token ids"));
+    }
+    t.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            p.parse::<u32>()
+                .with_context(|| format!("{shown}: {p:?} is not a token id"))
+        })
+        .collect()
+}
+
+/// The largest lookup file read (a list of token lists).
+const MAX_LOOKUP_FILE: u64 = 64 << 20;
+
+/// `replay --lookup FILE`.
+pub fn lookups(path: &std::path::Path) -> Result<Vec<crate::replay::LookupRequest>> {
+    let shown = path.display();
+    let text = crate::input::read_text(path, MAX_LOOKUP_FILE)
+        .with_context(|| format!("cannot read lookups {shown}"))?;
+    let v: Json = serde_json::from_str(&text)
+        .with_context(|| format!("lookups {shown} is not valid JSON"))?;
+    crate::replay::LookupRequest::parse_list(&v)
+        .map_err(|e| anyhow::anyhow!("lookups {shown}: {e}"))
+}
+
 /// The human views' layout: `COLUMNS` when set (as terminals and `less` set it), else the width
 /// of the terminal stdout is, else 80 (a file or a pipe).
 pub fn style(only_findings: bool) -> Style {

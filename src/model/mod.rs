@@ -90,6 +90,18 @@ const SPECIAL_TOKEN_KEYS: [&str; 8] = [
 ];
 
 impl ModelFiles {
+    /// The name llm-d would see for `model` (what `--model` named): a Hub id as given (without
+    /// `@revision`), or for a local directory the name its config files were saved under; with
+    /// where that name came from.
+    pub fn served_name(&self, model: &str) -> Option<(String, String)> {
+        if !std::path::Path::new(model).is_dir() && is_hub_id(model) {
+            let id = model.split_once('@').map_or(model, |(id, _)| id);
+            return Some((id.to_string(), "the Hub id".into()));
+        }
+        self.declared_name()
+            .map(|(name, file)| (name, format!("`_name_or_path` in {file}")))
+    }
+
     /// Load a model directory. `template` and `tokenizer` override the directory's files.
     pub fn from_dir(
         dir: &Path,
