@@ -239,10 +239,7 @@ impl<'a> Planner<'a> {
         &self,
         conv: &Conversation,
     ) -> Result<(crate::model::SelectedTemplate, Arc<ChatRenderer>, Clock)> {
-        let has_tools = self
-            .options
-            .server
-            .selects_tool_template(conv.tools.as_ref());
+        let has_tools = self.options.server.selects_tool_template(conv.any_tools());
         let name = self.settings.template_name.as_deref();
         let template = self.files.select_template(name, has_tools)?;
         let renderer = self.renderer(&template)?;
@@ -409,6 +406,8 @@ pub fn quick_conversation(q: &QuickTurn) -> Conversation {
         tools: None,
         documents: None,
         template_kwargs: Default::default(),
+        kwargs_per_prompt: Vec::new(),
+        tools_per_prompt: Vec::new(),
         clock: None,
         resend: q.resend,
     }

@@ -274,6 +274,11 @@ pub struct ConversationArgs {
     #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
     pub template_kwarg: Vec<String>,
 
+    /// A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed
+    /// as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false.
+    #[arg(long = "kwargs-turn", value_name = "N:KEY=VALUE")]
+    pub kwargs_turn: Vec<String>,
+
     /// Render each request as this server does: its message preprocessing (content null,
     /// content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template.
     #[arg(long, value_enum, default_value_t = ServerArg::Transformers)]
@@ -356,6 +361,12 @@ pub struct DiffTurnsArgs {
     /// the divergence moves.
     #[arg(long)]
     pub date_rollover: bool,
+
+    /// For each transition with a rewrite point, re-run the audit under every applicable
+    /// remedy (each resend mode, each history switch the template reads, a pinned date,
+    /// keeping the previous request's kwargs and tools) and report what each one saves.
+    #[arg(long)]
+    pub remedies: bool,
 
     /// KV block sizes for the uncached counts.
     #[arg(

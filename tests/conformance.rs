@@ -382,6 +382,8 @@ fn scenario_alignment_matches_transformers() {
             tools: opt(&case["tools"]).cloned(),
             documents: None,
             template_kwargs: obj(&case["kwargs"]),
+            kwargs_per_prompt: Vec::new(),
+            tools_per_prompt: Vec::new(),
             clock: Some(Clock::PerPrompt(clocks.clone())),
             resend,
         };
@@ -589,6 +591,8 @@ fn extra_case(
         tools: opt(&case["tools"]).cloned(),
         documents: None,
         template_kwargs: obj(&case["kwargs"]),
+        kwargs_per_prompt: Vec::new(),
+        tools_per_prompt: Vec::new(),
         clock: Some(Clock::PerPrompt(clocks.clone())),
         resend,
     };

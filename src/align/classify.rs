@@ -10,6 +10,9 @@ pub enum RewriteClass {
     GenerationPrefillNotReplayed,
     /// `strftime_now` printed another date in the next prompt.
     DateChanged,
+    /// The request changed its kwargs or tools since the held prompt (a per-request setting
+    /// the template prints before the history ends).
+    RequestChanged,
     /// History trims whitespace the model generated.
     ContentTrimmed,
     /// The system prompt is rendered at another place in the next prompt.
@@ -25,6 +28,7 @@ impl RewriteClass {
             RewriteClass::ReasoningDropped => "reasoning_dropped",
             RewriteClass::GenerationPrefillNotReplayed => "generation_prefill_not_replayed",
             RewriteClass::DateChanged => "date_changed",
+            RewriteClass::RequestChanged => "request_changed",
             RewriteClass::ContentTrimmed => "content_trimmed",
             RewriteClass::SystemMoved => "system_moved",
             RewriteClass::Retokenized => "retokenized",
@@ -49,6 +53,8 @@ pub struct Evidence<'a> {
     pub system: Option<&'a str>,
     /// Token LCP against the next prompt rendered at the held prompt's time.
     pub lcp_same_day: Option<usize>,
+    /// Token LCP against the next prompt rendered with the held prompt's kwargs and tools.
+    pub lcp_same_request: Option<usize>,
     pub lcp: usize,
 }
 
@@ -90,8 +96,13 @@ pub fn classify(e: &Evidence) -> RewriteClass {
     if next.starts_with(held) {
         return RewriteClass::Retokenized;
     }
-    if e.lcp_same_day.is_some_and(|same_day| same_day > e.lcp) {
-        return RewriteClass::DateChanged;
+    // Whichever re-render moves the divergence further is the cause.
+    let moved = |other: Option<usize>| other.filter(|&l| l > e.lcp);
+    match (moved(e.lcp_same_day), moved(e.lcp_same_request)) {
+        (Some(day), Some(request)) if request > day => return RewriteClass::RequestChanged,
+        (Some(_), _) => return RewriteClass::DateChanged,
+        (None, Some(_)) => return RewriteClass::RequestChanged,
+        (None, None) => {}
     }
     let at = text_common_prefix(held, next);
     let prompt_len = e.prompt_text.len();
@@ -148,6 +159,7 @@ mod tests {
             reasoning: None,
             system: None,
             lcp_same_day: None,
+            lcp_same_request: None,
             lcp: 0,
         }
     }
@@ -209,6 +221,19 @@ mod tests {
         let mut e = ev("D15<u>Q<a>", "A.", "D16<u>Q<a>A.");
         e.lcp = 1;
         e.lcp_same_day = Some(9);
+        assert_eq!(classify(&e), RewriteClass::DateChanged);
+    }
+
+    #[test]
+    fn request_change_is_told_from_date_change() {
+        let mut e = ev("E1<u>Q<a>", "A.", "E2<u>Q<a>A.");
+        e.lcp = 1;
+        e.lcp_same_request = Some(9);
+        assert_eq!(classify(&e), RewriteClass::RequestChanged);
+        // Both moved: the one that moves it further explains more of it.
+        e.lcp_same_day = Some(4);
+        assert_eq!(classify(&e), RewriteClass::RequestChanged);
+        e.lcp_same_day = Some(12);
         assert_eq!(classify(&e), RewriteClass::DateChanged);
     }
 }

@@ -154,6 +154,10 @@ pub fn align_plan(
                 Some(text) => Some(tok.encode(text)?),
                 None => None,
             };
+            let next_same_request = match &plan.next_with_held_request[k] {
+                Some(text) => Some(tok.encode(text)?),
+                None => None,
+            };
             let evidence = classify::Evidence {
                 held_text: format!("{}{}", turn.prompt, turn.generated),
                 prompt_text: &turn.prompt,
@@ -162,6 +166,7 @@ pub fn align_plan(
                 reasoning: turn.reasoning.as_deref(),
                 system: plan.system.as_deref(),
                 lcp_same_day: next_same_day.map(|ids| common_prefix(&held, &ids)),
+                lcp_same_request: next_same_request.map(|ids| common_prefix(&held, &ids)),
                 lcp,
             };
             Some(Rewrite {

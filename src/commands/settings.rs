@@ -115,6 +115,8 @@ pub fn audit_settings(
             extra_stops: Vec::new(),
             server,
             server_kwargs,
+            kwargs_from_prompt: kwargs_turns(&args.kwargs_turn)?,
+            override_kwargs: Map::new(),
         },
         align: AlignOptions::default(),
         template_name,
@@ -227,6 +229,29 @@ fn template_kwargs(flag: &str, pairs: &[String]) -> Result<Map<String, Json>> {
         kwargs.insert(k.to_string(), kwarg_value(v));
     }
     Ok(kwargs)
+}
+
+/// `--kwargs-turn N:KEY=VALUE` flags, grouped by prompt in the order given.
+fn kwargs_turns(flags: &[String]) -> Result<Vec<(usize, Map<String, Json>)>> {
+    let mut out: Vec<(usize, Map<String, Json>)> = Vec::new();
+    for flag in flags {
+        let (n, kv) = flag
+            .split_once(':')
+            .with_context(|| format!("--kwargs-turn {flag:?}: expected N:KEY=VALUE"))?;
+        let n: usize = match n.trim().parse() {
+            Ok(0) => bail!("--kwargs-turn {flag:?}: prompts count from 1"),
+            Ok(n) => n,
+            Err(_) => bail!("--kwargs-turn {flag:?}: {n:?} is not a prompt number"),
+        };
+        let kwargs = template_kwargs("--kwargs-turn", std::slice::from_ref(&kv.to_string()))?;
+        match out.iter_mut().find(|(m, _)| *m == n) {
+            Some((_, map)) => map.extend(kwargs),
+            None => out.push((n, kwargs)),
+        }
+    }
+    // Later prompts are applied over earlier ones.
+    out.sort_by_key(|(n, _)| *n);
+    Ok(out)
 }
 
 /// `render --prompt N` / `--held N`: which part of each conversation to show (1-based).

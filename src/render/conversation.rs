@@ -129,6 +129,12 @@ pub struct Conversation {
     pub tools: Option<Json>,
     pub documents: Option<Json>,
     pub template_kwargs: Map<String, Json>,
+    /// One object per rendered prompt, merged over `template_kwargs` (a client that changes
+    /// `chat_template_kwargs` between requests); the last repeats. Empty: the same every prompt.
+    pub kwargs_per_prompt: Vec<Map<String, Json>>,
+    /// One tool list (or null) per rendered prompt, instead of `tools` (an agent that adds or
+    /// removes tools between requests); the last repeats. Empty: `tools` for every prompt.
+    pub tools_per_prompt: Vec<Option<Json>>,
     /// `None` means "use the caller's default clock".
     pub clock: Option<Clock>,
     /// How assistant replies are sent back in later prompts.
@@ -136,13 +142,15 @@ pub struct Conversation {
 }
 
 /// The fields of a conversation file, for the unknown-field check.
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 8] = [
     "messages",
     "tools",
     "documents",
     "template_kwargs",
     "now",
     "now_per_prompt",
+    "template_kwargs_per_prompt",
+    "tools_per_prompt",
 ];
 
 #[derive(Default)]
@@ -151,11 +159,54 @@ struct ConversationFile {
     tools: Option<Json>,
     documents: Option<Json>,
     template_kwargs: Option<Map<String, Json>>,
+    template_kwargs_per_prompt: Option<Vec<Map<String, Json>>>,
+    tools_per_prompt: Option<Vec<Json>>,
     now: Option<String>,
     now_per_prompt: Option<Vec<String>>,
 }
 
 impl Conversation {
+    /// The kwargs of prompt `index` (0-based): `template_kwargs`, then that prompt's own.
+    pub fn kwargs_at(&self, index: usize) -> Map<String, Json> {
+        let mut kwargs = self.template_kwargs.clone();
+        if let Some(own) = per_prompt(&self.kwargs_per_prompt, index) {
+            for (k, v) in own {
+                kwargs.insert(k.clone(), v.clone());
+            }
+        }
+        kwargs
+    }
+
+    /// The tools of prompt `index` (0-based).
+    pub fn tools_at(&self, index: usize) -> Option<&Json> {
+        match per_prompt(&self.tools_per_prompt, index) {
+            Some(tools) => tools.as_ref(),
+            None => self.tools.as_ref(),
+        }
+    }
+
+    /// Tools of some prompt, for choosing the template: one conversation renders with one
+    /// template, the `tool_use` one when any request carries tools.
+    pub fn any_tools(&self) -> Option<&Json> {
+        self.tools
+            .as_ref()
+            .or_else(|| self.tools_per_prompt.iter().flatten().next())
+    }
+
+    /// Whether prompts `a` and `b` are requested with other kwargs or tools.
+    pub fn request_differs(&self, a: usize, b: usize) -> bool {
+        self.kwargs_at(a) != self.kwargs_at(b) || self.tools_at(a) != self.tools_at(b)
+    }
+
+    /// Whether some prompt is requested with other kwargs or tools than the one before it.
+    pub fn varies_per_prompt(&self) -> bool {
+        let n = self
+            .kwargs_per_prompt
+            .len()
+            .max(self.tools_per_prompt.len());
+        (1..n).any(|k| self.request_differs(k - 1, k))
+    }
+
     pub fn from_file(path: &Path) -> Result<Conversation, ConversationError> {
         let shown = path.display().to_string();
         let text = crate::input::read_text(path, MAX_CONVERSATION_BYTES).map_err(|source| {
@@ -242,6 +293,36 @@ impl Conversation {
         {
             return Err(invalid("`tools` must be a list of tool schemas".into()));
         }
+        if file.tools.is_some() && file.tools_per_prompt.is_some() {
+            return Err(invalid(
+                "give either `tools` or `tools_per_prompt`, not both".into(),
+            ));
+        }
+        if file
+            .template_kwargs_per_prompt
+            .as_ref()
+            .is_some_and(Vec::is_empty)
+        {
+            return Err(invalid("`template_kwargs_per_prompt` is empty".into()));
+        }
+        let tools_per_prompt = match file.tools_per_prompt {
+            Some(list) if list.is_empty() => {
+                return Err(invalid("`tools_per_prompt` is empty".into()));
+            }
+            Some(list) => {
+                let mut out = Vec::with_capacity(list.len());
+                for (i, tools) in list.into_iter().enumerate() {
+                    if !tools.is_array() && !tools.is_null() {
+                        return Err(invalid(format!(
+                            "`tools_per_prompt` entry {i} must be a list of tool schemas or null"
+                        )));
+                    }
+                    out.push(Some(tools).filter(|t| !t.is_null()));
+                }
+                out
+            }
+            None => Vec::new(),
+        };
         for (i, m) in file.messages.iter().enumerate() {
             let Some(obj) = m.as_object() else {
                 return Err(invalid(format!("message {i} is not an object")));
@@ -273,6 +354,8 @@ impl Conversation {
             tools: file.tools.filter(|t| !t.is_null()),
             documents: file.documents.filter(|d| !d.is_null()),
             template_kwargs: file.template_kwargs.unwrap_or_default(),
+            kwargs_per_prompt: file.template_kwargs_per_prompt.unwrap_or_default(),
+            tools_per_prompt,
             clock,
             resend: ResendMode::AsGiven,
         })
@@ -327,7 +410,17 @@ fn file_shape(value: Json) -> Result<ConversationFile, String> {
         template_kwargs: typed("template_kwargs", field("template_kwargs"))?,
         now: typed("now", field("now"))?,
         now_per_prompt: typed("now_per_prompt", field("now_per_prompt"))?,
+        template_kwargs_per_prompt: typed(
+            "template_kwargs_per_prompt",
+            field("template_kwargs_per_prompt"),
+        )?,
+        tools_per_prompt: typed("tools_per_prompt", field("tools_per_prompt"))?,
     })
+}
+
+/// Entry `index` of a per-prompt list, the last repeating; `None` for an empty list.
+fn per_prompt<T>(list: &[T], index: usize) -> Option<&T> {
+    list.get(index.min(list.len().saturating_sub(1)))
 }
 
 /// Where the first `\\uD800`–`\\uDFFF` escape without its pair is (1-based line, column).

@@ -116,6 +116,10 @@ pub struct TurnPlan {
     /// The next prompt rendered at the held prompt's time, when the two times differ (so the
     /// aligner can tell a date change from a real rewrite).
     pub next_at_held_time: Vec<Option<String>>,
+    /// The next prompt rendered with the held prompt's kwargs and tools, when the two
+    /// requests differ (so the aligner can tell a per-request change from a real rewrite, and
+    /// price keeping the previous request's kwargs and tools).
+    pub next_with_held_request: Vec<Option<String>>,
     /// The system message text, if the conversation has one.
     pub system: Option<String>,
 }
@@ -160,6 +164,50 @@ pub struct PlanOptions {
     pub server: ServerProfile,
     /// The server's default template kwargs (below the request's own).
     pub server_kwargs: Map<String, Json>,
+    /// `--kwargs-turn`: from prompt N (1-based) on, these kwargs over all others but
+    /// `override_kwargs` (a client setting changed at request N and kept).
+    pub kwargs_from_prompt: Vec<(usize, Map<String, Json>)>,
+    /// Kwargs over everything else, on every prompt (a remedy under evaluation).
+    pub override_kwargs: Map<String, Json>,
+}
+
+impl PlanOptions {
+    /// The kwargs prompt `index` (0-based) is requested with: the conversation's, its
+    /// per-prompt ones, `--template-kwarg`, `--kwargs-turn`, then the override.
+    pub fn kwargs_at(&self, conv: &Conversation, index: usize) -> Map<String, Json> {
+        let mut kwargs = conv.kwargs_at(index);
+        let from_flags = self
+            .kwargs_from_prompt
+            .iter()
+            .filter(|(n, _)| *n <= index + 1)
+            .map(|(_, m)| m);
+        for layer in std::iter::once(&self.kwargs)
+            .chain(from_flags)
+            .chain(std::iter::once(&self.override_kwargs))
+        {
+            for (k, v) in layer {
+                kwargs.insert(k.clone(), v.clone());
+            }
+        }
+        kwargs
+    }
+
+    /// Whether prompts `a` and `b` (0-based) are requested with other kwargs or tools.
+    pub fn request_differs(&self, conv: &Conversation, a: usize, b: usize) -> bool {
+        self.kwargs_at(conv, a) != self.kwargs_at(conv, b) || conv.tools_at(a) != conv.tools_at(b)
+    }
+
+    /// Whether some prompt of `conv` is requested with other kwargs or tools than the one
+    /// before it.
+    pub fn varies_per_prompt(&self, conv: &Conversation) -> bool {
+        let flags = self.kwargs_from_prompt.iter().map(|(n, _)| *n).max();
+        let n = conv
+            .kwargs_per_prompt
+            .len()
+            .max(conv.tools_per_prompt.len())
+            .max(flags.unwrap_or(0));
+        (1..n).any(|k| self.request_differs(conv, k - 1, k))
+    }
 }
 
 pub fn plan_turns(
@@ -215,10 +263,6 @@ pub fn plan_turns(
         history_bytes = history_bytes.saturating_add(content);
     }
 
-    let mut kwargs = conv.template_kwargs.clone();
-    for (k, v) in &options.kwargs {
-        kwargs.insert(k.clone(), v.clone());
-    }
     let format = options
         .reply_format
         .unwrap_or_else(|| ReplyFormat::detect(renderer.source()));
@@ -229,10 +273,12 @@ pub fn plan_turns(
         }
     }
     let rendered_bytes = std::cell::Cell::new(0usize);
-    let render = |history: &[Json], agp: bool, at: usize, clock: &Clock| {
+    // Prompt `at` rendered with the kwargs and tools of request `req`.
+    let render_as = |history: &[Json], agp: bool, at: usize, req: usize, clock: &Clock| {
+        let kwargs = options.kwargs_at(conv, req);
         let request = Request {
             messages: history,
-            tools: conv.tools.as_ref(),
+            tools: conv.tools_at(req),
             documents: conv.documents.as_ref(),
             kwargs: &kwargs,
             server_kwargs: &options.server_kwargs,
@@ -261,6 +307,9 @@ pub fn plan_turns(
         }
         rendered_bytes.set(total);
         Ok(text)
+    };
+    let render = |history: &[Json], agp: bool, at: usize, clock: &Clock| {
+        render_as(history, agp, at, at, clock)
     };
 
     let mut history: Vec<Json> = Vec::with_capacity(msgs.len());
@@ -345,7 +394,18 @@ pub fn plan_turns(
 
     let mut next_prompts = Vec::with_capacity(turns.len());
     let mut next_at_held_time = Vec::with_capacity(turns.len());
+    let mut next_with_held_request = Vec::with_capacity(turns.len());
     for k in 0..turns.len() {
+        next_with_held_request.push(match prompts.get(k + 1) {
+            Some(_) if options.request_differs(conv, k, k + 1) => Some(render_as(
+                &history[..prompt_history[k + 1]],
+                true,
+                k + 1,
+                k,
+                clock,
+            )?),
+            _ => None,
+        });
         let next = prompts.get(k + 1).cloned();
         let rerender = match &next {
             Some(_) if clock.at(k) != clock.at(k + 1) => {
@@ -372,6 +432,7 @@ pub fn plan_turns(
         turns,
         next_prompts,
         next_at_held_time,
+        next_with_held_request,
         system,
     })
 }
@@ -400,15 +461,12 @@ pub fn render_single_request(
             "the conversation has no messages, so there is no prompt to render".into(),
         ));
     }
-    let mut kwargs = conv.template_kwargs.clone();
-    for (k, v) in &options.kwargs {
-        kwargs.insert(k.clone(), v.clone());
-    }
+    let kwargs = options.kwargs_at(conv, 0);
     let history: Vec<Json> = conv.messages.iter().map(clean).collect();
     // Through the server profile, as plan_turns renders: a single request is a request too.
     let request = Request {
         messages: &history,
-        tools: conv.tools.as_ref(),
+        tools: conv.tools_at(0),
         documents: conv.documents.as_ref(),
         kwargs: &kwargs,
         server_kwargs: &options.server_kwargs,
