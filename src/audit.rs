@@ -1,5 +1,9 @@
 //! The diff-turns pipeline: model files → rendered turns → tokens → alignment.
 
+mod remedies;
+
+pub use remedies::{ConversationRemedies, Remedy, RemedyKind, TransitionRemedies};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -68,6 +72,8 @@ pub struct AuditSettings {
     pub fuel: u64,
     /// Simulate the router's view of every transition.
     pub router: Option<crate::index::router::RouterSettings>,
+    /// Evaluate every applicable remedy for each rewrite point (`--remedies`).
+    pub remedies: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -100,6 +106,8 @@ pub struct ConversationAudit {
     pub routers: Vec<crate::index::router::RouterView>,
     /// One entry per transition when --date-rollover was asked for.
     pub rollover: Option<Vec<RolloverShift>>,
+    /// The remedies of each rewrite point, when asked for.
+    pub remedies: Option<ConversationRemedies>,
 }
 
 /// A conversation that could not be audited (the others still are).
@@ -317,13 +325,22 @@ fn audit_conversation(
     conv: &Conversation,
     settings: &AuditSettings,
 ) -> Result<ConversationAudit> {
+    let planned = planner.plan(conv)?;
+    let transitions = align_plan(&planned.plan, tok, &settings.align)?;
+    let remedies = if settings.remedies {
+        Some(
+            remedies::evaluate(planner, tok, conv, &planned, &transitions)
+                .context("evaluating remedies (--remedies)")?,
+        )
+    } else {
+        None
+    };
     let Planned {
         template,
         renderer,
         clock,
-        plan,
-    } = planner.plan(conv)?;
-    let transitions = align_plan(&plan, tok, &settings.align)?;
+        ..
+    } = planned;
     let rollover = if settings.date_rollover {
         let day = clock.at(0).date();
         let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &planner.options)
@@ -357,7 +374,22 @@ fn audit_conversation(
         transitions,
         routers,
         rollover,
+        remedies,
     })
+}
+
+/// The remedies of every rewrite point of one conversation, each measured by re-running the
+/// audit under it (what `diff-turns --remedies` reports; `check` and `corpus` quote it).
+pub fn remedies(
+    files: &ModelFiles,
+    tok: &Tokenizer,
+    conv: &Conversation,
+    settings: &AuditSettings,
+) -> Result<ConversationRemedies> {
+    let planner = Planner::new(files, tok, settings)?;
+    let planned = planner.plan(conv)?;
+    let transitions = align_plan(&planned.plan, tok, &settings.align)?;
+    remedies::evaluate(&planner, tok, conv, &planned, &transitions)
 }
 
 /// The seed write-up's probe: one short question and answer, then three follow-ups of

@@ -79,6 +79,7 @@ fn diff_turns_findings_are_rewrite_points() {
         template_name: None,
         fuel: kvaudit::render::DEFAULT_FUEL,
         router: None,
+        remedies: false,
     };
     let report = audit::diff_turns(&files, &tok, &conversations, &settings).unwrap();
     let found = report.findings();

@@ -12,6 +12,7 @@ use crate::tokenize::Tokenizer;
 pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let mut settings = audit_settings(&args.conversation, args.model.template_name.clone())?;
     settings.date_rollover = args.date_rollover;
+    settings.remedies = args.remedies;
     if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {
         bail!("--block-sizes must be positive integers, e.g. 16,64");
     }

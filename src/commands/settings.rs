@@ -122,6 +122,7 @@ pub fn audit_settings(
         template_name,
         fuel: args.fuel,
         router: None,
+        remedies: false,
     })
 }
 

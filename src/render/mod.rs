@@ -8,12 +8,14 @@ mod pymethods;
 pub mod reply;
 pub mod server;
 mod source;
+mod switches;
 
 pub use conversation::{Clock, Conversation, ConversationError, parse_time};
 pub use env::{DEFAULT_FUEL, RenderError, TemplateEngine, strftime};
 pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
 pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};
 pub use server::{ServerError, ServerProfile};
+pub use switches::{DateSource, SWITCH_WORDS, Switch, inspect as inspect_switches};
 
 use chrono::NaiveDateTime;
 use minijinja::Value;

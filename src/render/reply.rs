@@ -89,7 +89,9 @@ pub enum ResendMode {
     Content,
     /// The generated text verbatim as content, reasoning block included.
     Raw,
-    /// Content plus `reasoning_content` and `thinking` when the turn emitted reasoning.
+    /// Content plus the reasoning field the server reads when the turn emitted reasoning:
+    /// `reasoning` for vLLM (server-preprocessing.md 1.4), else `reasoning_content` and
+    /// `thinking` (SGLang, llama.cpp, templates under transformers).
     ReasoningField,
 }
 
@@ -349,7 +351,13 @@ pub fn plan_turns(
                 .as_deref()
                 .filter(|_| format != ReplyFormat::Plain && !thinking_off);
             let mut with_call = history.clone();
-            with_call.push(history_message(&obj, conv.resend, None, sent_reasoning));
+            with_call.push(history_message(
+                &obj,
+                conv.resend,
+                options.server,
+                None,
+                sent_reasoning,
+            ));
             let rendered = render(&with_call, false, k, clock)?;
             tool_call_generation(
                 format,
@@ -374,6 +382,7 @@ pub fn plan_turns(
         history.push(history_message(
             &obj,
             conv.resend,
+            options.server,
             Some(&generated),
             reasoning.as_deref(),
         ));
@@ -511,6 +520,7 @@ const REASONING_KEYS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"]
 fn history_message(
     obj: &Map<String, Json>,
     mode: ResendMode,
+    server: ServerProfile,
     generated: Option<&str>,
     reasoning: Option<&str>,
 ) -> Json {
@@ -537,8 +547,13 @@ fn history_message(
                 m.shift_remove(k);
             }
             if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
-                m.insert("reasoning_content".into(), Json::String(r.to_string()));
-                m.insert("thinking".into(), Json::String(r.to_string()));
+                let keys: &[&str] = match server {
+                    ServerProfile::Vllm => &["reasoning"],
+                    _ => &["reasoning_content", "thinking"],
+                };
+                for k in keys {
+                    m.insert((*k).into(), Json::String(r.to_string()));
+                }
             }
         }
     }

@@ -181,6 +181,97 @@ fn transition(out: &mut String, c: &ConversationAudit, i: usize, w: usize) {
         );
         out.push_str(&wrap(&line, w, "    ", "      "));
     }
+    if let Some(r) = &c.remedies {
+        remedies(out, r, t, w);
+    }
+}
+
+/// One line per remedy, best first, then what is missing said plainly.
+fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transition, w: usize) {
+    let Some(list) = r
+        .transitions
+        .iter()
+        .find(|x| x.from_prompt == t.from_prompt)
+    else {
+        return;
+    };
+    let counts = |u: &[crate::align::Uncached]| {
+        u.iter()
+            .map(|u| u.tokens.to_string())
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let blocks = t
+        .uncached
+        .iter()
+        .map(|u| u.block_size.to_string())
+        .collect::<Vec<_>>()
+        .join("/");
+    let _ = writeln!(
+        out,
+        "{}",
+        fit(
+            &format!(
+                "    remedies (uncached at B={blocks}: {} now):",
+                counts(&t.uncached)
+            ),
+            w
+        )
+    );
+    for m in &list.remedies {
+        let what = match (&m.value, m.kind) {
+            (Some(v), crate::audit::RemedyKind::Kwarg) => format!("{}={v}", m.name),
+            (Some(serde_json::Value::Object(kept)), _) => {
+                let pairs: Vec<String> = kept
+                    .iter()
+                    .map(|(k, v)| match v {
+                        serde_json::Value::Null => format!("{k} unset"),
+                        v => format!("{k}={v}"),
+                    })
+                    .collect();
+                if pairs.is_empty() {
+                    m.name.clone()
+                } else {
+                    format!("{} {}", m.name, pairs.join(", "))
+                }
+            }
+            (Some(serde_json::Value::String(v)), _) => format!("{} {v}", m.name),
+            (Some(v), _) => format!("{} {v}", m.name),
+            (None, _) => m.name.clone(),
+        };
+        let outcome = match m.rewrite {
+            None => "removes the rewrite".to_string(),
+            Some((p, class)) => format!("rewrite at {p} ({})", class.name()),
+        };
+        let line = format!(
+            "{} {what}: {outcome}, uncached {}",
+            m.kind.name(),
+            counts(&m.uncached)
+        );
+        let line = wrap(&line, w, "      ", "        ");
+        if m.removes_rewrite {
+            out.push_str(&green(line.trim_end()));
+            out.push('\n');
+        } else {
+            out.push_str(&line);
+        }
+    }
+    if r.switches.is_empty() {
+        out.push_str(&wrap(
+            "no kwarg remedy: the template reads no history switch",
+            w,
+            "      ",
+            "        ",
+        ));
+    }
+    if !list.remedies.iter().any(|m| m.removes_rewrite) {
+        out.push_str(&wrap(
+            "no remedy removes the rewrite: only a change to the template can",
+            w,
+            "      ",
+            "        ",
+        ));
+    }
 }
 
 fn uncached_table(transitions: &[&Transition], w: usize) -> String {

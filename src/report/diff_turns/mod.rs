@@ -8,7 +8,7 @@ use super::json::Json;
 use super::markdown::Markdown;
 use super::{Exporter, Format, Report, View};
 use crate::align::{Drift, Rewrite, Transition, Uncached};
-use crate::audit::{ConversationAudit, DiffTurnsReport, RolloverShift};
+use crate::audit::{ConversationAudit, DiffTurnsReport, Remedy, RolloverShift};
 use crate::index::router::RouterView;
 
 /// The JSON shape of the diff-turns report.
@@ -47,7 +47,46 @@ pub struct ConversationView<'a> {
     pub source: &'a str,
     /// The template that rendered it (conversations with `tools` select `tool_use`).
     pub template: &'a str,
+    /// With --remedies: what the template exposes to keep prompts stable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy_sources: Option<RemedySourcesView<'a>>,
     pub transitions: Vec<TransitionView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct RemedySourcesView<'a> {
+    /// The history switches the template reads (empty: no kwarg remedy exists).
+    pub history_switches: &'a [String],
+    /// The date variables it reads (`strftime_now` when it calls it).
+    pub date_sources: &'a [String],
+}
+
+/// One remedy of one transition.
+#[derive(Serialize)]
+pub struct RemedyView<'a> {
+    pub kind: &'static str,
+    pub name: &'a str,
+    pub value: &'a Option<serde_json::Value>,
+    pub common_prefix_tokens: usize,
+    pub rewrite_position: Option<usize>,
+    pub class: Option<&'static str>,
+    pub uncached: &'a [Uncached],
+    pub removes_rewrite: bool,
+}
+
+impl<'a> RemedyView<'a> {
+    fn new(r: &'a Remedy) -> Self {
+        RemedyView {
+            kind: r.kind.name(),
+            name: &r.name,
+            value: &r.value,
+            common_prefix_tokens: r.common_prefix_tokens,
+            rewrite_position: r.rewrite.map(|(p, _)| p),
+            class: r.rewrite.map(|(_, c)| c.name()),
+            uncached: &r.uncached,
+            removes_rewrite: r.removes_rewrite,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -64,6 +103,10 @@ pub struct TransitionView<'a> {
     pub router: Option<RouterJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub date_rollover: Option<RolloverView>,
+    /// With --remedies, on a transition with a rewrite point: every remedy that changes it,
+    /// best first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedies: Option<Vec<RemedyView<'a>>>,
 }
 
 #[derive(Serialize)]
@@ -102,16 +145,27 @@ impl<'a> ConversationView<'a> {
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                TransitionView::new(
+                let mut view = TransitionView::new(
                     t,
                     c.routers.get(i),
                     c.rollover.as_ref().and_then(|r| r.get(i)),
-                )
+                );
+                view.remedies = c.remedies.as_ref().and_then(|r| {
+                    r.transitions
+                        .iter()
+                        .find(|x| x.from_prompt == t.from_prompt)
+                        .map(|x| x.remedies.iter().map(RemedyView::new).collect())
+                });
+                view
             })
             .collect();
         ConversationView {
             source: &c.source,
             template: &c.template,
+            remedy_sources: c.remedies.as_ref().map(|r| RemedySourcesView {
+                history_switches: &r.switches,
+                date_sources: &r.date_sources,
+            }),
             transitions,
         }
     }
@@ -139,6 +193,7 @@ impl<'a> TransitionView<'a> {
                 class: s.class.map(|c| c.name()),
                 moved: s.moved,
             }),
+            remedies: None,
         }
     }
 }
