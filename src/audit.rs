@@ -250,6 +250,18 @@ impl<'a> Planner<'a> {
         let has_tools = self.options.server.selects_tool_template(conv.any_tools());
         let name = self.settings.template_name.as_deref();
         let template = self.files.select_template(name, has_tools)?;
+        let with_and_without = conv.tools_per_prompt.iter().any(Option::is_some)
+            && conv.tools_per_prompt.iter().any(Option::is_none);
+        if with_and_without
+            && self.files.select_template(name, !has_tools)?.origin != template.origin
+        {
+            anyhow::bail!(
+                "`tools_per_prompt` gives some prompts tools and others none, and this model \
+                 renders those with different templates ({}); kvaudit renders one \
+                 conversation with one template, so give every prompt a tool list (or none)",
+                template.origin
+            );
+        }
         let renderer = self.renderer(&template)?;
         let clock = conv
             .clock
