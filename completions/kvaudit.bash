@@ -275,7 +275,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__diff__subcmd__turns)
-            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --server --server-template-kwarg --now --fuel --date-rollover --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -342,6 +342,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kwargs-turn)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -615,7 +619,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__keys)
-            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --server --server-template-kwarg --now --fuel --index-block-size --hash --hash-seed --model-name --llmd-profile --format --color --quiet --help --version"
+            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --index-block-size --hash --hash-seed --model-name --llmd-profile --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -681,6 +685,10 @@ _kvaudit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --kwargs-turn)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --server)
                     COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
                     return 0
@@ -733,7 +741,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__render)
-            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --server --server-template-kwarg --now --fuel --tokens --prompt --held --format --color --quiet --help --version"
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --tokens --prompt --held --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -800,6 +808,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kwargs-turn)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
