@@ -193,20 +193,6 @@ impl Conversation {
             .or_else(|| self.tools_per_prompt.iter().flatten().next())
     }
 
-    /// Whether prompts `a` and `b` are requested with other kwargs or tools.
-    pub fn request_differs(&self, a: usize, b: usize) -> bool {
-        self.kwargs_at(a) != self.kwargs_at(b) || self.tools_at(a) != self.tools_at(b)
-    }
-
-    /// Whether some prompt is requested with other kwargs or tools than the one before it.
-    pub fn varies_per_prompt(&self) -> bool {
-        let n = self
-            .kwargs_per_prompt
-            .len()
-            .max(self.tools_per_prompt.len());
-        (1..n).any(|k| self.request_differs(k - 1, k))
-    }
-
     pub fn from_file(path: &Path) -> Result<Conversation, ConversationError> {
         let shown = path.display().to_string();
         let text = crate::input::read_text(path, MAX_CONVERSATION_BYTES).map_err(|source| {

@@ -198,18 +198,6 @@ impl PlanOptions {
     pub fn request_differs(&self, conv: &Conversation, a: usize, b: usize) -> bool {
         self.kwargs_at(conv, a) != self.kwargs_at(conv, b) || conv.tools_at(a) != conv.tools_at(b)
     }
-
-    /// Whether some prompt of `conv` is requested with other kwargs or tools than the one
-    /// before it.
-    pub fn varies_per_prompt(&self, conv: &Conversation) -> bool {
-        let flags = self.kwargs_from_prompt.iter().map(|(n, _)| *n).max();
-        let n = conv
-            .kwargs_per_prompt
-            .len()
-            .max(conv.tools_per_prompt.len())
-            .max(flags.unwrap_or(0));
-        (1..n).any(|k| self.request_differs(conv, k - 1, k))
-    }
 }
 
 pub fn plan_turns(

@@ -35,6 +35,11 @@ pub const SWITCH_WORDS: [&str; 8] = [
     "keep",
 ];
 
+/// The most switch values tried per template: each is a full re-render of the conversation,
+/// and a hostile template could compare a name with thousands of literals. Real templates
+/// have one to three switches of two values.
+pub const MAX_SWITCH_VALUES: usize = 16;
+
 /// A kwarg the template tests, and the values worth trying.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Switch {
@@ -76,6 +81,7 @@ pub fn inspect(template: &str) -> (Vec<Switch>, DateSource) {
     uses.stmt(&ast);
 
     let mut switches = Vec::new();
+    let mut tried = 0usize;
     for name in &undeclared {
         let lower = name.to_ascii_lowercase();
         if !SWITCH_WORDS.iter().any(|w| lower.contains(w)) {
@@ -97,6 +103,12 @@ pub fn inspect(template: &str) -> (Vec<Switch>, DateSource) {
         } else {
             continue;
         };
+        let room = MAX_SWITCH_VALUES - tried;
+        if room == 0 {
+            break;
+        }
+        let values: Vec<Json> = values.into_iter().take(room).collect();
+        tried += values.len();
         switches.push(Switch {
             name: name.clone(),
             values,
@@ -332,6 +344,19 @@ mod tests {
                 ("history_mode".into(), vec![Json::String("all".into())]),
             ]
         );
+    }
+
+    #[test]
+    fn values_tried_are_bounded() {
+        let mut t = String::new();
+        for i in 0..40 {
+            t.push_str(&format!(
+                "{{% if history_{i} == 'a' or history_{i} == 'b' %}}{{% endif %}}"
+            ));
+        }
+        let found = inspect(&t).0;
+        let values: usize = found.iter().map(|s| s.values.len()).sum();
+        assert_eq!(values, MAX_SWITCH_VALUES);
     }
 
     #[test]
