@@ -53,7 +53,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reasoning
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l follow-up -d 'Quick form: a follow-up user message (repeatable; each is a separate conversation)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l resend -d 'Quick form and probes: how the client sends the reply back' -r -f -a "content\t'Content only, as a server with a reasoning parser returns it'
 raw\t'The generated text verbatim, reasoning block included'
-reasoning-field\t'Content plus `reasoning_content` / `thinking`'"
+reasoning-field\t'Content plus the reasoning field the server reads: `reasoning` under --server vllm, else `reasoning_content` / `thinking`'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
 think_nl\t''
 think_tight\t''
@@ -129,7 +129,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reasoning -d 'Q
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l follow-up -d 'Quick form: a follow-up user message (repeatable; each is a separate conversation)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l resend -d 'Quick form and probes: how the client sends the reply back' -r -f -a "content\t'Content only, as a server with a reasoning parser returns it'
 raw\t'The generated text verbatim, reasoning block included'
-reasoning-field\t'Content plus `reasoning_content` / `thinking`'"
+reasoning-field\t'Content plus the reasoning field the server reads: `reasoning` under --server vllm, else `reasoning_content` / `thinking`'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
 think_nl\t''
 think_tight\t''
@@ -170,7 +170,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reasoning -d 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l follow-up -d 'Quick form: a follow-up user message (repeatable; each is a separate conversation)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l resend -d 'Quick form and probes: how the client sends the reply back' -r -f -a "content\t'Content only, as a server with a reasoning parser returns it'
 raw\t'The generated text verbatim, reasoning block included'
-reasoning-field\t'Content plus `reasoning_content` / `thinking`'"
+reasoning-field\t'Content plus the reasoning field the server reads: `reasoning` under --server vllm, else `reasoning_content` / `thinking`'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
 think_nl\t''
 think_tight\t''

@@ -218,7 +218,8 @@ pub enum Resend {
     Content,
     /// The generated text verbatim, reasoning block included.
     Raw,
-    /// Content plus `reasoning_content` / `thinking`.
+    /// Content plus the reasoning field the server reads: `reasoning` under --server vllm,
+    /// else `reasoning_content` / `thinking`.
     ReasoningField,
 }
 

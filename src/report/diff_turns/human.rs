@@ -219,25 +219,24 @@ fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transi
         )
     );
     for m in &list.remedies {
-        let what = match (&m.value, m.kind) {
-            (Some(v), crate::audit::RemedyKind::Kwarg) => format!("{}={v}", m.name),
-            (Some(serde_json::Value::Object(kept)), _) => {
+        use crate::audit::RemedyKind;
+        use serde_json::Value;
+        let what = match (m.kind, &m.value) {
+            (RemedyKind::Kwarg, Some(v)) => format!("{}={v}", m.name),
+            (RemedyKind::Resend, Some(Value::String(field))) => format!("{} (as {field})", m.name),
+            (RemedyKind::PinDate, Some(Value::String(at))) => format!("{} at {at}", m.name),
+            (RemedyKind::KeepRequest, Some(Value::Object(kept))) if !kept.is_empty() => {
                 let pairs: Vec<String> = kept
                     .iter()
                     .map(|(k, v)| match v {
-                        serde_json::Value::Null => format!("{k} unset"),
+                        Value::Null => format!("{k} unset"),
                         v => format!("{k}={v}"),
                     })
                     .collect();
-                if pairs.is_empty() {
-                    m.name.clone()
-                } else {
-                    format!("{} {}", m.name, pairs.join(", "))
-                }
+                format!("{} ({})", m.name, pairs.join(", "))
             }
-            (Some(serde_json::Value::String(v)), _) => format!("{} {v}", m.name),
-            (Some(v), _) => format!("{} {v}", m.name),
-            (None, _) => m.name.clone(),
+            (_, Some(Value::Object(_)) | None) => m.name.clone(),
+            (_, Some(v)) => format!("{} {v}", m.name),
         };
         let outcome = match m.rewrite {
             None => "removes the rewrite".to_string(),
@@ -360,6 +359,28 @@ fn summary(report: &DiffTurnsReport, w: usize) -> String {
                 .filter(|r| r.rewrite_position.is_some())
                 .count(),
             shifts.iter().filter(|r| r.moved).count()
+        );
+    }
+    let evaluated: Vec<&crate::audit::TransitionRemedies> = report
+        .conversations
+        .iter()
+        .flat_map(|c| c.remedies.iter().flat_map(|r| &r.transitions))
+        .collect();
+    if !evaluated.is_empty() {
+        let fixed = evaluated
+            .iter()
+            .filter(|t| t.remedies.iter().any(|r| r.removes_rewrite))
+            .count();
+        let _ = write!(
+            text,
+            "; a remedy removes {fixed} of {} rewrite point{}{}",
+            evaluated.len(),
+            if evaluated.len() == 1 { "" } else { "s" },
+            if fixed < evaluated.len() {
+                " (the others need a template change)"
+            } else {
+                ""
+            }
         );
     }
     let mut out = wrap(&text, w, "", "  ");
