@@ -486,6 +486,35 @@ mod tests {
     }
 
     #[test]
+    fn per_prompt_kwargs_and_tools_merge_and_the_last_repeats() {
+        let text = r#"{"messages": [{"role": "user", "content": "hi"}],
+            "template_kwargs": {"a": 1, "b": 1},
+            "template_kwargs_per_prompt": [{}, {"b": 2}],
+            "tools_per_prompt": [null, [{"type": "function"}]]}"#;
+        let c = Conversation::from_json_text(text, "c").unwrap();
+        assert_eq!(
+            Json::Object(c.kwargs_at(0)),
+            serde_json::json!({"a": 1, "b": 1})
+        );
+        assert_eq!(
+            Json::Object(c.kwargs_at(1)),
+            serde_json::json!({"a": 1, "b": 2})
+        );
+        assert_eq!(c.kwargs_at(7), c.kwargs_at(1));
+        assert_eq!(c.tools_at(0), None);
+        assert!(c.tools_at(5).is_some_and(Json::is_array));
+        assert!(c.any_tools().is_some());
+        // Without per-prompt lists every prompt gets the conversation's own.
+        let plain = Conversation::from_json_text(
+            r#"{"messages": [], "tools": [], "template_kwargs": {"a": 1}}"#,
+            "c",
+        )
+        .unwrap();
+        assert_eq!(plain.tools_at(3), plain.tools.as_ref());
+        assert_eq!(plain.kwargs_at(3), plain.template_kwargs);
+    }
+
+    #[test]
     fn bom_is_skipped_and_surrogates_are_named() {
         let ok = "\u{feff}{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}";
         assert_eq!(

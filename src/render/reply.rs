@@ -705,6 +705,29 @@ mod tests {
     }
 
     #[test]
+    fn kwargs_layers_apply_in_order() {
+        let conv = Conversation::from_json_text(
+            r#"{"messages": [], "template_kwargs": {"k": "file"},
+                "template_kwargs_per_prompt": [{}, {"k": "per_prompt"}]}"#,
+            "c",
+        )
+        .unwrap();
+        let map = |v: serde_json::Value| v.as_object().cloned().unwrap();
+        let mut options = PlanOptions::default();
+        assert_eq!(options.kwargs_at(&conv, 1)["k"], "per_prompt");
+        options.kwargs = map(serde_json::json!({"k": "flag"}));
+        assert_eq!(options.kwargs_at(&conv, 0)["k"], "flag");
+        options.kwargs_from_prompt = vec![(2, map(serde_json::json!({"k": "turn"})))];
+        assert_eq!(options.kwargs_at(&conv, 0)["k"], "flag");
+        assert_eq!(options.kwargs_at(&conv, 1)["k"], "turn");
+        assert_eq!(options.kwargs_at(&conv, 9)["k"], "turn");
+        assert!(options.request_differs(&conv, 0, 1));
+        assert!(!options.request_differs(&conv, 1, 2));
+        options.override_kwargs = map(serde_json::json!({"k": "remedy"}));
+        assert!(!options.request_differs(&conv, 0, 1));
+    }
+
+    #[test]
     fn reasoning_is_read_back_from_generated_text() {
         assert_eq!(
             extract_reasoning(ReplyFormat::ThinkNl, "x", "<think>\nabc\n</think>\n\nA").as_deref(),
