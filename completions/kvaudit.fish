@@ -59,6 +59,7 @@ think_nl\t''
 think_tight\t''
 harmony\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
 sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
@@ -83,6 +84,7 @@ always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l date-rollover -d 'Also render each prompt one day after the previous (23:59 -> 00:01) and report whether the divergence moves'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l remedies -d 'For each transition with a rewrite point, re-run the audit under every applicable remedy (each resend mode, each history switch the template reads, a pinned date, keeping the previous request\'s kwargs and tools) and report what each one saves'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l only-rewrites -d 'Human output: show only transitions with a rewrite point (the summary still counts every transition; JSON and Markdown always list them all)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -135,6 +137,7 @@ think_nl\t''
 think_tight\t''
 harmony\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
 sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
@@ -176,6 +179,7 @@ think_nl\t''
 think_tight\t''
 harmony\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
 sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"

@@ -301,8 +301,7 @@ pub fn ignored_input_warnings(
     let mut read_by: Vec<(String, Vec<String>)> = Vec::new();
     let mut names_for = |conv: &Conversation| -> Option<Vec<String>> {
         let has_tools = conv
-            .tools
-            .as_ref()
+            .any_tools()
             .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
         let template = files.select_template(template_name, has_tools).ok()?;
         if let Some((_, names)) = read_by.iter().find(|(o, _)| *o == template.origin) {
@@ -340,6 +339,14 @@ pub fn ignored_input_warnings(
             let given = format!("conversation {} `template_kwargs`", conv.source);
             warnings.extend(unread(&given, key, &names));
         }
+        let mut per_prompt: Vec<&String> = Vec::new();
+        for key in conv.kwargs_per_prompt.iter().flat_map(|m| m.keys()) {
+            if !per_prompt.contains(&key) {
+                per_prompt.push(key);
+                let given = format!("conversation {} `template_kwargs_per_prompt`", conv.source);
+                warnings.extend(unread(&given, key, &names));
+            }
+        }
         let all = cli_names.get_or_insert_with(Vec::new);
         for n in names {
             if !all.contains(&n) {
@@ -352,6 +359,15 @@ pub fn ignored_input_warnings(
         for kv in &args.template_kwarg {
             if let Some((key, _)) = kv.split_once('=') {
                 warnings.extend(unread(&format!("--template-kwarg {kv}"), key, &names));
+            }
+        }
+        for flag in &args.kwargs_turn {
+            let key = flag
+                .split_once(':')
+                .and_then(|(_, kv)| kv.split_once('='))
+                .map(|(k, _)| k);
+            if let Some(key) = key {
+                warnings.extend(unread(&format!("--kwargs-turn {flag}"), key, &names));
             }
         }
     }

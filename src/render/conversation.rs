@@ -545,7 +545,8 @@ mod tests {
         assert_eq!(
             err(r#"{"messages": [], "conversation_id": 3}"#),
             "c.json is not a conversation: unknown field `conversation_id` (a conversation has: \
-             messages, tools, documents, template_kwargs, now, now_per_prompt)"
+             messages, tools, documents, template_kwargs, now, now_per_prompt, \
+             template_kwargs_per_prompt, tools_per_prompt)"
         );
         assert_eq!(
             err(r#"{"tools": []}"#),
