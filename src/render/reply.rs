@@ -705,6 +705,34 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_field_is_the_one_the_server_reads() {
+        let obj = serde_json::json!({"role": "assistant", "content": "A.", "reasoning": "old"});
+        let obj = obj.as_object().unwrap();
+        let keys = |server| {
+            let m = history_message(obj, ResendMode::ReasoningField, server, None, Some("R"));
+            let mut keys: Vec<String> = m
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(_, v)| *v == "R")
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.sort();
+            keys
+        };
+        // vLLM reads only `reasoning` (server-preprocessing.md 1.4).
+        assert_eq!(keys(ServerProfile::Vllm), ["reasoning"]);
+        assert_eq!(
+            keys(ServerProfile::Sglang),
+            ["reasoning_content", "thinking"]
+        );
+        assert_eq!(
+            keys(ServerProfile::Transformers),
+            ["reasoning_content", "thinking"]
+        );
+    }
+
+    #[test]
     fn kwargs_layers_apply_in_order() {
         let conv = Conversation::from_json_text(
             r#"{"messages": [], "template_kwargs": {"k": "file"},
