@@ -411,3 +411,29 @@ fn pinning_the_date_removes_a_rewrite_across_midnight() {
     assert_eq!(pin["common_prefix_tokens"], t["held_tokens"]);
     assert_eq!(t["remedies"][0]["kind"], "pin_date");
 }
+
+#[test]
+fn under_vllm_clear_thinking_needs_the_reasoning_field_resent() {
+    // vLLM drops a message's `reasoning_content` (it reads `reasoning`), so the switch alone
+    // changes nothing; with the reasoning resent in vLLM's field it removes the rewrite.
+    let Some(model) = shared_model("glm_vllm", "glm-4.7-flash") else {
+        return;
+    };
+    let c = audit(&model, &conv("reasoning.json"), &["--server", "vllm"], 1);
+    let t = &c["transitions"][0];
+    let switch: Vec<&Json> = t["remedies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["name"] == "clear_thinking")
+        .collect();
+    assert_eq!(switch.len(), 1, "{t:#}");
+    assert_eq!(switch[0]["value"], false);
+    assert_eq!(switch[0]["with_resend"], "reasoning_field");
+    assert_eq!(switch[0]["removes_rewrite"], true);
+    assert_eq!(remedy(t, "resend", "reasoning_field")["value"], "reasoning");
+    // Under transformers the file's reasoning_content reaches the template: no resend needed.
+    let plain = audit(&model, &conv("reasoning.json"), &[], 1);
+    let r = remedy(&plain["transitions"][0], "kwarg", "clear_thinking");
+    assert!(r.get("with_resend").is_none(), "{r:#}");
+}

@@ -55,6 +55,9 @@ pub struct Remedy {
     pub name: String,
     /// The kwarg's value, the reasoning field's name, the pinned date, or the kwargs kept.
     pub value: Option<Json>,
+    /// A switch that only works when the reasoning reaches the template: the resend mode it
+    /// was evaluated with (`reasoning_field`), reported when that changes its outcome.
+    pub with_resend: Option<&'static str>,
     pub common_prefix_tokens: usize,
     /// Where the next prompt still diverges under the remedy, and why.
     pub rewrite: Option<(usize, RewriteClass)>,
@@ -84,6 +87,7 @@ struct Variant {
     kind: RemedyKind,
     name: String,
     value: Option<Json>,
+    with_resend: Option<&'static str>,
     transitions: Vec<Transition>,
 }
 
@@ -137,6 +141,7 @@ pub(super) fn evaluate(
                 kind: RemedyKind::Resend,
                 name: name.into(),
                 value,
+                with_resend: None,
                 transitions,
             });
         }
@@ -153,8 +158,24 @@ pub(super) fn evaluate(
                     kind: RemedyKind::Kwarg,
                     name: switch.name.clone(),
                     value: Some(value.clone()),
+                    with_resend: None,
                     transitions,
                 });
+            }
+            // A switch that keeps reasoning needs the reasoning in the request: under vLLM
+            // a file's `reasoning_content` is dropped, so also try it with the field resent.
+            if conv.resend != ResendMode::ReasoningField {
+                let mut c = conv.clone();
+                c.resend = ResendMode::ReasoningField;
+                if let Some(transitions) = run(&c, &planned.clock, &options) {
+                    variants.push(Variant {
+                        kind: RemedyKind::Kwarg,
+                        name: switch.name.clone(),
+                        value: Some(value.clone()),
+                        with_resend: Some("reasoning_field"),
+                        transitions,
+                    });
+                }
             }
         }
     }
@@ -166,6 +187,7 @@ pub(super) fn evaluate(
         if let Some(transitions) = run(conv, &pinned, &planner.options) {
             variants.push(Variant {
                 kind: RemedyKind::PinDate,
+                with_resend: None,
                 name: out
                     .date_sources
                     .first()
@@ -196,7 +218,34 @@ pub(super) fn evaluate(
             if v.kind != RemedyKind::Resend && same_outcome(t, under) {
                 continue;
             }
-            remedies.push(remedy(v.kind, &v.name, v.value.clone(), under));
+            if v.with_resend.is_some() {
+                // Only when the resend changes what the switch does on this transition.
+                let alone = variants
+                    .iter()
+                    .filter(|a| a.with_resend.is_none() && a.kind == v.kind)
+                    .filter(|a| a.name == v.name && a.value == v.value)
+                    .find_map(|a| {
+                        a.transitions
+                            .iter()
+                            .find(|u| u.from_prompt == t.from_prompt)
+                    });
+                let resent = variants
+                    .iter()
+                    .filter(|a| a.kind == RemedyKind::Resend && a.name == "reasoning_field")
+                    .find_map(|a| {
+                        a.transitions
+                            .iter()
+                            .find(|u| u.from_prompt == t.from_prompt)
+                    });
+                let adds =
+                    |other: Option<&Transition>| other.is_none_or(|o| !same_outcome(o, under));
+                if !adds(alone) || !adds(resent) {
+                    continue;
+                }
+            }
+            let mut r = remedy(v.kind, &v.name, v.value.clone(), under);
+            r.with_resend = v.with_resend;
+            remedies.push(r);
         }
         if let Some((_, (name, value, under))) = kept.iter().find(|(k, _)| k + 1 == t.from_prompt) {
             remedies.push(remedy(
@@ -231,6 +280,7 @@ fn remedy(kind: RemedyKind, name: &str, value: Option<Json>, under: &Transition)
         kind,
         name: name.to_string(),
         value,
+        with_resend: None,
         common_prefix_tokens: under.common_prefix_tokens,
         rewrite: under.rewrite.as_ref().map(|r| (r.position, r.class)),
         uncached: under.uncached.clone(),

@@ -222,7 +222,10 @@ fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transi
         use crate::audit::RemedyKind;
         use serde_json::Value;
         let what = match (m.kind, &m.value) {
-            (RemedyKind::Kwarg, Some(v)) => format!("{}={v}", m.name),
+            (RemedyKind::Kwarg, Some(v)) => match m.with_resend {
+                Some(mode) => format!("{}={v} with resend {mode}", m.name),
+                None => format!("{}={v}", m.name),
+            },
             (RemedyKind::Resend, Some(Value::String(field))) => format!("{} (as {field})", m.name),
             (RemedyKind::PinDate, Some(Value::String(at))) => format!("{} at {at}", m.name),
             (RemedyKind::KeepRequest, Some(Value::Object(kept))) if !kept.is_empty() => {

@@ -67,6 +67,10 @@ pub struct RemedyView<'a> {
     pub kind: &'static str,
     pub name: &'a str,
     pub value: &'a Option<serde_json::Value>,
+    /// The resend mode the remedy needs besides (a switch that keeps reasoning needs the
+    /// reasoning sent back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub with_resend: Option<&'static str>,
     pub common_prefix_tokens: usize,
     pub rewrite_position: Option<usize>,
     pub class: Option<&'static str>,
@@ -80,6 +84,7 @@ impl<'a> RemedyView<'a> {
             kind: r.kind.name(),
             name: &r.name,
             value: &r.value,
+            with_resend: r.with_resend,
             common_prefix_tokens: r.common_prefix_tokens,
             rewrite_position: r.rewrite.map(|(p, _)| p),
             class: r.rewrite.map(|(_, c)| c.name()),
