@@ -179,6 +179,19 @@ fn every_code_in_the_table_is_produced() {
     );
     let v = run(&["-m", &fixture("models/bad-special")], 1);
     assert_eq!(codes(&v), vec!["KVA302"]);
+    // KVA108: the request added a tool the template prints before the history.
+    let tools_change =
+        common::repo_root().join("fixtures/conversations/remedies/tools-change.json");
+    let v = run(
+        &[
+            "-m",
+            &fixture("models/tiny-tools"),
+            "-c",
+            tools_change.to_str().unwrap(),
+        ],
+        1,
+    );
+    assert_eq!(codes(&v), vec!["KVA108"]);
     // KVA201 ceiling, KVA401 index behind the engine, KVA402 the decider misled by it. The
     // threshold sits between the engine's and the index's uncached counts of the first probe.
     let probe = check_json(d, &["--config", "think-off.toml"], 1);

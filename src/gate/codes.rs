@@ -63,6 +63,7 @@ pub enum Code {
     SystemMoved,
     Retokenized,
     RewriteOther,
+    RequestChanged,
     UncachedAboveCeiling,
     DateRollover,
     RetokenizationDrift,
@@ -151,6 +152,15 @@ pub const CODES: &[CodeInfo] = &[
         knob: Knob::Rewrite,
         meaning: "The next prompt rewrites the held stream for a reason kvaudit does not classify.",
         help: "run `kvaudit diff-turns` on this model and conversation to see both sides of the divergence",
+    },
+    CodeInfo {
+        code: Code::RequestChanged,
+        id: "KVA108",
+        name: "request_changed",
+        default_level: Level::Deny,
+        knob: Knob::Rewrite,
+        meaning: "The request changed its template kwargs or tools since the held prompt, and the template prints them before the history ends (e.g. reasoning_effort in the system header).",
+        help: "keep the kwargs and tools of a conversation fixed between requests, or move what varies after the history; `kvaudit diff-turns --remedies` prices each fix",
     },
     CodeInfo {
         code: Code::UncachedAboveCeiling,
@@ -313,6 +323,7 @@ impl Code {
             RewriteClass::SystemMoved => Code::SystemMoved,
             RewriteClass::Retokenized => Code::Retokenized,
             RewriteClass::Other => Code::RewriteOther,
+            RewriteClass::RequestChanged => Code::RequestChanged,
         }
     }
 }

@@ -202,6 +202,8 @@ fn audit_model(
             extra_stops: Vec::new(),
             server: m.server,
             server_kwargs: m.server_template_kwargs.clone(),
+            kwargs_from_prompt: Vec::new(),
+            override_kwargs: Default::default(),
         },
         align: AlignOptions {
             block_sizes: gate.block_sizes.clone(),
@@ -218,6 +220,7 @@ fn audit_model(
                 decider: r.decider,
             }
         }),
+        remedies: false,
     };
     let probes;
     let conversations = if scenarios.is_empty() {
