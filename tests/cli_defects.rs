@@ -3,10 +3,6 @@
 mod common;
 
 use assert_cmd::Command;
-use kvaudit::events::encode::encode_batch;
-use kvaudit::events::frames::write_frame;
-use kvaudit::events::{Batch, BatchWire};
-use kvaudit::index::router::generation_events;
 use serde_json::Value as Json;
 
 const NOW: &str = "2026-01-15T10:00:00";
@@ -308,28 +304,6 @@ fn keys_name_their_model_and_label_their_blocks() {
     );
 }
 
-/// A capture of one 80-token prompt and a 64-token reply at engine block 16 (the 64-token
-/// index block skips the shorter events).
-fn small_capture() -> Vec<u8> {
-    let tokens: Vec<u32> = (1..=144).collect();
-    let mut frames = Vec::new();
-    for (seq, ev) in generation_events(80, &tokens, 16).into_iter().enumerate() {
-        let batch = Batch {
-            ts: 1.0 + seq as f64,
-            events: vec![ev],
-            data_parallel_rank: Some(0),
-            wire: BatchWire::Array(3),
-        };
-        write_frame(
-            &mut frames,
-            b"kv@decode-0@demo-model",
-            seq as u64,
-            &encode_batch(&batch),
-        );
-    }
-    frames
-}
-
 // 16: a file that is not a capture is one error (not a zero report plus the error twice); an
 // empty capture warns and exits 1; the exit codes are in --help.
 #[test]
@@ -368,7 +342,7 @@ fn replay_of_non_captures_and_empty_captures() {
         .code(1);
     assert!(stderr(&out).contains("holds no messages"));
     // Bad bytes after good messages: the counts on stdout, the reason once, on stderr.
-    let mut cut = small_capture();
+    let mut cut = common::event_fixtures::seed_capture(80, 64);
     let good = cut.len();
     cut.extend_from_slice(&[0, 0, 0, 3, b'k', b'v', b'@']);
     let cut = {
@@ -401,7 +375,7 @@ fn replay_of_non_captures_and_empty_captures() {
 fn color_always_reaches_replay_and_keys() {
     let dir = tempfile::tempdir().unwrap();
     let capture = dir.path().join("c.frames");
-    std::fs::write(&capture, small_capture()).unwrap();
+    std::fs::write(&capture, common::event_fixtures::seed_capture(80, 64)).unwrap();
     let capture = capture.display().to_string();
     let replay = |args: &[&str], env: &[(&str, &str)]| {
         let out = kvaudit()

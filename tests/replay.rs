@@ -8,7 +8,6 @@ use kvaudit::events::encode::encode_batch;
 use kvaudit::events::frames::write_frame;
 use kvaudit::events::msgpack::Writer;
 use kvaudit::events::{Batch, BatchWire};
-use kvaudit::index::router::generation_events;
 use serde_json::Value as Json;
 
 fn kvaudit() -> Command {
@@ -92,37 +91,12 @@ fn vllm_captures_s1_and_s2() {
     }
 }
 
-/// A capture in the seed write-up's shape: one prefill BlockStored, then one 16-token event
-/// per reply block (all four blocks of a 64-token reply), vLLM 0.33 map events.
-fn seed_capture(prompt: u32) -> Vec<u8> {
-    let tokens: Vec<u32> = (1..=prompt + 64).collect();
-    let mut frames = Vec::new();
-    for (seq, ev) in generation_events(prompt as usize, &tokens, 16)
-        .into_iter()
-        .enumerate()
-    {
-        let batch = Batch {
-            ts: 1.0 + seq as f64,
-            events: vec![ev],
-            data_parallel_rank: Some(0),
-            wire: BatchWire::Array(3),
-        };
-        write_frame(
-            &mut frames,
-            b"kv@decode-0@demo-model",
-            seq as u64,
-            &encode_batch(&batch),
-        );
-    }
-    frames
-}
-
 #[test]
 fn seed_shape_captures() {
     let dir = tempfile::tempdir().unwrap();
     for (prompt, full) in [(64u32, 128u64), (80, 144)] {
         let path = dir.path().join(format!("seed-{prompt}.frames"));
-        std::fs::write(&path, seed_capture(prompt)).unwrap();
+        std::fs::write(&path, common::event_fixtures::seed_capture(prompt, 64)).unwrap();
         let file = path.display().to_string();
         let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
         assert_eq!(skipped(view(&v, 16)), 0);
@@ -173,7 +147,7 @@ fn seed_shape_captures() {
 fn explicit_lookups() {
     let dir = tempfile::tempdir().unwrap();
     let cap = dir.path().join("seed.frames");
-    std::fs::write(&cap, seed_capture(64)).unwrap();
+    std::fs::write(&cap, common::event_fixtures::seed_capture(64, 64)).unwrap();
     let lookups = dir.path().join("lookups.json");
     let all: Vec<u32> = (1..=128).collect();
     std::fs::write(&lookups, serde_json::to_string(&serde_json::json!([all[..64], {"tokens": all, "pod": "decode-0"}, {"tokens": all, "pod": "other"}])).unwrap()).unwrap();
@@ -252,7 +226,7 @@ fn fails(bytes: &[u8], extra: &[&str], want: &str) -> (String, Json) {
 
 #[test]
 fn bad_input_reports_the_offset_and_keeps_counts() {
-    let good = seed_capture(64);
+    let good = common::event_fixtures::seed_capture(64, 64);
     let first_len = {
         // Length of the first frame: 4 + topic + 8 + 4 + payload.
         let topic = u32::from_be_bytes(good[..4].try_into().unwrap()) as usize;
@@ -343,7 +317,7 @@ fn bad_input_reports_the_offset_and_keeps_counts() {
 fn replay_reads_stdin() {
     let out = kvaudit()
         .args(["replay", "-", "--format", "json"])
-        .write_stdin(seed_capture(80))
+        .write_stdin(common::event_fixtures::seed_capture(80, 64))
         .assert()
         .code(1);
     let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
@@ -438,7 +412,7 @@ fn mutated_captures_never_panic() {
     use kvaudit::events::frames::CaptureReader;
     use kvaudit::index::{IndexConfig, Profile};
     use kvaudit::replay::ReplayOptions;
-    let base = seed_capture(80);
+    let base = common::event_fixtures::seed_capture(80, 64);
     let mut rand = common::xorshift(0x9E37_79B9_7F4A_7C15);
     for case in 0..3000 {
         let mut data = base.clone();

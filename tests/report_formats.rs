@@ -6,10 +6,7 @@ mod common;
 use std::path::Path;
 
 use assert_cmd::Command;
-use kvaudit::events::encode::encode_batch;
 use kvaudit::events::frames::write_frame;
-use kvaudit::events::{Batch, BatchWire};
-use kvaudit::index::router::generation_events;
 
 fn kvaudit_in(dir: &Path) -> Command {
     let mut cmd = Command::cargo_bin("kvaudit").unwrap();
@@ -92,25 +89,9 @@ fn markdown_escapes_what_comes_from_input() {
 /// The seed write-up's shape (a prefill event, then one event per 16-token reply block), then a
 /// frame that is not msgpack, so the report has malformed kinds and sequences.
 fn capture() -> Vec<u8> {
-    let tokens: Vec<u32> = (1..=128).collect();
-    let mut frames = Vec::new();
-    let events = generation_events(64, &tokens, 16);
-    let n = events.len() as u64;
-    for (seq, ev) in events.into_iter().enumerate() {
-        let batch = Batch {
-            ts: 1.0 + seq as f64,
-            events: vec![ev],
-            data_parallel_rank: Some(0),
-            wire: BatchWire::Array(3),
-        };
-        write_frame(
-            &mut frames,
-            b"kv@decode-0@demo-model",
-            seq as u64,
-            &encode_batch(&batch),
-        );
-    }
-    write_frame(&mut frames, b"kv@decode-0@demo-model", n, &[0xc1]);
+    let mut frames = common::event_fixtures::seed_capture(64, 64);
+    // The seed capture holds 1 prefill event and 4 reply events (sequence numbers 0..5).
+    write_frame(&mut frames, b"kv@decode-0@demo-model", 5, &[0xc1]);
     frames
 }
 

@@ -103,3 +103,30 @@ pub fn narrow_hashes() -> Vec<u8> {
     }
     out
 }
+
+/// A capture in the seed write-up's shape, for tests that build one on the fly: one decode
+/// pod (`kv@decode-0@demo-model`) holding a `prompt`-token prefill and a `reply`-token reply
+/// (tokens 1, 2, …), as vLLM emits it: one BlockStored for the prompt's full 16-token blocks,
+/// then one per reply block that fills.
+pub fn seed_capture(prompt: u32, reply: u32) -> Vec<u8> {
+    let tokens: Vec<u32> = (1..=prompt + reply).collect();
+    let mut frames = Vec::new();
+    for (seq, ev) in generation_events(prompt as usize, &tokens, 16)
+        .into_iter()
+        .enumerate()
+    {
+        let batch = Batch {
+            ts: 1.0 + seq as f64,
+            events: vec![ev],
+            data_parallel_rank: Some(0),
+            wire: BatchWire::Array(3),
+        };
+        write_frame(
+            &mut frames,
+            b"kv@decode-0@demo-model",
+            seq as u64,
+            &encode_batch(&batch),
+        );
+    }
+    frames
+}
