@@ -299,13 +299,12 @@ pub fn diff_turns_with_progress(
     settings: &AuditSettings,
     on_conversation: impl Fn(usize, &str),
 ) -> Result<DiffTurnsReport> {
-    let planner = Planner::new(files, tok, settings)?;
-    let default_template = files.select_template(settings.template_name.as_deref(), false)?;
+    let auditor = Auditor::new(files, tok, settings)?;
     let mut audits = Vec::new();
     let mut errors = Vec::new();
     for (i, conv) in conversations.iter().enumerate() {
         on_conversation(i, &conv.source);
-        match audit_conversation(&planner, tok, conv, settings) {
+        match auditor.audit(conv) {
             Ok(a) => audits.push(a),
             Err(e) => errors.push(ConversationError {
                 source: conv.source.clone(),
@@ -318,16 +317,52 @@ pub fn diff_turns_with_progress(
         }
     }
     Ok(DiffTurnsReport {
-        model: ModelInfo {
+        model: auditor.model,
+        conversations: audits,
+        errors,
+    })
+}
+
+/// Audits conversations one at a time with one model, sharing compiled templates between
+/// calls and threads: what `corpus` runs on each worker.
+pub struct Auditor<'a> {
+    planner: Planner<'a>,
+    tok: &'a Tokenizer,
+    settings: &'a AuditSettings,
+    model: ModelInfo,
+}
+
+impl<'a> Auditor<'a> {
+    pub fn new(
+        files: &'a ModelFiles,
+        tok: &'a Tokenizer,
+        settings: &'a AuditSettings,
+    ) -> Result<Auditor<'a>> {
+        let planner = Planner::new(files, tok, settings)?;
+        let default_template = files.select_template(settings.template_name.as_deref(), false)?;
+        let model = ModelInfo {
             source: files.source.clone(),
             server: settings.plan.server,
             template_origin: default_template.origin.clone(),
             template_sha256: sha256_hex(default_template.text.as_bytes()),
             tokenizer_sha256: tok.sha256().to_string(),
-        },
-        conversations: audits,
-        errors,
-    })
+        };
+        Ok(Auditor {
+            planner,
+            tok,
+            settings,
+            model,
+        })
+    }
+
+    pub fn model(&self) -> &ModelInfo {
+        &self.model
+    }
+
+    /// One conversation, exactly as `diff-turns` audits it.
+    pub fn audit(&self, conv: &Conversation) -> Result<ConversationAudit> {
+        audit_conversation(&self.planner, self.tok, conv, self.settings)
+    }
 }
 
 /// One conversation: its transitions, and the router and date-rollover views when asked for.

@@ -265,6 +265,14 @@ pub struct ConversationArgs {
     #[arg(long, value_enum, default_value_t = Resend::Content, conflicts_with = "conversation")]
     pub resend: Resend,
 
+    #[command(flatten)]
+    pub rendering: RenderingArgs,
+}
+
+/// How prompts are rendered, whatever the conversations' source (shared by diff-turns, keys,
+/// render and corpus).
+#[derive(Debug, Args)]
+pub struct RenderingArgs {
     /// Reply layout for derived replies (default: detected from the template).
     #[arg(long, value_enum)]
     pub reply_format: Option<ReplyFormatArg>,

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod capture;
 pub mod cli;
 pub mod commands;
+pub mod corpus;
 pub mod events;
 pub mod finding;
 pub mod gate;

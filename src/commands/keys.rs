@@ -33,7 +33,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         for warning in ignored_input_warnings(&args.conversation, &files, None, &convs) {
             eprintln!("warning: {warning}");
         }
-        let settings = audit_settings(&args.conversation, None)?;
+        let settings = audit_settings(&args.conversation.rendering, None)?;
         if model_name.is_none() {
             model_name = files.served_name(model);
         }
@@ -80,7 +80,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     }
     let mut report = KeysReport::new(&cfg, &model_name, &from, sequences);
     if args.model.is_some() {
-        report.server = Some(audit_settings(&args.conversation, None)?.plan.server.name());
+        report.server = Some(audit_settings(&args.conversation.rendering, None)?.plan.server.name());
     }
     let text = crate::report::export(&report, args.format.into(), &super::settings::style(false))?;
     out.write_all(text.as_bytes())?;

@@ -80,7 +80,7 @@ pub fn router_settings(args: &DiffTurnsArgs) -> Result<crate::index::router::Rou
 }
 
 pub fn audit_settings(
-    args: &ConversationArgs,
+    args: &crate::cli::RenderingArgs,
     template_name: Option<String>,
 ) -> Result<AuditSettings> {
     let now = match &args.now {
@@ -289,7 +289,7 @@ pub fn ignored_input_warnings(
     conversations: &[Conversation],
 ) -> Vec<String> {
     let mut warnings = Vec::new();
-    if args.reply_format == Some(ReplyFormatArg::Plain) && args.reasoning.is_some() {
+    if args.rendering.reply_format == Some(ReplyFormatArg::Plain) && args.reasoning.is_some() {
         warnings.push(
             "--reasoning is left out of the reply: --reply-format plain has no reasoning block \
              (drop --reply-format to use the template's own layout)"
@@ -308,7 +308,7 @@ pub fn ignored_input_warnings(
             return Some(names.clone());
         }
         let renderer =
-            ChatRenderer::new(&template.text, files.special_tokens.clone(), args.fuel).ok()?;
+            ChatRenderer::new(&template.text, files.special_tokens.clone(), args.rendering.fuel).ok()?;
         let names = renderer.kwarg_names();
         read_by.push((template.origin, names.clone()));
         Some(names)
@@ -356,12 +356,12 @@ pub fn ignored_input_warnings(
     }
     if let Some(mut names) = cli_names {
         names.sort();
-        for kv in &args.template_kwarg {
+        for kv in &args.rendering.template_kwarg {
             if let Some((key, _)) = kv.split_once('=') {
                 warnings.extend(unread(&format!("--template-kwarg {kv}"), key, &names));
             }
         }
-        for flag in &args.kwargs_turn {
+        for flag in &args.rendering.kwargs_turn {
             let key = flag
                 .split_once(':')
                 .and_then(|(_, kv)| kv.split_once('='))

@@ -6,6 +6,7 @@
 
 pub mod capture;
 pub mod check;
+pub mod corpus;
 pub mod diff_turns;
 pub mod json;
 pub mod keys;

@@ -177,7 +177,7 @@ impl<'a> ConversationView<'a> {
 }
 
 impl<'a> TransitionView<'a> {
-    fn new(
+    pub(crate) fn new(
         t: &'a Transition,
         router: Option<&'a RouterView>,
         shift: Option<&RolloverShift>,
@@ -224,19 +224,25 @@ impl<'a> RouterJson<'a> {
     }
 }
 
+impl<'a> ModelView<'a> {
+    pub(crate) fn new(m: &'a crate::audit::ModelInfo) -> Self {
+        ModelView {
+            source: &m.source,
+            server: m.server.name(),
+            template: &m.template_origin,
+            template_sha256: &m.template_sha256,
+            tokenizer_sha256: &m.tokenizer_sha256,
+        }
+    }
+}
+
 impl View for DiffTurnsReport {
     type View<'a> = DiffTurnsView<'a>;
 
     fn view(&self) -> DiffTurnsView<'_> {
         DiffTurnsView {
             schema_version: SCHEMA_VERSION,
-            model: ModelView {
-                source: &self.model.source,
-                server: self.model.server.name(),
-                template: &self.model.template_origin,
-                template_sha256: &self.model.template_sha256,
-                tokenizer_sha256: &self.model.tokenizer_sha256,
-            },
+            model: ModelView::new(&self.model),
             conversations: self
                 .conversations
                 .iter()

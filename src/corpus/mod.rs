@@ -1,0 +1,586 @@
+//! `corpus`: many conversations audited on worker threads, exactly as `diff-turns` audits one,
+//! and totalled: distributions of uncached tokens per block size, rewrite classes, the router's
+//! view, the PPD session key, and what each serving alternative computes and moves.
+//!
+//! Every total is a sum, an exact count per value, or a top-k with a deterministic tie-break,
+//! so workers keep their own tallies and merge them at the end: the report is the same for any
+//! `--jobs`. Only the per-transition file needs input order; it goes through a reorder buffer
+//! whose size is bounded by holding workers back.
+
+pub mod alternatives;
+pub mod input;
+pub mod kv_bytes;
+pub mod sessions;
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use anyhow::Result;
+
+use crate::align::Transition;
+use crate::audit::{Auditor, ConversationAudit, ModelInfo};
+use crate::render::Conversation;
+use alternatives::{Assumptions, Costs, TransitionTokens};
+use kv_bytes::KvBytes;
+use sessions::{Collisions, SessionKeys};
+use stats::Distribution;
+
+#[derive(Debug, Clone)]
+pub struct CorpusSettings {
+    pub block_sizes: Vec<usize>,
+    pub jobs: usize,
+    pub assumptions: Assumptions,
+    pub kv_bytes: Option<KvBytes>,
+    /// How many of the worst conversations the report keeps.
+    pub worst: usize,
+    /// How many shared session keys the report lists.
+    pub shared_keys: usize,
+}
+
+/// Row numbers kept per skip reason.
+pub const EXAMPLE_ROWS: usize = 5;
+
+/// Rows of one reason that could not be used.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Skipped {
+    pub count: u64,
+    /// The first rows (by input order) as `FILE:ROW`.
+    pub rows: Vec<(u64, String)>,
+    /// The error of the first of them, when there was one.
+    pub first_error: Option<(u64, String)>,
+}
+
+/// Skipped rows by reason: order-independent (the first rows are the smallest input orders).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Skips(pub BTreeMap<&'static str, Skipped>);
+
+impl Skips {
+    pub fn add(&mut self, reason: &'static str, order: u64, row: String, error: Option<String>) {
+        let s = self.0.entry(reason).or_default();
+        s.count += 1;
+        s.rows.push((order, row));
+        s.rows.sort_by_key(|r| r.0);
+        s.rows.truncate(EXAMPLE_ROWS);
+        if let Some(e) = error
+            && s.first_error.as_ref().is_none_or(|(o, _)| order < *o)
+        {
+            s.first_error = Some((order, e));
+        }
+    }
+
+    pub fn merge(&mut self, other: Skips) {
+        for (reason, o) in other.0 {
+            let s = self.0.entry(reason).or_default();
+            s.count += o.count;
+            s.rows.extend(o.rows);
+            s.rows.sort_by_key(|r| r.0);
+            s.rows.truncate(EXAMPLE_ROWS);
+            if let Some((order, e)) = o.first_error
+                && s.first_error.as_ref().is_none_or(|(f, _)| order < *f)
+            {
+                s.first_error = Some((order, e));
+            }
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.values().map(|s| s.count).sum()
+    }
+}
+
+/// Totals at one block size.
+#[derive(Debug, Clone, Default)]
+pub struct BlockTotals {
+    pub block_size: usize,
+    /// Uncached tokens of every transition.
+    pub uncached: Distribution,
+    /// Held tokens in full blocks that a rewrite point makes useless,
+    /// `floor(held/B)*B - floor(min(LCP, held)/B)*B`, over transitions with a rewrite point.
+    pub lost: Distribution,
+    pub next_tokens: u64,
+    /// Next-prompt tokens the decode pod already holds (in full blocks).
+    pub reusable: u64,
+    pub costs: Costs,
+}
+
+/// The router's view, totalled (when `--engine-block-size` etc. ask for it).
+#[derive(Debug, Clone, Default)]
+pub struct RouterTotals {
+    pub engine_block_size: usize,
+    pub index_block_size: usize,
+    pub next_tokens: u64,
+    pub engine_cached: u64,
+    pub index_visible: u64,
+    /// Transitions where the index sees less than the engine holds.
+    pub index_short: u64,
+    pub events_emitted: u64,
+    pub events_skipped: BTreeMap<&'static str, u64>,
+    pub verdicts: BTreeMap<&'static str, u64>,
+}
+
+/// Where one of the worst conversations first diverges, as text.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Divergence {
+    pub from_prompt: usize,
+    pub position: usize,
+    pub class: &'static str,
+    pub before: String,
+    pub held: String,
+    pub next: String,
+}
+
+/// A conversation ranked by its uncached tokens at the first block size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worst {
+    pub order: u64,
+    pub source: String,
+    pub transitions: usize,
+    pub rewrites: usize,
+    pub next_tokens: u64,
+    /// Per block size, in `block_sizes` order.
+    pub uncached: Vec<u64>,
+    pub divergence: Option<Divergence>,
+}
+
+/// One worker's totals (and, merged, the run's).
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    pub conversations: u64,
+    pub transitions: u64,
+    pub transitions_with_rewrite: u64,
+    pub transitions_with_drift: u64,
+    pub classes: BTreeMap<&'static str, u64>,
+    pub blocks: Vec<BlockTotals>,
+    pub router: Option<RouterTotals>,
+    pub sessions: SessionKeys,
+    pub worst: Vec<Worst>,
+    pub skipped: Skips,
+    /// Rows handed to the audit or skipped by the reader.
+    pub rows: u64,
+}
+
+/// The run's result.
+#[derive(Debug, Clone)]
+pub struct CorpusReport {
+    pub model: ModelInfo,
+    pub settings: CorpusSettings,
+    pub tally: Tally,
+    pub collisions: Collisions,
+    pub input: input::InputSummary,
+}
+
+impl CorpusReport {
+    /// A rewrite point anywhere is a finding, as in diff-turns.
+    pub fn has_findings(&self) -> bool {
+        self.tally.transitions_with_rewrite > 0
+    }
+}
+
+/// What the caller sees while the run goes.
+pub struct Hooks<'h> {
+    /// Called after each row with the number of rows done.
+    pub progress: Option<&'h (dyn Fn(u64) + Sync)>,
+    /// One conversation's per-transition lines (already serialized, each ending in `\n`) and
+    /// where to write them, in input order.
+    pub per_transition: Option<PerTransition<'h>>,
+}
+
+pub struct PerTransition<'h> {
+    pub lines: &'h (dyn Fn(&ConversationAudit, &[Vec<Costs>]) -> Result<String> + Sync),
+    pub out: &'h mut (dyn Write + Send),
+}
+
+/// The reason a conversation that was read could not be audited, from the error's type.
+fn failure_reason(e: &anyhow::Error) -> &'static str {
+    use crate::align::AlignError;
+    use crate::render::reply::PlanError;
+    use crate::tokenize::TokenizeError;
+    for cause in e.chain() {
+        if let Some(p) = cause.downcast_ref::<PlanError>() {
+            return match p {
+                PlanError::TooLarge { .. } => "too_large",
+                PlanError::Server { .. } => "server_refused",
+                PlanError::Shape(_) => "invalid_conversation",
+                PlanError::Render { .. } => "template_error",
+            };
+        }
+        if cause.is::<TokenizeError>() {
+            return "tokenizer_error";
+        }
+        if let Some(a) = cause.downcast_ref::<AlignError>() {
+            return match a {
+                AlignError::Tokenize(_) => "tokenizer_error",
+                _ => "reply_ids_mismatch",
+            };
+        }
+    }
+    "audit_error"
+}
+
+fn error_text(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+impl Tally {
+    fn new(settings: &CorpusSettings) -> Tally {
+        Tally {
+            blocks: settings
+                .block_sizes
+                .iter()
+                .map(|&b| BlockTotals {
+                    block_size: b,
+                    ..BlockTotals::default()
+                })
+                .collect(),
+            ..Tally::default()
+        }
+    }
+
+    /// The prices of each transition at each block size, in `block_sizes` order.
+    fn price(audit: &ConversationAudit, settings: &CorpusSettings) -> Vec<Vec<Costs>> {
+        audit
+            .transitions
+            .iter()
+            .map(|t| {
+                settings
+                    .block_sizes
+                    .iter()
+                    .map(|&b| alternatives::price(&tokens(t, b), &settings.assumptions))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn add(
+        &mut self,
+        order: u64,
+        conv: &Conversation,
+        audit: &ConversationAudit,
+        costs: &[Vec<Costs>],
+        settings: &CorpusSettings,
+    ) {
+        self.conversations += 1;
+        let mut worst = Worst {
+            order,
+            source: audit.source.clone(),
+            transitions: audit.transitions.len(),
+            rewrites: 0,
+            next_tokens: 0,
+            uncached: vec![0; settings.block_sizes.len()],
+            divergence: None,
+        };
+        for (i, t) in audit.transitions.iter().enumerate() {
+            self.transitions += 1;
+            worst.next_tokens += t.next_prompt_tokens as u64;
+            if t.retokenization_drift.is_some() {
+                self.transitions_with_drift += 1;
+            }
+            if let Some(r) = &t.rewrite {
+                self.transitions_with_rewrite += 1;
+                *self.classes.entry(r.class.name()).or_default() += 1;
+                worst.rewrites += 1;
+                if worst.divergence.is_none() {
+                    worst.divergence = Some(divergence(t));
+                }
+            }
+            for (j, block) in self.blocks.iter_mut().enumerate() {
+                let b = block.block_size;
+                let uncached = t
+                    .uncached
+                    .iter()
+                    .find(|u| u.block_size == b)
+                    .map_or(0, |u| u.tokens) as u64;
+                let next = t.next_prompt_tokens as u64;
+                block.uncached.add(uncached);
+                block.next_tokens += next;
+                block.reusable += next - uncached;
+                worst.uncached[j] += uncached;
+                if t.rewrite.is_some() {
+                    let whole = |n: usize| (n / b * b) as u64;
+                    let held = whole(t.held_tokens);
+                    let reused = whole(t.common_prefix_tokens.min(t.held_tokens));
+                    block.lost.add(held - reused);
+                }
+                block.costs.add(&costs[i][j]);
+            }
+            if let Some(view) = audit.routers.get(i) {
+                let r = self.router.get_or_insert_with(|| RouterTotals {
+                    engine_block_size: view.engine_block_size,
+                    index_block_size: view.index_block_size,
+                    ..RouterTotals::default()
+                });
+                r.next_tokens += t.next_prompt_tokens as u64;
+                r.engine_cached += view.engine_cached_tokens as u64;
+                r.index_visible += view.index_visible_tokens as u64;
+                if view.index_visible_tokens < view.engine_cached_tokens {
+                    r.index_short += 1;
+                }
+                r.events_emitted += view.events_emitted as u64;
+                for (k, v) in &view.events_skipped {
+                    *r.events_skipped.entry(k).or_default() += v;
+                }
+                *r.verdicts.entry(view.decision.verdict.name()).or_default() += 1;
+            }
+        }
+        if let Some(text) = sessions::first_user_text(&conv.messages) {
+            self.sessions
+                .add(&text, order, audit.transitions.len() as u64);
+        }
+        self.keep_worst(worst, settings.worst);
+    }
+
+    fn keep_worst(&mut self, w: Worst, k: usize) {
+        if k == 0 {
+            return;
+        }
+        let rank = |w: &Worst| (std::cmp::Reverse(w.uncached.first().copied()), w.order);
+        let at = self.worst.partition_point(|x| rank(x) < rank(&w));
+        if at < k {
+            self.worst.insert(at, w);
+            self.worst.truncate(k);
+        }
+    }
+
+    fn merge(&mut self, other: Tally, k: usize) {
+        self.conversations += other.conversations;
+        self.transitions += other.transitions;
+        self.transitions_with_rewrite += other.transitions_with_rewrite;
+        self.transitions_with_drift += other.transitions_with_drift;
+        self.rows += other.rows;
+        for (c, n) in other.classes {
+            *self.classes.entry(c).or_default() += n;
+        }
+        for (a, b) in self.blocks.iter_mut().zip(other.blocks) {
+            a.uncached.merge(b.uncached);
+            a.lost.merge(b.lost);
+            a.next_tokens += b.next_tokens;
+            a.reusable += b.reusable;
+            a.costs.add(&b.costs);
+        }
+        if let Some(o) = other.router {
+            let r = self.router.get_or_insert_with(|| RouterTotals {
+                engine_block_size: o.engine_block_size,
+                index_block_size: o.index_block_size,
+                ..RouterTotals::default()
+            });
+            r.next_tokens += o.next_tokens;
+            r.engine_cached += o.engine_cached;
+            r.index_visible += o.index_visible;
+            r.index_short += o.index_short;
+            r.events_emitted += o.events_emitted;
+            for (k, v) in o.events_skipped {
+                *r.events_skipped.entry(k).or_default() += v;
+            }
+            for (k, v) in o.verdicts {
+                *r.verdicts.entry(k).or_default() += v;
+            }
+        }
+        self.sessions.merge(other.sessions);
+        for w in other.worst {
+            self.keep_worst(w, k);
+        }
+        self.skipped.merge(other.skipped);
+    }
+}
+
+fn tokens(t: &Transition, block_size: usize) -> TransitionTokens {
+    TransitionTokens {
+        next_prompt: t.next_prompt_tokens,
+        held: t.held_tokens,
+        prompt: t.prompt_tokens,
+        common_prefix: t.common_prefix_tokens,
+        block_size,
+    }
+}
+
+fn divergence(t: &Transition) -> Divergence {
+    let text = |v: &[crate::align::TokenView]| v.iter().map(|x| x.text.as_str()).collect();
+    let r = t.rewrite.as_ref().expect("called on a rewrite");
+    Divergence {
+        from_prompt: t.from_prompt,
+        position: r.position,
+        class: r.class.name(),
+        before: text(&t.before),
+        held: text(&t.sides[0]),
+        next: text(&t.sides[1]),
+    }
+}
+
+/// Per-transition lines in input order: finished conversations wait here for the ones before
+/// them. Workers do not start a row more than `window` rows past the oldest unfinished one,
+/// which bounds what waits.
+struct Ordered<'h> {
+    state: Mutex<OrderedState<'h>>,
+    advanced: Condvar,
+    window: u64,
+}
+
+struct OrderedState<'h> {
+    next: u64,
+    pending: BTreeMap<u64, String>,
+    out: Option<&'h mut (dyn Write + Send)>,
+    error: Option<std::io::Error>,
+}
+
+impl<'h> Ordered<'h> {
+    fn wait_for_room(&self, order: u64) {
+        let Ok(mut s) = self.state.lock() else { return };
+        while s.out.is_some() && order >= s.next + self.window && s.error.is_none() {
+            s = match self.advanced.wait(s) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+        }
+    }
+
+    fn done(&self, order: u64, lines: String) {
+        let Ok(mut s) = self.state.lock() else { return };
+        if s.out.is_none() {
+            return;
+        }
+        s.pending.insert(order, lines);
+        let state = &mut *s;
+        while let Some(lines) = state.pending.remove(&state.next) {
+            state.next += 1;
+            if state.error.is_none()
+                && let Some(out) = state.out.as_mut()
+                && let Err(e) = out.write_all(lines.as_bytes())
+            {
+                state.error = Some(e);
+            }
+        }
+        self.advanced.notify_all();
+    }
+}
+
+/// The shared input: rows numbered in input order as workers take them.
+struct Feed<I> {
+    rows: I,
+    taken: u64,
+}
+
+/// Audits every row of `rows` on `settings.jobs` threads.
+pub fn run<I>(
+    auditor: &Auditor,
+    rows: I,
+    input: impl FnOnce(&I) -> input::InputSummary,
+    settings: &CorpusSettings,
+    hooks: Hooks,
+) -> Result<CorpusReport>
+where
+    I: Iterator<Item = input::Item> + Send,
+{
+    let jobs = settings.jobs.max(1);
+    let feed = Mutex::new(Feed { rows, taken: 0 });
+    let done = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let (lines, out) = match hooks.per_transition {
+        Some(p) => (Some(p.lines), Some(p.out)),
+        None => (None, None),
+    };
+    let ordered = Ordered {
+        state: Mutex::new(OrderedState {
+            next: 0,
+            pending: BTreeMap::new(),
+            out,
+            error: None,
+        }),
+        advanced: Condvar::new(),
+        window: 64 * jobs as u64,
+    };
+    let worker = || -> Tally {
+        let mut tally = Tally::new(settings);
+        loop {
+            let (order, item) = {
+                // Wait for room before taking a row: rows are still taken in input order, and
+                // at most `jobs` rows past the window are ever in flight.
+                let Ok(f) = feed.lock() else { break };
+                let next = f.taken;
+                drop(f);
+                ordered.wait_for_room(next);
+                let Ok(mut f) = feed.lock() else { break };
+                let Some(item) = f.rows.next() else { break };
+                let order = f.taken;
+                f.taken += 1;
+                (order, item)
+            };
+            tally.rows += 1;
+            let mut out_lines = String::new();
+            match item {
+                input::Item::Skipped {
+                    source,
+                    reason,
+                    error,
+                } => tally.skipped.add(reason, order, source, error),
+                input::Item::Row(row) => match auditor.audit(&row.conversation) {
+                    Ok(audit) if audit.transitions.is_empty() => tally.skipped.add(
+                        "no_transition",
+                        order,
+                        row.conversation.source.clone(),
+                        None,
+                    ),
+                    Ok(audit) => {
+                        let costs = Tally::price(&audit, settings);
+                        if let Some(f) = lines {
+                            match f(&audit, &costs) {
+                                Ok(l) => out_lines = l,
+                                Err(_) => failed.store(true, Ordering::Relaxed),
+                            }
+                        }
+                        tally.add(order, &row.conversation, &audit, &costs, settings);
+                    }
+                    Err(e) => tally.skipped.add(
+                        failure_reason(&e),
+                        order,
+                        row.conversation.source.clone(),
+                        Some(error_text(&e)),
+                    ),
+                },
+            }
+            ordered.done(order, out_lines);
+            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Some(p) = hooks.progress {
+                p(n);
+            }
+        }
+        tally
+    };
+    let tallies: Vec<Tally> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..jobs).map(|_| s.spawn(worker)).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<std::thread::Result<Vec<_>>>()
+    })
+    .map_err(|_| anyhow::anyhow!("a corpus worker thread panicked"))?;
+    let mut tally = Tally::new(settings);
+    for t in tallies {
+        tally.merge(t, settings.worst);
+    }
+    let state = ordered
+        .state
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a corpus worker thread panicked"))?;
+    if let Some(e) = state.error {
+        return Err(anyhow::Error::new(e).context("writing the per-transition file"));
+    }
+    if failed.load(Ordering::Relaxed) {
+        anyhow::bail!("could not serialize a per-transition line");
+    }
+    let feed = feed
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a corpus worker thread panicked"))?;
+    Ok(CorpusReport {
+        model: auditor.model().clone(),
+        settings: settings.clone(),
+        collisions: tally.sessions.collisions(settings.shared_keys),
+        tally,
+        input: input(&feed.rows),
+    })
+}

@@ -1,0 +1,410 @@
+//! The corpus report: its view (the JSON shape, defined once; the HTML report reads the same
+//! view) and its exporters.
+
+mod human;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::diff_turns::{ModelView, TransitionView};
+use super::json::Json;
+use super::{Exporter, Format, Report, View};
+use crate::audit::ConversationAudit;
+use crate::corpus::alternatives::{ASSUMPTIONS, Cost, Costs};
+use crate::corpus::stats::{Bucket, Distribution};
+use crate::corpus::{BlockTotals, CorpusReport, Divergence, RouterTotals, Worst};
+
+/// The JSON shape of the corpus report (and of each per-transition line).
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+pub struct CorpusView<'a> {
+    pub schema_version: u32,
+    pub model: ModelView<'a>,
+    pub input: InputView<'a>,
+    /// Conversations audited (rows skipped are not among them).
+    pub conversations: u64,
+    pub transitions: u64,
+    pub rows: u64,
+    pub skipped_rows: BTreeMap<&'static str, u64>,
+    pub skipped_examples: BTreeMap<&'static str, SkippedView<'a>>,
+    pub transitions_with_rewrite: u64,
+    pub rewrite_share: f64,
+    pub rewrites: &'a BTreeMap<&'static str, u64>,
+    pub transitions_with_drift: u64,
+    pub percentile_definition: &'static str,
+    pub block_sizes: Vec<BlockView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterView<'a>>,
+    pub alternatives: AlternativesView,
+    pub session_key_collisions: CollisionsView<'a>,
+    pub worst_conversations: Vec<WorstView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct InputView<'a> {
+    pub files: Vec<FileView<'a>>,
+    pub jobs: usize,
+}
+
+#[derive(Serialize)]
+pub struct FileView<'a> {
+    pub path: &'a str,
+    pub format: &'a str,
+    pub rows: u64,
+}
+
+#[derive(Serialize)]
+pub struct SkippedView<'a> {
+    pub rows: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+pub struct DistributionView {
+    pub count: u64,
+    pub sum: u128,
+    pub mean: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl DistributionView {
+    fn new(d: &Distribution) -> Self {
+        let s = d.summary();
+        DistributionView {
+            count: s.count,
+            sum: s.sum,
+            mean: s.mean,
+            p50: s.p50,
+            p90: s.p90,
+            p99: s.p99,
+            max: s.max,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct BucketView {
+    pub low: u64,
+    pub high: u64,
+    pub count: u64,
+}
+
+#[derive(Serialize)]
+pub struct BlockView<'a> {
+    pub block_size: usize,
+    pub uncached: DistributionView,
+    /// Held tokens (in full blocks) made useless by a rewrite point, over transitions with one.
+    pub lost_at_rewrite: DistributionView,
+    pub rewrites: &'a BTreeMap<&'static str, u64>,
+    pub next_prompt_tokens: u64,
+    /// Next-prompt tokens the decode pod already holds, in full blocks.
+    pub held_tokens_reused: u64,
+    pub held_share: f64,
+    pub histogram: Vec<BucketView>,
+}
+
+#[derive(Serialize)]
+pub struct RouterView<'a> {
+    pub engine_block_size: usize,
+    pub index_block_size: usize,
+    pub next_prompt_tokens: u64,
+    pub engine_cached_tokens: u64,
+    pub index_visible_tokens: u64,
+    pub visible_share: f64,
+    pub transitions_index_short: u64,
+    pub events_emitted: u64,
+    pub events_skipped: &'a BTreeMap<&'static str, u64>,
+    pub decider_verdicts: &'a BTreeMap<&'static str, u64>,
+    pub decider_note: &'static str,
+}
+
+#[derive(Serialize, Clone, Copy)]
+pub struct CostView {
+    pub prefill_computed: u64,
+    pub decode_computed: u64,
+    pub moved_p_to_d: u64,
+    pub moved_d_to_p: u64,
+    /// Bytes moved both ways, when KV bytes per token are known.
+    pub bytes_moved: Option<u128>,
+}
+
+impl CostView {
+    fn new(c: &Cost, per_token: Option<u64>) -> Self {
+        CostView {
+            prefill_computed: c.prefill_computed,
+            decode_computed: c.decode_computed,
+            moved_p_to_d: c.moved_p_to_d,
+            moved_d_to_p: c.moved_d_to_p,
+            bytes_moved: per_token.map(|b| u128::from(c.moved()) * u128::from(b)),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct AlternativesAtBlock {
+    pub block_size: usize,
+    pub pd: CostView,
+    pub vllm_bidirectional: CostView,
+    pub sglang_decode_radix: CostView,
+    pub decode_local: CostView,
+}
+
+impl AlternativesAtBlock {
+    pub fn new(block_size: usize, c: &Costs, per_token: Option<u64>) -> Self {
+        let v = |i: usize| CostView::new(&c.0[i], per_token);
+        AlternativesAtBlock {
+            block_size,
+            pd: v(0),
+            vllm_bidirectional: v(1),
+            sglang_decode_radix: v(2),
+            decode_local: v(3),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct AlternativesView {
+    pub prefill_affinity: &'static str,
+    pub kv_recompute_threshold: usize,
+    pub kv_bytes_per_token: Option<u64>,
+    pub kv_bytes_source: Option<String>,
+    pub assumptions: &'static [&'static str],
+    pub block_sizes: Vec<AlternativesAtBlock>,
+}
+
+#[derive(Serialize)]
+pub struct CollisionsView<'a> {
+    pub definition: &'static str,
+    pub distinct_keys: u64,
+    pub shared_keys: u64,
+    pub conversations_sharing: u64,
+    pub turn2plus_requests_sharing: u64,
+    pub turn2plus_requests_misrouted: u64,
+    pub largest: Vec<SharedKeyView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct SharedKeyView<'a> {
+    pub key: &'a str,
+    pub conversations: u64,
+    pub turn2plus_requests: u64,
+    pub first_user_message: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct WorstView<'a> {
+    pub source: &'a str,
+    pub transitions: usize,
+    pub rewrites: usize,
+    pub next_prompt_tokens: u64,
+    pub uncached: Vec<BlockCount>,
+    pub divergence: Option<&'a Divergence>,
+}
+
+#[derive(Serialize)]
+pub struct BlockCount {
+    pub block_size: usize,
+    pub tokens: u64,
+}
+
+pub const PERCENTILES: &str = "nearest rank: the p-th percentile is the smallest observed value v such that at least p% of the values are <= v";
+
+pub const SESSION_KEY: &str = "MD5 of the first user message's content (the PPD paper's proxy); misrouted counts, for each shared key, the turn-2+ requests of every conversation but the one with the most, which all reach one pod when the conversations overlap in time";
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn block_view<'a>(b: &'a BlockTotals, classes: &'a BTreeMap<&'static str, u64>) -> BlockView<'a> {
+    BlockView {
+        block_size: b.block_size,
+        uncached: DistributionView::new(&b.uncached),
+        lost_at_rewrite: DistributionView::new(&b.lost),
+        rewrites: classes,
+        next_prompt_tokens: b.next_tokens,
+        held_tokens_reused: b.reusable,
+        held_share: share(b.reusable, b.next_tokens),
+        histogram: b
+            .uncached
+            .histogram()
+            .into_iter()
+            .map(|Bucket { low, high, count }| BucketView { low, high, count })
+            .collect(),
+    }
+}
+
+fn router_view(r: &RouterTotals) -> RouterView<'_> {
+    RouterView {
+        engine_block_size: r.engine_block_size,
+        index_block_size: r.index_block_size,
+        next_prompt_tokens: r.next_tokens,
+        engine_cached_tokens: r.engine_cached,
+        index_visible_tokens: r.index_visible,
+        visible_share: share(r.index_visible, r.engine_cached),
+        transitions_index_short: r.index_short,
+        events_emitted: r.events_emitted,
+        events_skipped: &r.events_skipped,
+        decider_verdicts: &r.verdicts,
+        decider_note: super::diff_turns::DECIDER_WIRING_NOTE,
+    }
+}
+
+fn worst_view<'a>(w: &'a Worst, block_sizes: &[usize]) -> WorstView<'a> {
+    WorstView {
+        source: &w.source,
+        transitions: w.transitions,
+        rewrites: w.rewrites,
+        next_prompt_tokens: w.next_tokens,
+        uncached: block_sizes
+            .iter()
+            .zip(&w.uncached)
+            .map(|(&block_size, &tokens)| BlockCount { block_size, tokens })
+            .collect(),
+        divergence: w.divergence.as_ref(),
+    }
+}
+
+impl View for CorpusReport {
+    type View<'a> = CorpusView<'a>;
+
+    fn view(&self) -> CorpusView<'_> {
+        let t = &self.tally;
+        let per_token = self.settings.kv_bytes.as_ref().map(|k| k.bytes_per_token);
+        CorpusView {
+            schema_version: SCHEMA_VERSION,
+            model: ModelView::new(&self.model),
+            input: InputView {
+                files: self
+                    .input
+                    .files
+                    .iter()
+                    .map(|f| FileView {
+                        path: &f.0,
+                        format: f.1,
+                        rows: f.2,
+                    })
+                    .collect(),
+                jobs: self.settings.jobs,
+            },
+            conversations: t.conversations,
+            transitions: t.transitions,
+            rows: t.rows,
+            skipped_rows: t.skipped.0.iter().map(|(k, s)| (*k, s.count)).collect(),
+            skipped_examples: t
+                .skipped
+                .0
+                .iter()
+                .map(|(k, s)| {
+                    (
+                        *k,
+                        SkippedView {
+                            rows: s.rows.iter().map(|r| r.1.as_str()).collect(),
+                            first_error: s.first_error.as_ref().map(|e| e.1.as_str()),
+                        },
+                    )
+                })
+                .collect(),
+            transitions_with_rewrite: t.transitions_with_rewrite,
+            rewrite_share: share(t.transitions_with_rewrite, t.transitions),
+            rewrites: &t.classes,
+            transitions_with_drift: t.transitions_with_drift,
+            percentile_definition: PERCENTILES,
+            block_sizes: t.blocks.iter().map(|b| block_view(b, &t.classes)).collect(),
+            router: t.router.as_ref().map(router_view),
+            alternatives: AlternativesView {
+                prefill_affinity: self.settings.assumptions.prefill_affinity.name(),
+                kv_recompute_threshold: self.settings.assumptions.kv_recompute_threshold,
+                kv_bytes_per_token: per_token,
+                kv_bytes_source: self.settings.kv_bytes.as_ref().map(|k| k.derivation.clone()),
+                assumptions: &ASSUMPTIONS,
+                block_sizes: t
+                    .blocks
+                    .iter()
+                    .map(|b| AlternativesAtBlock::new(b.block_size, &b.costs, per_token))
+                    .collect(),
+            },
+            session_key_collisions: CollisionsView {
+                definition: SESSION_KEY,
+                distinct_keys: self.collisions.distinct_keys,
+                shared_keys: self.collisions.shared_keys,
+                conversations_sharing: self.collisions.conversations_sharing,
+                turn2plus_requests_sharing: self.collisions.requests_sharing,
+                turn2plus_requests_misrouted: self.collisions.requests_misrouted,
+                largest: self
+                    .collisions
+                    .largest
+                    .iter()
+                    .map(|k| SharedKeyView {
+                        key: &k.key,
+                        conversations: k.conversations,
+                        turn2plus_requests: k.requests,
+                        first_user_message: &k.excerpt,
+                    })
+                    .collect(),
+            },
+            worst_conversations: t
+                .worst
+                .iter()
+                .map(|w| worst_view(w, &self.settings.block_sizes))
+                .collect(),
+        }
+    }
+}
+
+impl Report for CorpusReport {
+    const NAME: &'static str = "corpus";
+
+    fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
+        match format {
+            Format::Human => Some(&human::Human),
+            Format::Json => Some(&Json),
+            Format::Markdown | Format::Prometheus | Format::Sarif | Format::Junit => None,
+        }
+    }
+}
+
+/// One line of `--per-transition`: the transition exactly as `diff-turns --format json`
+/// reports it, with the conversation it belongs to and each alternative's cost.
+#[derive(Serialize)]
+pub struct TransitionLine<'a> {
+    pub schema_version: u32,
+    pub conversation: &'a str,
+    #[serde(flatten)]
+    pub transition: TransitionView<'a>,
+    pub alternatives: Vec<AlternativesAtBlock>,
+}
+
+/// The per-transition lines of one conversation, each ending in a newline.
+pub fn transition_lines(
+    audit: &ConversationAudit,
+    costs: &[Vec<Costs>],
+    block_sizes: &[usize],
+    per_token: Option<u64>,
+) -> anyhow::Result<String> {
+    let mut out = String::new();
+    for (i, (transition, costs)) in audit.transitions.iter().zip(costs).enumerate() {
+        let line = TransitionLine {
+            schema_version: SCHEMA_VERSION,
+            conversation: &audit.source,
+            transition: TransitionView::new(transition, audit.routers.get(i), None),
+            alternatives: block_sizes
+                .iter()
+                .zip(costs)
+                .map(|(&b, c)| AlternativesAtBlock::new(b, c, per_token))
+                .collect(),
+        };
+        out.push_str(&serde_json::to_string(&line)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
