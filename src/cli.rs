@@ -58,6 +58,11 @@ pub enum Command {
     /// (exit 1) on deny findings.
     #[command(long_about = CHECK_ABOUT)]
     Check(Box<CheckArgs>),
+    /// Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on
+    /// worker threads: uncached tokens per block size, rewrite classes, the router's view,
+    /// PPD session-key collisions, and what each serving alternative computes and moves.
+    #[command(long_about = CORPUS_ABOUT)]
+    Corpus(Box<CorpusArgs>),
     /// Write a commented starter kvaudit.toml for the models given.
     Init(InitArgs),
     /// Print the shell completion script for a shell.
@@ -68,6 +73,119 @@ const CHECK_ABOUT: &str = "The CI gate: audit every [[model]] of kvaudit.toml (o
 built-in probe set or the [[scenario]] conversations, turn what it finds into findings with stable codes \
 (kvaudit check --list-codes), compare with the baseline (kvaudit.lock, or --baseline-template), and exit \
 0 when clean (warnings and notes allowed), 1 when a deny finding remains, 2 on errors.";
+
+const CORPUS_ABOUT: &str = "Audit every conversation of one or more corpus files exactly as diff-turns audits \
+one (same numbers, transition by transition), on worker threads, and total them: the distribution of \
+uncached tokens and of held tokens lost at rewrite points per block size, rewrite classes, the share of \
+each next prompt the decode pod holds, the router's view (index-visible vs engine-cached tokens, decider \
+verdicts), PPD session-key collisions, and what plain P/D, vLLM bidirectional KV transfer, SGLang's \
+decode radix cache and decode-local append prefill each compute and move. Rows that cannot be used are \
+skipped and counted by reason. Exit 0 when no transition has a rewrite point, 1 when some do, 2 when \
+nothing could be read or on bad flags.";
+
+/// Row layouts `corpus` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatIn {
+    /// Decided per file by its first row.
+    Auto,
+    /// kvaudit's conversation format or a bare list of messages, one per line (OpenAI chat).
+    Openai,
+    /// ShareGPT (`conversations` of `from`/`value`), a JSON array or one row per line.
+    Sharegpt,
+    /// WildChat / LMSYS-Chat rows (`conversation` of `role`/`content`), one per line.
+    Wildchat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrefillAffinityArg {
+    /// Turn k+1 reaches the prefill pod that prefilled turn k, its prefix cache intact.
+    Same,
+    /// Another prefill pod (or an evicted cache): nothing of the history is there.
+    None,
+}
+
+#[derive(Debug, Args)]
+pub struct CorpusArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// Corpus files (`-` for standard input); `.gz` and `.zst` are read transparently.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// How rows are laid out.
+    #[arg(long, value_enum, default_value_t = FormatIn::Auto)]
+    pub format_in: FormatIn,
+
+    /// Read at most N rows (used or skipped), in input order.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+
+    /// Audit a uniform random sample of N rows (reservoir sampling over the whole input,
+    /// seeded: the same rows for the same input and --seed); memory grows with N.
+    #[arg(long, value_name = "N")]
+    pub sample: Option<u64>,
+
+    /// Seed for --sample.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+
+    /// Worker threads (default: every core).
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+
+    #[command(flatten)]
+    pub rendering: RenderingArgs,
+
+    /// KV block sizes for the uncached counts and the alternatives.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "16,64",
+        value_name = "B,B,..."
+    )]
+    pub block_sizes: Vec<usize>,
+
+    #[command(flatten)]
+    pub router: RouterArgs,
+
+    /// Leave out the router view (simulated events, index lookups, decider).
+    #[arg(long)]
+    pub no_router: bool,
+
+    /// Whether turn k+1's prefill pod still holds turn k's prompt (plain P/D and the
+    /// alternatives that prefill on P).
+    #[arg(long, value_enum, default_value_t = PrefillAffinityArg::Same)]
+    pub prefill_affinity: PrefillAffinityArg,
+
+    /// vLLM's kv_recompute_threshold: a D->P pull shorter than this many tokens is
+    /// recomputed on P instead.
+    #[arg(long, default_value_t = 64, value_name = "TOKENS")]
+    pub kv_recompute_threshold: usize,
+
+    /// KV-cache bytes per token, for bytes moved (default: derived from the model's
+    /// config.json when it has the fields).
+    #[arg(long, value_name = "BYTES")]
+    pub kv_bytes_per_token: Option<u64>,
+
+    /// Also write one JSON line per transition (the diff-turns transition plus each
+    /// alternative's cost), in input order.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub per_transition: Option<PathBuf>,
+
+    /// Also write a self-contained HTML report (inline CSS and SVG, no external assets).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+
+    /// How many of the worst conversations (most uncached tokens at the first block size)
+    /// the report lists.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub worst: usize,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+}
 
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -221,6 +339,31 @@ pub enum Resend {
     /// Content plus the reasoning field the server reads: `reasoning` under --server vllm,
     /// else `reasoning_content` / `thinking`.
     ReasoningField,
+}
+
+/// The router view's settings: simulated decode-pod events, llm-d's index and its decider
+/// (shared by diff-turns and corpus).
+#[derive(Debug, Args)]
+pub struct RouterArgs {
+    /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
+    #[arg(long, default_value_t = 16, value_name = "B")]
+    pub engine_block_size: usize,
+
+    /// llm-d's index block size (blockSizeTokens) for the router view.
+    #[arg(long, default_value_t = 64, value_name = "B")]
+    pub index_block_size: usize,
+
+    #[command(flatten)]
+    pub index: IndexArgs,
+
+    /// The prefix-based P/D decider's settings (llm-d's nonCachedTokens, promptTokens); a
+    /// setting left out keeps its default here, and 0 turns a threshold off.
+    #[arg(
+        long,
+        default_value = "non-cached-tokens=512,prompt-tokens=1024",
+        value_name = "SETTINGS"
+    )]
+    pub decider: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -386,25 +529,8 @@ pub struct DiffTurnsArgs {
     )]
     pub block_sizes: Vec<usize>,
 
-    /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
-    #[arg(long, default_value_t = 16, value_name = "B")]
-    pub engine_block_size: usize,
-
-    /// llm-d's index block size (blockSizeTokens) for the router view.
-    #[arg(long, default_value_t = 64, value_name = "B")]
-    pub index_block_size: usize,
-
     #[command(flatten)]
-    pub index: IndexArgs,
-
-    /// The prefix-based P/D decider's settings (llm-d's nonCachedTokens, promptTokens); a
-    /// setting left out keeps its default here, and 0 turns a threshold off.
-    #[arg(
-        long,
-        default_value = "non-cached-tokens=512,prompt-tokens=1024",
-        value_name = "SETTINGS"
-    )]
-    pub decider: String,
+    pub router: RouterArgs,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]

@@ -11,18 +11,8 @@ use std::path::Path;
 /// FIFO would otherwise block the open itself) and checked through the opened handle, so a
 /// file swapped after the check is not read.
 pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path)?;
+    let file = open_regular(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
     if meta.len() > limit {
         return Err(too_big(meta.len(), limit));
     }
@@ -33,6 +23,24 @@ pub fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         return Err(too_big(out.len() as u64, limit));
     }
     Ok(out)
+}
+
+/// A regular file opened for reading, non-blocking so that a FIFO cannot block the open, and
+/// checked through the opened handle. For inputs that are streamed rather than read whole
+/// (corpora), whose size is not bounded.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
 }
 
 /// [`read_bounded`] as UTF-8 text.

@@ -10,14 +10,17 @@ use crate::report;
 use crate::tokenize::Tokenizer;
 
 pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    let mut settings = audit_settings(&args.conversation.rendering, args.model.template_name.clone())?;
+    let mut settings = audit_settings(
+        &args.conversation.rendering,
+        args.model.template_name.clone(),
+    )?;
     settings.date_rollover = args.date_rollover;
     settings.remedies = args.remedies;
     if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {
         bail!("--block-sizes must be positive integers, e.g. 16,64");
     }
     settings.align.block_sizes = args.block_sizes.clone();
-    settings.router = Some(router_settings(args)?);
+    settings.router = Some(router_settings(&args.router, &args.model.model)?);
     let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
     super::note_cached_model(&files, args.model.offline);

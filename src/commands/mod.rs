@@ -3,6 +3,7 @@
 pub mod capture;
 pub mod check;
 pub mod completions;
+pub mod corpus;
 pub mod diff_turns;
 pub mod fetch;
 pub mod init;

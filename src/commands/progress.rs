@@ -64,3 +64,55 @@ pub fn byte_bar(size: Option<u64>) -> Option<ProgressBar> {
     }
     Some(bar)
 }
+
+/// A corpus run's progress on a terminal: rows done, and the share of the input read when
+/// its size is known (regular files; compressed files count their compressed bytes).
+pub struct RowBar {
+    bar: Option<ProgressBar>,
+    bytes_read: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RowBar {
+    pub fn start(
+        total_bytes: Option<u64>,
+        bytes_read: Arc<std::sync::atomic::AtomicU64>,
+    ) -> RowBar {
+        if !std::io::stderr().is_terminal() {
+            return RowBar {
+                bar: None,
+                bytes_read,
+            };
+        }
+        let (bar, template) = match total_bytes {
+            Some(total) => (
+                ProgressBar::new(total),
+                "{bar:30} {percent:>3}% {msg} {elapsed} (eta {eta})",
+            ),
+            None => (ProgressBar::new_spinner(), "{spinner} {msg} {elapsed}"),
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(8));
+        RowBar {
+            bar: Some(bar),
+            bytes_read,
+        }
+    }
+
+    /// Called by the workers after each row.
+    pub fn rows(&self, done: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.bytes_read.load(Ordering::Relaxed));
+            bar.set_message(format!("{done} rows"));
+        }
+    }
+}
+
+impl Drop for RowBar {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

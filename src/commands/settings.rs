@@ -9,9 +9,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::align::AlignOptions;
 use crate::audit::{self, AuditSettings, QuickTurn, RenderSelection};
-use crate::cli::{
-    ConversationArgs, DiffTurnsArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend, ServerArg,
-};
+use crate::cli::{ConversationArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend, ServerArg};
 use crate::events::Engine;
 use crate::model::ModelFiles;
 use crate::render::reply::PlanOptions;
@@ -62,16 +60,19 @@ pub fn replay_options(
     })
 }
 
-pub fn router_settings(args: &DiffTurnsArgs) -> Result<crate::index::router::RouterSettings> {
+/// The router view's settings; llm-d hashes the served model's name, here the `--model` text
+/// unless `--model-name` is given.
+pub fn router_settings(
+    args: &crate::cli::RouterArgs,
+    model: &str,
+) -> Result<crate::index::router::RouterSettings> {
     if args.engine_block_size == 0 || args.index_block_size == 0 {
         bail!("--engine-block-size and --index-block-size must be positive");
     }
     let decider = crate::index::decider::DeciderConfig::parse(&args.decider)
         .map_err(|e| anyhow::anyhow!("--decider {:?}: {e}", args.decider))?;
     let mut index = index_config(&args.index, args.index_block_size);
-    index
-        .model_name
-        .get_or_insert_with(|| args.model.model.clone());
+    index.model_name.get_or_insert_with(|| model.to_string());
     Ok(crate::index::router::RouterSettings {
         engine_block_size: args.engine_block_size,
         index,
@@ -307,8 +308,12 @@ pub fn ignored_input_warnings(
         if let Some((_, names)) = read_by.iter().find(|(o, _)| *o == template.origin) {
             return Some(names.clone());
         }
-        let renderer =
-            ChatRenderer::new(&template.text, files.special_tokens.clone(), args.rendering.fuel).ok()?;
+        let renderer = ChatRenderer::new(
+            &template.text,
+            files.special_tokens.clone(),
+            args.rendering.fuel,
+        )
+        .ok()?;
         let names = renderer.kwarg_names();
         read_by.push((template.origin, names.clone()));
         Some(names)
@@ -529,6 +534,72 @@ pub fn style(only_findings: bool) -> Style {
     Style {
         width,
         only_findings,
+    }
+}
+
+/// The corpus run's settings from its flags: validated block sizes and thresholds, the KV
+/// bytes per token from the flag or the model's config.json.
+pub fn corpus_settings(
+    args: &crate::cli::CorpusArgs,
+    files: &ModelFiles,
+) -> Result<crate::corpus::CorpusSettings> {
+    use crate::cli::PrefillAffinityArg;
+    use crate::corpus::alternatives::{Assumptions, PrefillAffinity};
+    use crate::corpus::kv_bytes::{self, KvBytes};
+    if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {
+        bail!("--block-sizes must be positive integers, e.g. 16,64");
+    }
+    if args.jobs == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    if args.sample == Some(0) {
+        bail!("--sample must be at least 1");
+    }
+    if args.sample.is_some() && args.limit.is_some() {
+        bail!("give either --limit or --sample, not both");
+    }
+    let kv_bytes = match args.kv_bytes_per_token {
+        Some(0) => bail!("--kv-bytes-per-token must be positive"),
+        Some(b) => Some(KvBytes {
+            bytes_per_token: b,
+            derivation: "given with --kv-bytes-per-token".into(),
+        }),
+        None => match kv_bytes::from_config(&files.dir.join("config.json")) {
+            Some(Ok(k)) => Some(k),
+            Some(Err(e)) => {
+                eprintln!("warning: no KV bytes per token: {e}; bytes moved are left out");
+                None
+            }
+            None => None,
+        },
+    };
+    Ok(crate::corpus::CorpusSettings {
+        block_sizes: args.block_sizes.clone(),
+        jobs: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        }),
+        seed: args.seed,
+        assumptions: Assumptions {
+            prefill_affinity: match args.prefill_affinity {
+                PrefillAffinityArg::Same => PrefillAffinity::Same,
+                PrefillAffinityArg::None => PrefillAffinity::None,
+            },
+            kv_recompute_threshold: args.kv_recompute_threshold,
+        },
+        kv_bytes,
+        worst: args.worst,
+        shared_keys: 10,
+    })
+}
+
+pub fn row_format(f: crate::cli::FormatIn) -> crate::corpus::input::RowFormat {
+    use crate::cli::FormatIn;
+    use crate::corpus::input::RowFormat;
+    match f {
+        FormatIn::Auto => RowFormat::Auto,
+        FormatIn::Openai => RowFormat::Openai,
+        FormatIn::Sharegpt => RowFormat::Sharegpt,
+        FormatIn::Wildchat => RowFormat::Wildchat,
     }
 }
 

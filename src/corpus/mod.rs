@@ -32,6 +32,8 @@ use stats::Distribution;
 pub struct CorpusSettings {
     pub block_sizes: Vec<usize>,
     pub jobs: usize,
+    /// `--seed`, reported with a sample.
+    pub seed: u64,
     pub assumptions: Assumptions,
     pub kv_bytes: Option<KvBytes>,
     /// How many of the worst conversations the report keeps.
@@ -518,29 +520,31 @@ where
                     reason,
                     error,
                 } => tally.skipped.add(reason, order, source, error),
-                input::Item::Row(row) => match auditor.audit(&row.conversation) {
-                    Ok(audit) if audit.transitions.is_empty() => tally.skipped.add(
-                        "no_transition",
-                        order,
-                        row.conversation.source.clone(),
-                        None,
-                    ),
-                    Ok(audit) => {
-                        let costs = Tally::price(&audit, settings);
-                        if let Some(f) = lines {
-                            match f(&audit, &costs) {
-                                Ok(l) => out_lines = l,
-                                Err(_) => failed.store(true, Ordering::Relaxed),
-                            }
+                input::Item::Raw(raw) => match raw.conversation() {
+                    Err(u) => tally
+                        .skipped
+                        .add(u.reason, order, raw.source, Some(u.message)),
+                    Ok(conv) => match auditor.audit(&conv) {
+                        Ok(audit) if audit.transitions.is_empty() => {
+                            tally.skipped.add("no_transition", order, raw.source, None)
                         }
-                        tally.add(order, &row.conversation, &audit, &costs, settings);
-                    }
-                    Err(e) => tally.skipped.add(
-                        failure_reason(&e),
-                        order,
-                        row.conversation.source.clone(),
-                        Some(error_text(&e)),
-                    ),
+                        Ok(audit) => {
+                            let costs = Tally::price(&audit, settings);
+                            if let Some(f) = lines {
+                                match f(&audit, &costs) {
+                                    Ok(l) => out_lines = l,
+                                    Err(_) => failed.store(true, Ordering::Relaxed),
+                                }
+                            }
+                            tally.add(order, &conv, &audit, &costs, settings);
+                        }
+                        Err(e) => tally.skipped.add(
+                            failure_reason(&e),
+                            order,
+                            raw.source,
+                            Some(error_text(&e)),
+                        ),
+                    },
                 },
             }
             ordered.done(order, out_lines);

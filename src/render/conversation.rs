@@ -142,7 +142,7 @@ pub struct Conversation {
 }
 
 /// The fields of a conversation file, for the unknown-field check.
-const FIELDS: [&str; 8] = [
+pub const FIELDS: [&str; 8] = [
     "messages",
     "tools",
     "documents",
@@ -241,6 +241,15 @@ impl Conversation {
                 }
             }
         })?;
+        Conversation::from_value(value, source)
+    }
+
+    /// A conversation from its parsed JSON (a corpus row, already read and split).
+    pub fn from_value(value: Json, source: &str) -> Result<Conversation, ConversationError> {
+        let invalid = |message: String| ConversationError::Invalid {
+            path: source.to_string(),
+            message,
+        };
         let file = file_shape(value).map_err(|message| ConversationError::Shape {
             path: source.to_string(),
             message,

@@ -1,6 +1,6 @@
 //! Chat rendering exactly as transformers' `apply_chat_template(..., tokenize=False)`.
 
-mod conversation;
+pub mod conversation;
 mod env;
 mod markup;
 mod pyjson;

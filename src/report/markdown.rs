@@ -21,6 +21,7 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/diff-turns.md"),
     ),
     ("check.md", include_str!("../../templates/check.md")),
+    ("corpus.html", include_str!("../../templates/corpus.html")),
 ];
 
 static ENV: LazyLock<Environment<'static>> = LazyLock::new(report_env);
@@ -47,6 +48,10 @@ fn report_env() -> Environment<'static> {
         minijinja::escape_formatter(out, state, value)
     });
     env.add_filter("visible", |s: &str| visible(s));
+    // A share in [0, 1] as a percentage with one decimal, and a mean with one decimal.
+    env.add_filter("percent", |x: f64| format!("{:.1}%", x * 100.0));
+    env.add_filter("fixed1", |x: f64| format!("{x:.1}"));
+    env.add_filter("binary_bytes", |n: f64| super::binary_bytes(n as u128));
     for (name, source) in TEMPLATES {
         // The sources are part of the binary and tested; a failure here is a build defect.
         env.add_template(name, source)
@@ -71,6 +76,17 @@ pub fn escape_markdown(text: &str) -> String {
         }
     }
     out
+}
+
+/// Renders one of the embedded templates with a serializable context (an exporter whose
+/// context is more than the report's view, such as the HTML page with its chart geometry).
+pub fn render_named(name: &str, context: impl serde::Serialize) -> Result<String> {
+    let template = ENV
+        .get_template(name)
+        .with_context(|| format!("no template {name}"))?;
+    template
+        .render(Value::from(Serde(context)))
+        .with_context(|| format!("cannot render templates/{name}"))
 }
 
 pub struct Markdown;

@@ -27,6 +27,8 @@ pub enum Format {
     Prometheus,
     Sarif,
     Junit,
+    /// A self-contained page (corpus `--html`).
+    Html,
 }
 
 impl Format {
@@ -38,6 +40,7 @@ impl Format {
             Format::Prometheus => "prometheus",
             Format::Sarif => "sarif",
             Format::Junit => "junit",
+            Format::Html => "html",
         }
     }
 }
@@ -93,6 +96,7 @@ pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<St
                 Format::Prometheus,
                 Format::Sarif,
                 Format::Junit,
+                Format::Html,
             ]
             .into_iter()
             .filter(|f| report.exporter(*f).is_some())
@@ -106,6 +110,21 @@ pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<St
             )
         }
     }
+}
+
+/// Bytes in binary units (KiB, MiB, ...) with one decimal, exact below 1 KiB.
+pub fn binary_bytes(n: u128) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }
 
 /// Control characters spelled out (`\n`, `\t`, `\r`), as reports show token text.

@@ -72,7 +72,7 @@ impl Report for CheckReport {
             Format::Markdown => Some(&Markdown),
             Format::Sarif => Some(&sarif::Sarif),
             Format::Junit => Some(&junit::Junit),
-            Format::Prometheus => None,
+            Format::Prometheus | Format::Html => None,
         }
     }
 }

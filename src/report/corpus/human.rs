@@ -7,7 +7,7 @@ use owo_colors::{OwoColorize, Stream};
 use super::{CorpusView, DistributionView};
 use crate::corpus::CorpusReport;
 use crate::report::layout::{Column, Table, fit, wrap, wrap_long_lines};
-use crate::report::{Exporter, Style, View, visible};
+use crate::report::{Exporter, Style, View, binary_bytes as bytes, visible};
 
 pub struct Human;
 
@@ -30,21 +30,6 @@ fn heading(out: &mut String, text: &str) {
         "\n{}",
         text.if_supports_color(Stream::Stdout, |t| t.bold())
     );
-}
-
-/// Bytes in binary units, exact below 1 KiB.
-fn bytes(n: u128) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
 }
 
 fn distribution_row(label: String, d: &DistributionView) -> Vec<String> {
@@ -129,7 +114,10 @@ fn to_human(v: &CorpusView, w: usize) -> String {
         );
     }
 
-    heading(&mut out, "uncached tokens of the next prompt, per transition");
+    heading(
+        &mut out,
+        "uncached tokens of the next prompt, per transition",
+    );
     let table = Table {
         columns: distribution_columns("block"),
         rows: v
@@ -266,7 +254,10 @@ fn to_human(v: &CorpusView, w: usize) -> String {
     }
 
     let c = &v.session_key_collisions;
-    heading(&mut out, "session keys (MD5 of the first user message, as the PPD proxy)");
+    heading(
+        &mut out,
+        "session keys (MD5 of the first user message, as the PPD proxy)",
+    );
     let _ = writeln!(
         out,
         "  {} distinct keys; {} shared by {} conversations with {} turn-2+ requests, of which {} would reach another conversation's pod if they overlap in time",
@@ -338,7 +329,13 @@ fn histogram(out: &mut String, b: &super::BlockView, w: usize) {
         })
         .collect();
     let label_w = labels.iter().map(|l| l.len()).max().unwrap_or(1);
-    let most = b.histogram.iter().map(|h| h.count).max().unwrap_or(1).max(1);
+    let most = b
+        .histogram
+        .iter()
+        .map(|h| h.count)
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let count_w = most.to_string().len();
     let bar_w = w.saturating_sub(label_w + count_w + 6).clamp(10, 50) as u64;
     for (h, label) in b.histogram.iter().zip(labels) {

@@ -1,6 +1,7 @@
 //! The corpus report: its view (the JSON shape, defined once; the HTML report reads the same
 //! view) and its exporters.
 
+mod html;
 mod human;
 
 use std::collections::BTreeMap;
@@ -45,13 +46,26 @@ pub struct CorpusView<'a> {
 #[derive(Serialize)]
 pub struct InputView<'a> {
     pub files: Vec<FileView<'a>>,
+    /// `--sample N --seed S`: the rows kept of those read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledView>,
+    /// Reading stopped at `--limit`.
+    pub limited: bool,
     pub jobs: usize,
+}
+
+#[derive(Serialize)]
+pub struct SampledView {
+    pub kept: u64,
+    pub of: u64,
+    pub seed: u64,
 }
 
 #[derive(Serialize)]
 pub struct FileView<'a> {
     pub path: &'a str,
     pub format: &'a str,
+    pub compression: &'a str,
     pub rows: u64,
 }
 
@@ -289,11 +303,18 @@ impl View for CorpusReport {
                     .files
                     .iter()
                     .map(|f| FileView {
-                        path: &f.0,
-                        format: f.1,
-                        rows: f.2,
+                        path: &f.path,
+                        format: f.format,
+                        compression: f.compression,
+                        rows: f.rows,
                     })
                     .collect(),
+                sampled: self.input.sampled.map(|(kept, of)| SampledView {
+                    kept,
+                    of,
+                    seed: self.settings.seed,
+                }),
+                limited: self.input.limited,
                 jobs: self.settings.jobs,
             },
             conversations: t.conversations,
@@ -325,7 +346,11 @@ impl View for CorpusReport {
                 prefill_affinity: self.settings.assumptions.prefill_affinity.name(),
                 kv_recompute_threshold: self.settings.assumptions.kv_recompute_threshold,
                 kv_bytes_per_token: per_token,
-                kv_bytes_source: self.settings.kv_bytes.as_ref().map(|k| k.derivation.clone()),
+                kv_bytes_source: self
+                    .settings
+                    .kv_bytes
+                    .as_ref()
+                    .map(|k| k.derivation.clone()),
                 assumptions: &ASSUMPTIONS,
                 block_sizes: t
                     .blocks
@@ -368,6 +393,7 @@ impl Report for CorpusReport {
         match format {
             Format::Human => Some(&human::Human),
             Format::Json => Some(&Json),
+            Format::Html => Some(&html::Html),
             Format::Markdown | Format::Prometheus | Format::Sarif | Format::Junit => None,
         }
     }

@@ -268,7 +268,7 @@ impl Report for DiffTurnsReport {
             Format::Human => Some(&human::Human),
             Format::Json => Some(&Json),
             Format::Markdown => Some(&Markdown),
-            Format::Prometheus | Format::Sarif | Format::Junit => None,
+            Format::Prometheus | Format::Sarif | Format::Junit | Format::Html => None,
         }
     }
 }

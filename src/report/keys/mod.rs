@@ -84,7 +84,11 @@ impl Report for KeysReport {
         match format {
             Format::Human => Some(&human::Human),
             Format::Json => Some(&Json),
-            Format::Markdown | Format::Prometheus | Format::Sarif | Format::Junit => None,
+            Format::Markdown
+            | Format::Prometheus
+            | Format::Sarif
+            | Format::Junit
+            | Format::Html => None,
         }
     }
 }

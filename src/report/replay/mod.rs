@@ -210,7 +210,7 @@ impl Report for ReplayOutput<'_> {
             Format::Human => Some(&human::Human),
             Format::Json => Some(&Json),
             Format::Prometheus => Some(&prometheus::Prometheus),
-            Format::Markdown | Format::Sarif | Format::Junit => None,
+            Format::Markdown | Format::Sarif | Format::Junit | Format::Html => None,
         }
     }
 }
