@@ -3,6 +3,15 @@
 use unicode_width::UnicodeWidthStr;
 
 /// Columns a string takes on a terminal (CJK and emoji take two).
+/// `1 transition`, `2 transitions`.
+pub fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
 pub fn width(text: &str) -> usize {
     UnicodeWidthStr::width(text)
 }

@@ -6,7 +6,7 @@ use owo_colors::{OwoColorize, Stream};
 
 use super::{CorpusView, DistributionView};
 use crate::corpus::CorpusReport;
-use crate::report::layout::{Column, Table, fit, wrap, wrap_long_lines};
+use crate::report::layout::{Column, Table, fit, plural, wrap, wrap_long_lines};
 use crate::report::{Exporter, Style, View, binary_bytes as bytes, visible};
 
 pub struct Human;
@@ -286,8 +286,12 @@ fn to_human(v: &CorpusView, w: usize) -> String {
             let uncached = x.uncached.first().map_or(0, |u| u.tokens);
             let _ = writeln!(
                 out,
-                "  {:>8}  {} ({} transitions, {} rewrites, {} next-prompt tokens)",
-                uncached, x.source, x.transitions, x.rewrites, x.next_prompt_tokens
+                "  {:>8}  {} ({}, {}, {} next-prompt tokens)",
+                uncached,
+                x.source,
+                plural(x.transitions, "transition"),
+                plural(x.rewrites, "rewrite"),
+                x.next_prompt_tokens
             );
             if let Some(d) = x.divergence {
                 let line = format!(

@@ -9,6 +9,7 @@ use std::fmt::Write;
 use owo_colors::{OwoColorize, Stream};
 
 use crate::audit::{RenderedConversations, RenderedToken};
+use crate::report::layout::plural;
 use crate::report::{Exporter, Style, visible};
 
 pub struct Human;
@@ -61,14 +62,6 @@ fn token_lines(out: &mut String, tokens: &[RenderedToken]) {
     }
     if !at_start {
         out.push('\n');
-    }
-}
-
-fn plural(n: usize, one: &str) -> String {
-    if n == 1 {
-        format!("{n} {one}")
-    } else {
-        format!("{n} {one}s")
     }
 }
 
