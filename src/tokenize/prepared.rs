@@ -53,7 +53,26 @@ pub struct FastBpe {
     fuse_unk: bool,
     byte_fallback: bool,
     ignore_merges: bool,
+    /// Distinguishes this model's entries in the per-thread word cache (an address could be
+    /// reused by a later model).
+    cache_key: u64,
 }
+
+/// The BPE of a word depends only on the model and the word, and natural text repeats its
+/// words, so each thread keeps the merges of the words it has seen (as HF's BPE model does
+/// with its own cache). Bounded: cleared when full, and long words are not kept.
+const WORD_CACHE_ENTRIES: usize = 1 << 16;
+const WORD_CACHE_MAX_LEN: usize = 48;
+
+type Merged = Box<[(u32, u32, u32)]>;
+
+type WordCache = rustc_hash::FxHashMap<u64, rustc_hash::FxHashMap<Box<str>, Merged>>;
+
+thread_local! {
+    static WORD_CACHE: std::cell::RefCell<WordCache> = std::cell::RefCell::default();
+}
+
+static NEXT_CACHE_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn merge_slot(key: u64, mask: usize) -> usize {
     (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17) as usize & mask
@@ -216,13 +235,44 @@ impl Model for FastBpe {
                 (0, sequence.len()),
             )]);
         }
-        Ok(self
+        let token = |&(id, s, e): &(u32, u32, u32)| {
+            Token::new(
+                id,
+                self.token(id).unwrap_or_default().to_string(),
+                (s as usize, e as usize),
+            )
+        };
+        if sequence.len() > WORD_CACHE_MAX_LEN {
+            return Ok(self
+                .merge_word(sequence)?
+                .into_iter()
+                .map(|(id, s, e)| token(&(id, s as u32, e as u32)))
+                .collect());
+        }
+        let cached = WORD_CACHE.with(|c| {
+            c.borrow()
+                .get(&self.cache_key)
+                .and_then(|words| words.get(sequence))
+                .map(|m| m.iter().map(token).collect::<Vec<_>>())
+        });
+        if let Some(tokens) = cached {
+            return Ok(tokens);
+        }
+        let merged: Merged = self
             .merge_word(sequence)?
             .into_iter()
-            .map(|(id, s, e)| {
-                Token::new(id, self.token(id).unwrap_or_default().to_string(), (s, e))
-            })
-            .collect())
+            .map(|(id, s, e)| (id, s as u32, e as u32))
+            .collect();
+        let tokens = merged.iter().map(token).collect();
+        WORD_CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            let words = c.entry(self.cache_key).or_default();
+            if words.len() >= WORD_CACHE_ENTRIES {
+                words.clear();
+            }
+            words.insert(Box::from(sequence), merged);
+        });
+        Ok(tokens)
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
@@ -578,6 +628,7 @@ pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, Str
     }
     let model = &rest["model"];
     let bpe = FastBpe {
+        cache_key: NEXT_CACHE_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         blob,
         tok_start,
         tok_len,
