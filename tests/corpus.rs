@@ -587,7 +587,13 @@ fn every_shared_corpus_loads() {
     // vLLM's preprocessing renders the content-null tool-call turns plain transformers
     // rejects, so it audits at least as many rows of every file, and more in all.
     for (f, n) in &audited_by {
-        assert!(n[1] >= n[0], "{}: vllm {} < transformers {}", f.display(), n[1], n[0]);
+        assert!(
+            n[1] >= n[0],
+            "{}: vllm {} < transformers {}",
+            f.display(),
+            n[1],
+            n[0]
+        );
     }
     let total = |i: usize| audited_by.values().map(|n| n[i]).sum::<u64>();
     assert!(total(1) > total(0), "{} vs {}", total(1), total(0));
@@ -702,4 +708,51 @@ fn html_report_renders_in_chromium() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A corpus larger than the memory kvaudit may use streams through: 1 GiB of rows (gzip,
+/// so the test file is small) under a 768 MiB address-space cap. Each row is a 1 MiB system
+/// prompt with no user turn (skipped after parsing), with real conversations between.
+#[test]
+fn a_gigabyte_streams_in_bounded_memory() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::io::BufWriter::new(std::fs::File::create(&path).unwrap()),
+        flate2::Compression::fast(),
+    );
+    let filler = "x".repeat(1 << 20);
+    let good = std::fs::read_to_string(common::fixtures().join("corpus/chats.jsonl")).unwrap();
+    let good = good.lines().next().unwrap();
+    for i in 0..1024 {
+        writeln!(
+            enc,
+            r#"{{"messages": [{{"role": "system", "content": "{filler}"}}]}}"#
+        )
+        .unwrap();
+        if i % 256 == 0 {
+            writeln!(enc, "{good}").unwrap();
+        }
+    }
+    enc.finish().unwrap().flush().unwrap();
+    let m = common::run_measured(
+        &[
+            "corpus",
+            "-m",
+            "fixtures/models/tiny-think",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &[],
+        std::time::Duration::from_secs(120),
+        768,
+    );
+    assert!(!m.killed, "timed out");
+    assert_eq!(m.code, 1, "{}", m.stderr);
+    let r: Json = serde_json::from_slice(&m.stdout).unwrap();
+    assert_eq!(r["skipped_rows"], json!({"no_user_turn": 1024}));
+    assert_eq!(r["conversations"], 4);
+    assert_eq!(r["input"]["files"][0]["compression"], "gzip");
 }
