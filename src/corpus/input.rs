@@ -243,21 +243,20 @@ impl Rows {
     }
 
     fn open_next(&mut self) -> bool {
-        while self.next_path < self.paths.len() {
-            let path = self.paths[self.next_path].clone();
-            self.next_path += 1;
-            match open(&path, self.forced, self.bytes_read.clone()) {
-                Ok(f) => {
-                    self.current = Some(f);
-                    return true;
-                }
-                Err(e) => {
-                    self.open_error = Some(e);
-                    return false;
-                }
+        let Some(path) = self.paths.get(self.next_path).cloned() else {
+            return false;
+        };
+        self.next_path += 1;
+        match open(&path, self.forced, self.bytes_read.clone()) {
+            Ok(f) => {
+                self.current = Some(f);
+                true
+            }
+            Err(e) => {
+                self.open_error = Some(e);
+                false
             }
         }
-        false
     }
 
     /// The next row of the input, ignoring `--limit` and `--sample`.
