@@ -25,6 +25,9 @@ _kvaudit() {
             kvaudit,completions)
                 cmd="kvaudit__subcmd__completions"
                 ;;
+            kvaudit,corpus)
+                cmd="kvaudit__subcmd__corpus"
+                ;;
             kvaudit,diff-turns)
                 cmd="kvaudit__subcmd__diff__subcmd__turns"
                 ;;
@@ -55,6 +58,9 @@ _kvaudit() {
             kvaudit__subcmd__help,completions)
                 cmd="kvaudit__subcmd__help__subcmd__completions"
                 ;;
+            kvaudit__subcmd__help,corpus)
+                cmd="kvaudit__subcmd__help__subcmd__corpus"
+                ;;
             kvaudit__subcmd__help,diff-turns)
                 cmd="kvaudit__subcmd__help__subcmd__diff__subcmd__turns"
                 ;;
@@ -83,7 +89,7 @@ _kvaudit() {
 
     case "${cmd}" in
         kvaudit)
-            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check init completions help"
+            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check corpus init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -274,6 +280,160 @@ _kvaudit() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvaudit__subcmd__corpus)
+            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --format --color --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --revision)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format-in)
+                    COMPREPLY=($(compgen -W "auto openai sharegpt wildchat" -- "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sample)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -j)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reply-format)
+                    COMPREPLY=($(compgen -W "plain think_nl think_tight harmony" -- "${cur}"))
+                    return 0
+                    ;;
+                --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kwargs-turn)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    return 0
+                    ;;
+                --server-template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fuel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --block-sizes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --engine-block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --index-block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hash)
+                    COMPREPLY=($(compgen -W "cbor-fnv xxh64" -- "${cur}"))
+                    return 0
+                    ;;
+                --hash-seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --llmd-profile)
+                    COMPREPLY=($(compgen -W "digest-first router-2026-08" -- "${cur}"))
+                    return 0
+                    ;;
+                --decider)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefill-affinity)
+                    COMPREPLY=($(compgen -W "same none" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-recompute-threshold)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-bytes-per-token)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --per-transition)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --worst)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "human json" -- "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvaudit__subcmd__diff__subcmd__turns)
             opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -435,7 +595,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help)
-            opts="diff-turns fetch replay keys render capture check init completions help"
+            opts="diff-turns fetch replay keys render capture check corpus init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -477,6 +637,20 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__help__subcmd__corpus)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -37,6 +37,7 @@ complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "keys" -d 'Print llm
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "completions" -d 'Print the shell completion script for a shell'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -248,6 +249,58 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l offline -d 'Us
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l format-in -d 'How rows are laid out' -r -f -a "auto\t'Decided per file by its first row'
+openai\t'kvaudit\'s conversation format or a bare list of messages, one per line (OpenAI chat)'
+sharegpt\t'ShareGPT (`conversations` of `from`/`value`), a JSON array or one row per line'
+wildchat\t'WildChat / LMSYS-Chat rows (`conversation` of `role`/`content`), one per line'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l limit -d 'Read at most N rows (used or skipped), in input order' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l sample -d 'Audit a uniform random sample of N rows (reservoir sampling over the whole input, seeded: the same rows for the same input and --seed); memory grows with N' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l seed -d 'Seed for --sample' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s j -l jobs -d 'Worker threads (default: every core)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
+think_nl\t''
+think_tight\t''
+harmony\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
+vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l block-sizes -d 'KV block sizes for the uncached counts and the alternatives' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l index-block-size -d 'llm-d\'s index block size (blockSizeTokens) for the router view' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
+xxh64\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l hash-seed -d 'llm-d\'s hashSeed' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
+router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l prefill-affinity -d 'Whether turn k+1\'s prefill pod still holds turn k\'s prompt (plain P/D and the alternatives that prefill on P)' -r -f -a "same\t'Turn k+1 reaches the prefill pod that prefilled turn k, its prefix cache intact'
+none\t'Another prefill pod (or an evicted cache): nothing of the history is there'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l kv-recompute-threshold -d 'vLLM\'s kv_recompute_threshold: a D->P pull shorter than this many tokens is recomputed on P instead' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l kv-bytes-per-token -d 'KV-cache bytes per token, for bytes moved (default: derived from the model\'s config.json when it has the fields)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l per-transition -d 'Also write one JSON line per transition (the diff-turns transition plus each alternative\'s cost), in input order' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l html -d 'Also write a self-contained HTML report (inline CSS and SVG, no external assets)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l worst -d 'How many of the worst conversations (most uncached tokens at the first block size) the report lists' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l format -d 'Output format' -r -f -a "human\t''
+json\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l no-router -d 'Leave out the router view (simulated events, index lookups, decider)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -s m -l model -d 'A model to check (directory or Hub id, `@revision` to pin); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -l output -d 'Where to write it' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
@@ -263,13 +316,14 @@ never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "completions" -d 'Print the shell completion script for a shell'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check init completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "completions" -d 'Print the shell completion script for a shell'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
