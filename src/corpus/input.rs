@@ -785,18 +785,7 @@ fn openai_row(value: Json) -> Result<Json, Unusable> {
 /// ShareGPT roles: `human`/`gpt` as in the original dumps, plus the `system`,
 /// `function_call` and `observation` turns of LLaMA-Factory's ShareGPT layout.
 fn sharegpt_row(value: Json) -> Result<Json, Unusable> {
-    let Json::Object(mut o) = value else {
-        return Err(unusable(
-            "not_a_conversation",
-            "a ShareGPT row is an object",
-        ));
-    };
-    let Some(Json::Array(turns)) = o.remove("conversations") else {
-        return Err(unusable(
-            "not_a_conversation",
-            "no `conversations` list (ShareGPT)",
-        ));
-    };
+    let (mut o, turns) = row_list(value, "conversations", "ShareGPT")?;
     let mut messages = Vec::with_capacity(turns.len() + 1);
     if let Some(Json::String(system)) = o.remove("system")
         && !system.is_empty()
@@ -846,6 +835,27 @@ fn sharegpt_row(value: Json) -> Result<Json, Unusable> {
         _ => {}
     }
     Ok(Json::Object(out))
+}
+
+/// A row object and its list of turns under `field`, taken out of it.
+fn row_list(
+    value: Json,
+    field: &str,
+    layout: &str,
+) -> Result<(Map<String, Json>, Vec<Json>), Unusable> {
+    let Json::Object(mut o) = value else {
+        return Err(unusable(
+            "not_a_conversation",
+            format!("a {layout} row is an object"),
+        ));
+    };
+    match o.remove(field) {
+        Some(Json::Array(turns)) => Ok((o, turns)),
+        _ => Err(unusable(
+            "not_a_conversation",
+            format!("no `{field}` list ({layout})"),
+        )),
+    }
 }
 
 fn message(role: &str, content: Json) -> Json {
@@ -931,18 +941,7 @@ const MESSAGE_FIELDS: [&str; 6] = [
 ];
 
 fn wildchat_row(value: Json) -> Result<Json, Unusable> {
-    let Json::Object(mut o) = value else {
-        return Err(unusable(
-            "not_a_conversation",
-            "a WildChat row is an object",
-        ));
-    };
-    let Some(Json::Array(turns)) = o.remove("conversation") else {
-        return Err(unusable(
-            "not_a_conversation",
-            "no `conversation` list (WildChat/LMSYS)",
-        ));
-    };
+    let (mut o, turns) = row_list(value, "conversation", "WildChat/LMSYS")?;
     let messages = turns
         .into_iter()
         .map(|t| match t {

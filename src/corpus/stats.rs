@@ -12,8 +12,8 @@ pub struct Distribution {
     sum: u128,
 }
 
-/// What the reports print of a distribution.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// What the reports print of a distribution (the JSON shape of one, too).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Summary {
     pub count: u64,
     pub sum: u128,

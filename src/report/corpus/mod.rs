@@ -13,7 +13,7 @@ use super::json::Json;
 use super::{Exporter, Format, Report, View};
 use crate::audit::ConversationAudit;
 use crate::corpus::alternatives::{ASSUMPTIONS, Cost, Costs};
-use crate::corpus::stats::{Bucket, Distribution};
+use crate::corpus::stats::Bucket;
 use crate::corpus::{BlockTotals, CorpusReport, Divergence, RouterTotals, Worst};
 
 /// The JSON shape of the corpus report (and of each per-transition line).
@@ -76,31 +76,8 @@ pub struct SkippedView<'a> {
     pub first_error: Option<&'a str>,
 }
 
-#[derive(Serialize)]
-pub struct DistributionView {
-    pub count: u64,
-    pub sum: u128,
-    pub mean: f64,
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub max: u64,
-}
-
-impl DistributionView {
-    fn new(d: &Distribution) -> Self {
-        let s = d.summary();
-        DistributionView {
-            count: s.count,
-            sum: s.sum,
-            mean: s.mean,
-            p50: s.p50,
-            p90: s.p90,
-            p99: s.p99,
-            max: s.max,
-        }
-    }
-}
+/// A distribution as reported: count, sum, mean, nearest-rank p50/p90/p99, max.
+pub type DistributionView = crate::corpus::stats::Summary;
 
 #[derive(Serialize)]
 pub struct BucketView {
@@ -242,8 +219,8 @@ fn share(part: u64, whole: u64) -> f64 {
 fn block_view<'a>(b: &'a BlockTotals, classes: &'a BTreeMap<&'static str, u64>) -> BlockView<'a> {
     BlockView {
         block_size: b.block_size,
-        uncached: DistributionView::new(&b.uncached),
-        lost_at_rewrite: DistributionView::new(&b.lost),
+        uncached: b.uncached.summary(),
+        lost_at_rewrite: b.lost.summary(),
         rewrites: classes,
         next_prompt_tokens: b.next_tokens,
         held_tokens_reused: b.reusable,
