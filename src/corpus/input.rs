@@ -13,7 +13,8 @@ pub struct Row {
 }
 
 pub enum Item {
-    Row(Row),
+    /// Boxed: a conversation is large next to a skip, and most items are rows anyway.
+    Row(Box<Row>),
     Skipped {
         source: String,
         reason: &'static str,
@@ -37,12 +38,12 @@ impl Iterator for Rows {
         let (source, text) = self.lines.get(self.at)?.clone();
         self.at += 1;
         Some(match Conversation::from_json_text(&text, &source) {
-            Ok(c) => Item::Row(Row {
+            Ok(c) => Item::Row(Box::new(Row {
                 file: 0,
                 number: self.at as u64,
                 id: None,
                 conversation: c,
-            }),
+            })),
             Err(e) => Item::Skipped {
                 source,
                 reason: "not_json",

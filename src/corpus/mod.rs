@@ -188,8 +188,11 @@ pub struct Hooks<'h> {
     pub per_transition: Option<PerTransition<'h>>,
 }
 
+/// Serializes one conversation's per-transition lines from its audit and costs.
+pub type TransitionLines = dyn Fn(&ConversationAudit, &[Vec<Costs>]) -> Result<String> + Sync;
+
 pub struct PerTransition<'h> {
-    pub lines: &'h (dyn Fn(&ConversationAudit, &[Vec<Costs>]) -> Result<String> + Sync),
+    pub lines: &'h TransitionLines,
     pub out: &'h mut (dyn Write + Send),
 }
 
