@@ -175,6 +175,9 @@ pub fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config:
             m.template = Some(t.clone());
         }
     }
+    if args.no_remedies {
+        cfg.gate.remedies = false;
+    }
     Ok(cfg)
 }
 
@@ -307,8 +310,12 @@ pub fn ignored_input_warnings(
         if let Some((_, names)) = read_by.iter().find(|(o, _)| *o == template.origin) {
             return Some(names.clone());
         }
-        let renderer =
-            ChatRenderer::new(&template.text, files.special_tokens.clone(), args.rendering.fuel).ok()?;
+        let renderer = ChatRenderer::new(
+            &template.text,
+            files.special_tokens.clone(),
+            args.rendering.fuel,
+        )
+        .ok()?;
         let names = renderer.kwarg_names();
         read_by.push((template.origin, names.clone()));
         Some(names)
