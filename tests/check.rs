@@ -1102,3 +1102,84 @@ fn remedies_can_be_turned_off() {
     };
     assert_eq!(strip(&on), strip(&off));
 }
+
+/// A `source = "Org/name@<commit>"` in kvaudit.toml is fetched from HF_ENDPOINT into HF_HOME's
+/// cache at that commit, audited like the same files in a directory, and answered from the
+/// cache offline afterwards.
+#[test]
+fn a_hub_id_source_pinned_to_a_commit_is_fetched_and_checked() {
+    use common::hub::{COMMIT, Hub};
+    let Some(hub) = Hub::start() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let source = format!("Org/tiny@{COMMIT}");
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {source:?}\n\n[[allow]]\ncode = \"KVA101\"\nmodel = \"Org/tiny\"\n\
+             scenario = \"probe:thanks\"\nreason = \"an allow names the model without its commit\"\n"
+        ),
+    );
+    let run = |extra: &[&str]| -> Json {
+        let out = hub
+            .kvaudit(home.path())
+            .current_dir(d)
+            .args(["check", "--format", "json"])
+            .args(extra)
+            .assert()
+            .code(1);
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let v = run(&[]);
+    assert_eq!(v["models"][0]["source"], source.as_str());
+    let snapshot = home
+        .path()
+        .join("hub/models--Org--tiny/snapshots")
+        .join(COMMIT);
+    assert!(snapshot.join("tokenizer.json").is_file());
+    let paths: Vec<String> = hub
+        .requests()
+        .iter()
+        .filter(|r| r["method"] == "GET" && r["status"] == 200)
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        paths.contains(&format!("/Org/tiny/resolve/{COMMIT}/tokenizer.json")),
+        "{paths:?}"
+    );
+    assert!(
+        v["models"][0]["template"]
+            .as_str()
+            .unwrap()
+            .starts_with(&snapshot.display().to_string()),
+        "{v:#}"
+    );
+    // The served files are tiny-think's: the same findings as its directory gives.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let local = check_json(elsewhere.path(), &["-m", &fixture("models/tiny-think")], 1);
+    let comparable = |v: &Json| -> Vec<Json> {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                // Only where the files are and the one allow differ.
+                for k in ["model", "template_file", "allowed"] {
+                    f.as_object_mut().unwrap().remove(k);
+                }
+                f
+            })
+            .collect()
+    };
+    assert_eq!(comparable(&v), comparable(&local));
+    assert_eq!(v["summary"]["allowed"], 1, "{v:#}");
+    assert_eq!(v["findings"][0]["model"], source.as_str());
+    // Pinned to a commit and cached: offline, no request reaches the server.
+    let asked = hub.requests().len();
+    let offline = run(&["--offline"]);
+    assert_eq!(hub.requests().len(), asked);
+    assert_eq!(comparable(&offline), comparable(&v));
+}
