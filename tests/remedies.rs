@@ -19,6 +19,12 @@ fn kvaudit() -> Command {
     cmd
 }
 
+/// kvaudit with `args` in the repository, expecting `code`: its standard output.
+fn stdout_of(args: &[&str], code: i32) -> String {
+    let out = kvaudit().args(args).assert().code(code);
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
 fn conv(name: &str) -> String {
     format!("{REMEDIES}/{name}")
 }
@@ -477,12 +483,18 @@ fn across_midnight_the_rollover_transition_gets_its_own_remedies() {
             assert_eq!(resend["rewrite_position"], r["rewrite_position"], "{mode}");
         }
     }
-    let out = kvaudit()
-        .args(["diff-turns", "-m", &model, "--remedies", "--date-rollover"])
-        .args(["--now", NOW])
-        .assert()
-        .code(1);
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let text = stdout_of(
+        &[
+            "diff-turns",
+            "-m",
+            &model,
+            "--remedies",
+            "--date-rollover",
+            "--now",
+            NOW,
+        ],
+        1,
+    );
     assert_eq!(
         text.matches("remedies across midnight (uncached at")
             .count(),
@@ -498,32 +510,32 @@ fn across_midnight_the_rollover_transition_gets_its_own_remedies() {
 
 #[test]
 fn markdown_lists_the_remedies() {
-    let out = kvaudit()
-        .args(["diff-turns", "-m", "fixtures/models/tiny-tools", "-c"])
-        .arg(conv("tools-change.json"))
-        .args(["--remedies", "--format", "markdown", "--now", NOW])
-        .assert()
-        .code(1);
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let tools = conv("tools-change.json");
+    let tiny_tools = [
+        "diff-turns",
+        "-m",
+        "fixtures/models/tiny-tools",
+        "-c",
+        &tools,
+    ];
+    let md = ["--format", "markdown", "--now", NOW];
+    let text = stdout_of(&[&tiny_tools[..], &["--remedies"], &md].concat(), 1);
     insta::assert_snapshot!("tools_change_remedies_markdown", text);
     // A dated template across midnight: the rollover's own table, with the pinned date.
-    let out = kvaudit()
-        .args(["diff-turns", "-m", "fixtures/models/tiny-plain"])
-        .args(["--template", "fixtures/templates/dated.jinja"])
-        .args(["--date-rollover", "--remedies", "--format", "markdown"])
-        .args(["--now", NOW, "-c"])
-        .arg(conv("tools-change.json"))
-        .assert()
-        .code(1);
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let dated = [
+        "diff-turns",
+        "-m",
+        "fixtures/models/tiny-plain",
+        "--template",
+        "fixtures/templates/dated.jinja",
+        "-c",
+        &tools,
+        "--date-rollover",
+        "--remedies",
+    ];
+    let text = stdout_of(&[&dated[..], &md].concat(), 1);
     insta::assert_snapshot!("dated_rollover_remedies_markdown", text);
     // Without --remedies, no table.
-    let out = kvaudit()
-        .args(["diff-turns", "-m", "fixtures/models/tiny-tools", "-c"])
-        .arg(conv("tools-change.json"))
-        .args(["--format", "markdown", "--now", NOW])
-        .assert()
-        .code(1);
-    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let text = stdout_of(&[&tiny_tools[..], &md].concat(), 1);
     assert!(!text.contains("Remedies"), "{text}");
 }
