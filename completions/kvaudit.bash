@@ -189,7 +189,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__check)
-            opts="-m -c -o -j -q -h -V --config --model --scenario --template --baseline-template --baseline --update-baseline --format --output --explain --list-codes --offline --jobs --color --quiet --help --version"
+            opts="-m -c -o -j -q -h -V --config --model --scenario --template --baseline-template --baseline --update-baseline --format --output --explain --list-codes --offline --jobs --no-remedies --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

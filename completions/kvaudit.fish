@@ -246,6 +246,7 @@ never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l update-baseline -d 'Write the lock from this run and exit 0 (accepting every finding as known)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l list-codes -d 'List every finding code and exit'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l no-remedies -d 'Do not measure remedies: help lines give the code\'s general advice (overrides [gate] remedies; saves re-rendering each conversation once per remedy)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s V -l version -d 'Print version'

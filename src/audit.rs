@@ -94,6 +94,11 @@ pub struct RolloverShift {
     pub class: Option<RewriteClass>,
     /// The divergence is earlier than on a single day.
     pub moved: bool,
+    /// Tokens to compute again per block size, rendered across midnight.
+    pub uncached: Vec<crate::align::Uncached>,
+    /// With remedies asked for, on a transition whose divergence moves: the remedies of the
+    /// transition as rendered across midnight (where pinning the date applies), best first.
+    pub remedies: Option<Vec<Remedy>>,
 }
 
 #[derive(Debug, Clone)]
@@ -382,32 +387,49 @@ fn audit_conversation(
     } else {
         None
     };
-    let Planned {
-        template,
-        renderer,
-        clock,
-        ..
-    } = planned;
     let rollover = if settings.date_rollover {
-        let day = clock.at(0).date();
-        let plan = plan_turns(conv, &renderer, &Clock::Rollover(day), &planner.options)
+        let clock = Clock::Rollover(planned.clock.at(0).date());
+        let plan = plan_turns(conv, &planned.renderer, &clock, &planner.options)
             .context("rendered a day later (--date-rollover)")?;
         let rolled = align_plan(&plan, tok, &settings.align)?;
-        Some(
-            rolled
-                .iter()
-                .zip(&transitions)
-                .map(|(r, t)| RolloverShift {
-                    common_prefix_tokens: r.common_prefix_tokens,
-                    rewrite_position: r.rewrite.as_ref().map(|w| w.position),
-                    class: r.rewrite.as_ref().map(|w| w.class),
-                    moved: r.common_prefix_tokens < t.common_prefix_tokens,
-                })
-                .collect(),
-        )
+        let mut shifts: Vec<RolloverShift> = rolled
+            .iter()
+            .zip(&transitions)
+            .map(|(r, t)| RolloverShift {
+                common_prefix_tokens: r.common_prefix_tokens,
+                rewrite_position: r.rewrite.as_ref().map(|w| w.position),
+                class: r.rewrite.as_ref().map(|w| w.class),
+                moved: r.common_prefix_tokens < t.common_prefix_tokens,
+                uncached: r.uncached.clone(),
+                remedies: None,
+            })
+            .collect();
+        // Only a divergence the date moves is new across midnight; the others have the
+        // same-day remedies already.
+        if settings.remedies && shifts.iter().any(|s| s.moved) {
+            let across = Planned {
+                template: planned.template.clone(),
+                renderer: planned.renderer.clone(),
+                clock,
+                plan,
+            };
+            let found = remedies::evaluate(planner, tok, conv, &across, &rolled)
+                .context("evaluating remedies across midnight (--remedies --date-rollover)")?;
+            for (shift, r) in shifts.iter_mut().zip(&rolled) {
+                if shift.moved {
+                    shift.remedies = found
+                        .transitions
+                        .iter()
+                        .find(|x| x.from_prompt == r.from_prompt)
+                        .map(|x| x.remedies.clone());
+                }
+            }
+        }
+        Some(shifts)
     } else {
         None
     };
+    let template = planned.template;
     let routers = match &settings.router {
         Some(r) => transitions
             .iter()

@@ -254,6 +254,11 @@ pub struct CheckArgs {
     /// Models audited at once (default: one per core).
     #[arg(long, short = 'j', default_value_t = 0, value_name = "N")]
     pub jobs: usize,
+
+    /// Do not measure remedies: help lines give the code's general advice (overrides
+    /// [gate] remedies; saves re-rendering each conversation once per remedy).
+    #[arg(long)]
+    pub no_remedies: bool,
 }
 
 #[derive(Debug, Args)]

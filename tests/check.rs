@@ -571,11 +571,12 @@ fn junit_has_a_case_per_model_and_scenario() {
         .find(|n| n.has_tag_name("failure"))
         .unwrap();
     assert_eq!(failure.attribute("type"), Some("KVA101"));
+    // tiny-think drops the reasoning whatever the client resends: the measured help says so.
     assert!(
         failure
             .text()
             .unwrap()
-            .contains("help: send the reasoning back")
+            .contains("help: only a template change can remove this rewrite")
     );
     assert!(
         suites[1]
@@ -748,7 +749,12 @@ fn reference_models_and_diff_turns_agree() {
         .code(1);
     let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     assert!(text.contains("error[KVA101] reasoning_dropped"), "{text}");
-    assert!(text.contains("help: send the reasoning back"), "{text}");
+    // Qwen3-8B drops the reasoning of past turns from history whatever the client resends,
+    // and enable_thinking=false only trades it for the pre-filled empty think block.
+    assert!(
+        text.contains("help: only a template change can remove this rewrite"),
+        "{text}"
+    );
     assert_eq!(
         check_json(d, &["-m", &m("qwen2.5-7b-instruct")], 0)["findings"],
         json!([])
@@ -865,4 +871,303 @@ fn the_documented_workflow_runs_commands_that_exist() {
     .unwrap();
     let entry = hooks[0]["entry"].as_str().unwrap();
     kvaudit::cli::Cli::try_parse_from(entry.split_whitespace()).unwrap();
+}
+
+/// diff-turns --remedies (and --date-rollover) as JSON for a model: per (scenario, from
+/// prompt), the transition's remedies and its rollover remedies.
+fn diff_turns_remedies(d: &Path, model: &str) -> Vec<(String, u64, Json, Json)> {
+    let out = kvaudit(d)
+        .args(["diff-turns", "-m", model, "--remedies", "--date-rollover"])
+        .args(["--format", "json", "--now", "2026-01-15T10:00:00"])
+        .assert();
+    let dt: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let mut out = Vec::new();
+    for c in dt["conversations"].as_array().unwrap() {
+        for t in c["transitions"].as_array().unwrap() {
+            out.push((
+                c["source"].as_str().unwrap().to_string(),
+                t["from_prompt"].as_u64().unwrap(),
+                t.clone(),
+                c["remedy_sources"].clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// The help line a finding should carry, derived from diff-turns' numbers: the first remedy
+/// that removes the rewrite or leaves fewer uncached tokens at no block size more.
+fn expected_help(now: &Json, at: (&Json, &Json), remedies: &Json, sources: &Json) -> String {
+    let tokens = |v: &Json| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["tokens"].as_u64().unwrap())
+            .collect()
+    };
+    let before = tokens(now);
+    let list = remedies.as_array().unwrap();
+    let best = list.iter().find(|r| {
+        let after = tokens(&r["uncached"]);
+        r["removes_rewrite"] == true
+            || (after.iter().zip(&before).all(|(a, b)| a <= b)
+                && after.iter().zip(&before).any(|(a, b)| a < b))
+    });
+    let Some(best) = best else {
+        let tried = match list.len() {
+            0 => "no remedy applies".to_string(),
+            1 => "the one remedy measured does not reduce it".to_string(),
+            n => format!("none of the {n} remedies measured reduces it"),
+        };
+        let switch = if sources["history_switches"] == json!([]) {
+            " (the template reads no history switch)"
+        } else {
+            ""
+        };
+        return format!("only a template change can remove this rewrite: {tried}{switch}");
+    };
+    let numbers: Vec<String> = now
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(best["uncached"].as_array().unwrap())
+        .map(|(n, u)| {
+            format!(
+                "{} -> {} at B={}",
+                n["tokens"], u["tokens"], n["block_size"]
+            )
+        })
+        .collect();
+    let numbers = numbers.join(", ");
+    if best["removes_rewrite"] == true {
+        format!("removes the rewrite (uncached {numbers})")
+    } else if (&best["rewrite_position"], &best["class"]) != at {
+        format!(
+            "uncached {numbers} (the rewrite is then at {}, {})",
+            best["rewrite_position"],
+            best["class"].as_str().unwrap()
+        )
+    } else {
+        format!("uncached {numbers}")
+    }
+}
+
+/// Every rewrite-point finding (and every date-rollover finding) carries the remedies
+/// `diff-turns --remedies` measures for that transition, equal field by field, and its help
+/// quotes the best of them with the same numbers.
+#[test]
+fn findings_quote_the_remedies_diff_turns_measures() {
+    let test = "findings_quote_the_remedies_diff_turns_measures";
+    let Some(models) = common::shared_dir(test).map(|s| s.join("models")) else {
+        return;
+    };
+    let m = |n: &str| models.join(n).display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut quoted = 0;
+    let mut reports = Vec::new();
+    for name in [
+        "qwen3-8b",
+        "glm-4.7-flash",
+        "deepseek-r1-distill-qwen-7b",
+        "llama-3.2-3b-instruct",
+        "gpt-oss-120b",
+    ] {
+        // Llama 3.2 only warns (the date across midnight).
+        let code = if name.starts_with("llama") { 0 } else { 1 };
+        let v = check_json(d, &["-m", &m(name)], code);
+        let dt = diff_turns_remedies(d, &m(name));
+        for f in v["findings"].as_array().unwrap() {
+            let code = f["code"].as_str().unwrap();
+            let rollover = code == "KVA202";
+            if !(code < "KVA200" || rollover) {
+                continue;
+            }
+            let from: u64 = f["transition"]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let (_, _, t, sources) = dt
+                .iter()
+                .find(|(s, k, _, _)| f["scenario"] == s.as_str() && *k == from)
+                .unwrap_or_else(|| panic!("{name}: no transition for {f:#}"));
+            let (now, at, remedies) = if rollover {
+                let r = &t["date_rollover"];
+                (
+                    &r["uncached"],
+                    (&r["rewrite_position"], &r["class"]),
+                    &r["remedies"],
+                )
+            } else {
+                let r = &t["rewrite"];
+                (
+                    &t["uncached"],
+                    (&r["position"], &r["class"]),
+                    &t["remedies"],
+                )
+            };
+            assert!(remedies.is_array(), "{name} {code}: {t:#}");
+            assert_eq!(&f["remedies"], remedies, "{name} {code}");
+            let help = f["help"].as_str().unwrap();
+            let want = expected_help(now, at, remedies, sources);
+            assert!(help.ends_with(&want), "{name} {code}: {help:?} vs {want:?}");
+            quoted += 1;
+        }
+        reports.push((name, v));
+    }
+    assert!(quoted >= 15, "{quoted}");
+
+    // The exact lines, for one model of each kind.
+    let help = |name: &str, code: &str| -> String {
+        let (_, v) = reports.iter().find(|(n, _)| *n == name).unwrap();
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == code && f["scenario"] == "probe:thanks")
+            .map(|f| f["help"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    // GLM-4.7 keeps past reasoning with clear_thinking=false, once the reasoning is resent.
+    assert_eq!(
+        help("glm-4.7-flash", "KVA101"),
+        "set template kwarg clear_thinking=false and resend the reasoning in its field \
+         (--resend reasoning-field): removes the rewrite (uncached 66 -> 9 at B=16, 66 -> 25 at B=64)"
+    );
+    // Qwen3-8B reads a switch, but no setting keeps the reasoning of past turns.
+    assert_eq!(
+        help("qwen3-8b", "KVA101"),
+        "only a template change can remove this rewrite: none of the 3 remedies measured reduces it"
+    );
+    // DeepSeek-R1-Distill reads no switch at all.
+    assert_eq!(
+        help("deepseek-r1-distill-qwen-7b", "KVA101"),
+        "only a template change can remove this rewrite: none of the 2 remedies measured \
+         reduces it (the template reads no history switch)"
+    );
+    // Llama 3.2 prints today's date: across midnight, pinning it removes the rewrite.
+    assert_eq!(
+        help("llama-3.2-3b-instruct", "KVA202"),
+        "pin the date the template reads (date_string) for the whole conversation: removes \
+         the rewrite (uncached 87 -> 23 at B=16, 103 -> 39 at B=64)"
+    );
+}
+
+/// A report's findings without the fields named.
+fn findings_without(report: &Json, fields: &[&str]) -> Vec<Json> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            for k in fields {
+                f.as_object_mut().unwrap().remove(*k);
+            }
+            f
+        })
+        .collect()
+}
+
+/// `--no-remedies` and `[gate] remedies = false` keep the table's help line and measure
+/// nothing.
+#[test]
+fn remedies_can_be_turned_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let think = fixture("models/tiny-think");
+    let table_help = kvaudit::gate::Code::ReasoningDropped.info().help;
+    let on = check_json(d, &["-m", &think], 1);
+    let f = &on["findings"][0];
+    assert_eq!(f["code"], "KVA101");
+    assert!(f["remedies"].is_array(), "{f:#}");
+    assert_ne!(f["help"], table_help);
+    let off = check_json(d, &["-m", &think, "--no-remedies"], 1);
+    write(
+        d,
+        "kvaudit.toml",
+        &format!("[[model]]\nsource = {think:?}\n[gate]\nremedies = false\n"),
+    );
+    let config_off = check_json(d, &[], 1);
+    for v in [&off, &config_off] {
+        for f in v["findings"].as_array().unwrap() {
+            assert_eq!(f["help"], table_help, "{f:#}");
+            assert!(f.get("remedies").is_none(), "{f:#}");
+        }
+    }
+    // Only the help lines and the remedies differ.
+    let strip = |v: &Json| findings_without(v, &["help", "remedies"]);
+    assert_eq!(strip(&on), strip(&off));
+}
+
+/// A `source = "Org/name@<commit>"` in kvaudit.toml is fetched from HF_ENDPOINT into HF_HOME's
+/// cache at that commit, audited like the same files in a directory, and answered from the
+/// cache offline afterwards.
+#[test]
+fn a_hub_id_source_pinned_to_a_commit_is_fetched_and_checked() {
+    use common::hub::{COMMIT, Hub};
+    let Some(hub) = Hub::start() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let source = format!("Org/tiny@{COMMIT}");
+    write(
+        d,
+        "kvaudit.toml",
+        &format!(
+            "[[model]]\nsource = {source:?}\n\n[[allow]]\ncode = \"KVA101\"\nmodel = \"Org/tiny\"\n\
+             scenario = \"probe:thanks\"\nreason = \"an allow names the model without its commit\"\n"
+        ),
+    );
+    let run = |extra: &[&str]| -> Json {
+        let out = hub
+            .kvaudit(home.path())
+            .current_dir(d)
+            .args(["check", "--format", "json"])
+            .args(extra)
+            .assert()
+            .code(1);
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let v = run(&[]);
+    assert_eq!(v["models"][0]["source"], source.as_str());
+    let snapshot = home
+        .path()
+        .join("hub/models--Org--tiny/snapshots")
+        .join(COMMIT);
+    assert!(snapshot.join("tokenizer.json").is_file());
+    let paths: Vec<String> = hub
+        .requests()
+        .iter()
+        .filter(|r| r["method"] == "GET" && r["status"] == 200)
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        paths.contains(&format!("/Org/tiny/resolve/{COMMIT}/tokenizer.json")),
+        "{paths:?}"
+    );
+    assert!(
+        v["models"][0]["template"]
+            .as_str()
+            .unwrap()
+            .starts_with(&snapshot.display().to_string()),
+        "{v:#}"
+    );
+    // The served files are tiny-think's: the same findings as its directory gives.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let local = check_json(elsewhere.path(), &["-m", &fixture("models/tiny-think")], 1);
+    // Only where the files are and the one allow differ.
+    let comparable = |v: &Json| findings_without(v, &["model", "template_file", "allowed"]);
+    assert_eq!(comparable(&v), comparable(&local));
+    assert_eq!(v["summary"]["allowed"], 1, "{v:#}");
+    assert_eq!(v["findings"][0]["model"], source.as_str());
+    // Pinned to a commit and cached: offline, no request reaches the server.
+    let asked = hub.requests().len();
+    let offline = run(&["--offline"]);
+    assert_eq!(hub.requests().len(), asked);
+    assert_eq!(comparable(&offline), comparable(&v));
 }

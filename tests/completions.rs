@@ -38,26 +38,60 @@ fn completions_match_the_cli() {
     }
 }
 
-/// The man page (completions/kvaudit.1) is generated with clap_mangen from the same
-/// definition (regenerate with KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions).
+/// The man pages (completions/kvaudit.1 and one per subcommand, kvaudit-check.1, ...) are
+/// generated with clap_mangen from the same definition (regenerate with
+/// KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions); a page for a subcommand that
+/// no longer exists is stale too.
 #[test]
-fn man_page_matches_the_cli() {
-    let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut out)
-        .unwrap();
-    let text = String::from_utf8(out).unwrap();
-    assert!(
-        text.contains(".TH kvaudit") && text.contains("check"),
-        "{text}"
-    );
-    let path = common::repo_root().join("completions/kvaudit.1");
-    if std::env::var("KVAUDIT_UPDATE_COMPLETIONS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &text).unwrap();
+fn man_pages_match_the_cli() {
+    let generated = tempfile::tempdir().unwrap();
+    clap_mangen::generate_to(Cli::command(), generated.path()).unwrap();
+    let pages = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("kvaudit") && n.ends_with(".1"))
+            .collect();
+        names.sort();
+        names
+    };
+    let want = pages(generated.path());
+    let subcommands: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|s| format!("kvaudit-{}.1", s.get_name()))
+        .collect();
+    assert!(want.contains(&"kvaudit.1".to_string()), "{want:?}");
+    for page in &subcommands {
+        assert!(want.contains(page), "{page} in {want:?}");
     }
+    assert_eq!(want.len(), subcommands.len() + 1, "{want:?}");
+    let check =
+        std::fs::read_to_string(generated.path().join("kvaudit-check.1")).unwrap_or_default();
     assert!(
-        std::fs::read_to_string(&path).unwrap_or_default() == text,
-        "completions/kvaudit.1 is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions"
+        check.contains(".TH kvaudit-check") && check.contains("no\\-remedies"),
+        "{check}"
+    );
+    let dir = common::repo_root().join("completions");
+    let update = std::env::var("KVAUDIT_UPDATE_COMPLETIONS").is_ok_and(|v| v == "1");
+    if update {
+        for stale in pages(&dir).iter().filter(|p| !want.contains(p)) {
+            std::fs::remove_file(dir.join(stale)).unwrap();
+        }
+    }
+    for page in &want {
+        let text = std::fs::read_to_string(generated.path().join(page)).unwrap();
+        if update {
+            std::fs::write(dir.join(page), &text).unwrap();
+        }
+        assert!(
+            std::fs::read_to_string(dir.join(page)).unwrap_or_default() == text,
+            "completions/{page} is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions"
+        );
+    }
+    assert_eq!(
+        pages(&dir),
+        want,
+        "completions/ has man pages of no subcommand: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions"
     );
 }
 

@@ -2,105 +2,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command as Process, Stdio};
 
-use assert_cmd::Command;
+use common::hub::{COMMIT, Hub, TOKEN};
 use serde_json::Value as Json;
-
-const TOKEN: &str = "hf_secret_test_token";
-const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
-
-struct Hub {
-    child: Child,
-    url: String,
-    log: PathBuf,
-    _root: tempfile::TempDir,
-}
-
-impl Drop for Hub {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Hub {
-    /// Serves the tiny fixture model as `Org/tiny` and `Gated/tiny`; `None` without python3.
-    fn start() -> Option<Hub> {
-        Hub::start_with(&[])
-    }
-
-    /// With the server's environment (`HUB_BIND`, `HUB_REDIRECT_TO`: see hub_server.py).
-    fn start_with(env: &[(&str, &str)]) -> Option<Hub> {
-        let root = tempfile::tempdir().unwrap();
-        for repo in ["Org/tiny", "Gated/tiny"] {
-            let dir = root.path().join(repo);
-            std::fs::create_dir_all(&dir).unwrap();
-            for f in ["tokenizer.json", "tokenizer_config.json"] {
-                std::fs::copy(
-                    common::fixtures().join("models/tiny-think").join(f),
-                    dir.join(f),
-                )
-                .unwrap();
-            }
-        }
-        let log = root.path().join("requests.jsonl");
-        let mut child = match Process::new("python3")
-            .arg(common::repo_root().join("tests/hub_server.py"))
-            .arg(root.path())
-            .arg(&log)
-            .arg(TOKEN)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => {
-                common::skipped("hub tests", &format!("cannot start python3 ({e})"));
-                return None;
-            }
-        };
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line.trim().parse().expect("server port");
-        let host = env
-            .iter()
-            .find(|(k, _)| *k == "HUB_BIND")
-            .map_or("127.0.0.1", |(_, v)| v);
-        Some(Hub {
-            child,
-            url: format!("http://{host}:{port}"),
-            log,
-            _root: root,
-        })
-    }
-
-    fn requests(&self) -> Vec<Json> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn kvaudit(&self, home: &Path) -> Command {
-        let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-        cmd.current_dir(common::repo_root())
-            .env("HF_ENDPOINT", &self.url)
-            .env("HF_HOME", home)
-            .env("NO_COLOR", "1")
-            .env("KVAUDIT_TOKENIZER_CACHE", "off")
-            .env_remove("HF_TOKEN")
-            .env_remove("HF_HUB_CACHE")
-            .env_remove("HUGGINGFACE_HUB_CACHE")
-            .env_remove("HF_HUB_OFFLINE");
-        cmd
-    }
-}
 
 fn stdout(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(out.get_output().stdout.clone()).unwrap()
@@ -373,7 +278,7 @@ fn a_hostile_endpoint_cannot_write_outside_the_cache() {
             .iter()
             .all(|p| !p.to_string_lossy().contains("escaped"))
     );
-    assert!(!hub._root.path().join("abs-commit").exists());
+    assert!(!hub.root.path().join("abs-commit").exists());
 }
 
 /// Broken or hostile servers end in one clear line, in bounded time and disk.
@@ -521,7 +426,7 @@ fn force_re_resolves_a_moved_branch_and_says_when_the_cache_answered() {
     );
 
     // main moves to a commit that changes tokenizer_config.json only.
-    let repo = hub._root.path().join("Org/tiny");
+    let repo = hub.root.path().join("Org/tiny");
     let moved = "fedcba9876543210fedcba9876543210fedcba98";
     std::fs::write(repo.join(".commit"), moved).unwrap();
     let mut config: Json =

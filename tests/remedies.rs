@@ -19,6 +19,12 @@ fn kvaudit() -> Command {
     cmd
 }
 
+/// kvaudit with `args` in the repository, expecting `code`: its standard output.
+fn stdout_of(args: &[&str], code: i32) -> String {
+    let out = kvaudit().args(args).assert().code(code);
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
 fn conv(name: &str) -> String {
     format!("{REMEDIES}/{name}")
 }
@@ -436,4 +442,100 @@ fn under_vllm_clear_thinking_needs_the_reasoning_field_resent() {
     let plain = audit(&model, &conv("reasoning.json"), &[], 1);
     let r = remedy(&plain["transitions"][0], "kwarg", "clear_thinking");
     assert!(r.get("with_resend").is_none(), "{r:#}");
+}
+
+#[test]
+fn across_midnight_the_rollover_transition_gets_its_own_remedies() {
+    // Llama 3.2 prints today's date in its system header: on one day the probe extends, so
+    // there is nothing to remedy; rendered across midnight it diverges at the date, and
+    // pinning the date is measured there (before, --remedies ignored the rollover view).
+    let Some(model) = shared_model("rollover_remedies", "llama-3.2-3b-instruct") else {
+        return;
+    };
+    let out = kvaudit()
+        .args(["diff-turns", "-m", &model, "--remedies", "--date-rollover"])
+        .args(["--format", "json", "--now", NOW])
+        .assert()
+        .code(1);
+    let report: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let conversations = report["conversations"].as_array().unwrap();
+    assert_eq!(conversations.len(), 3);
+    for c in conversations {
+        let t = &c["transitions"][0];
+        assert!(t["rewrite"].is_null(), "{t:#}");
+        assert!(t.get("remedies").is_none(), "{t:#}");
+        let r = &t["date_rollover"];
+        assert_eq!(r["moved"], true);
+        assert_eq!(r["class"], "date_changed");
+        let pin = &r["remedies"][0];
+        assert_eq!(pin["kind"], "pin_date");
+        assert_eq!(pin["name"], "date_string");
+        // Prompt 1's time across midnight: the day of --now at 23:59.
+        assert_eq!(pin["value"], "2026-01-15T23:59:00");
+        assert_eq!(pin["removes_rewrite"], true);
+        // Pinned to one day, the prompts are the same-day ones: the same numbers.
+        assert_eq!(pin["common_prefix_tokens"], t["common_prefix_tokens"]);
+        assert_eq!(pin["uncached"], t["uncached"]);
+        assert!(uncached(r).iter().zip(uncached(pin)).all(|(a, b)| a > &b));
+        // Resending another way leaves the date where it is.
+        for mode in ["raw", "reasoning_field"] {
+            let resend = remedy(r, "resend", mode);
+            assert_eq!(resend["rewrite_position"], r["rewrite_position"], "{mode}");
+        }
+    }
+    let text = stdout_of(
+        &[
+            "diff-turns",
+            "-m",
+            &model,
+            "--remedies",
+            "--date-rollover",
+            "--now",
+            NOW,
+        ],
+        1,
+    );
+    assert_eq!(
+        text.matches("remedies across midnight (uncached at")
+            .count(),
+        3
+    );
+    assert!(
+        text.contains("pin_date date_string at 2026-01-15T23:59:00: removes the rewrite"),
+        "{text}"
+    );
+    // The summary counts rewrite points of the same day only; none here.
+    assert!(!text.contains("a remedy removes"), "{text}");
+}
+
+#[test]
+fn markdown_lists_the_remedies() {
+    let tools = conv("tools-change.json");
+    let tiny_tools = [
+        "diff-turns",
+        "-m",
+        "fixtures/models/tiny-tools",
+        "-c",
+        &tools,
+    ];
+    let md = ["--format", "markdown", "--now", NOW];
+    let text = stdout_of(&[&tiny_tools[..], &["--remedies"], &md].concat(), 1);
+    insta::assert_snapshot!("tools_change_remedies_markdown", text);
+    // A dated template across midnight: the rollover's own table, with the pinned date.
+    let dated = [
+        "diff-turns",
+        "-m",
+        "fixtures/models/tiny-plain",
+        "--template",
+        "fixtures/templates/dated.jinja",
+        "-c",
+        &tools,
+        "--date-rollover",
+        "--remedies",
+    ];
+    let text = stdout_of(&[&dated[..], &md].concat(), 1);
+    insta::assert_snapshot!("dated_rollover_remedies_markdown", text);
+    // Without --remedies, no table.
+    let text = stdout_of(&[&tiny_tools[..], &md].concat(), 1);
+    assert!(!text.contains("Remedies"), "{text}");
 }

@@ -65,6 +65,23 @@ pub struct Remedy {
     pub removes_rewrite: bool,
 }
 
+impl Remedy {
+    /// A keep_request remedy's kwargs as `key=value`, `key unset` for one the held request
+    /// did not send (empty for other kinds).
+    pub fn kept_kwargs(&self) -> Vec<String> {
+        match (self.kind, &self.value) {
+            (RemedyKind::KeepRequest, Some(Json::Object(kept))) => kept
+                .iter()
+                .map(|(k, v)| match v {
+                    Json::Null => format!("{k} unset"),
+                    v => format!("{k}={v}"),
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// The remedies of one transition with a rewrite point, best first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TransitionRemedies {

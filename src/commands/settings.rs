@@ -176,6 +176,9 @@ pub fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config:
             m.template = Some(t.clone());
         }
     }
+    if args.no_remedies {
+        cfg.gate.remedies = false;
+    }
     Ok(cfg)
 }
 

@@ -78,6 +78,7 @@ struct RawGate {
     router: Option<Spanned<RawRouter>>,
     baseline: Option<String>,
     now: Option<Spanned<String>>,
+    remedies: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,6 +137,9 @@ pub struct GateOptions {
     pub router: Option<RouterConfig>,
     pub baseline: Option<PathBuf>,
     pub now: chrono::NaiveDateTime,
+    /// Measure every remedy of each rewrite point (as `diff-turns --remedies`) and quote the
+    /// best in the finding's help: it re-renders the conversation once per remedy tried.
+    pub remedies: bool,
 }
 
 impl Default for GateOptions {
@@ -149,6 +153,7 @@ impl Default for GateOptions {
             router: None,
             baseline: None,
             now: default_now(),
+            remedies: true,
         }
     }
 }
@@ -383,6 +388,7 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
         });
     }
     gate.baseline = g.baseline.as_deref().map(rel);
+    gate.remedies = g.remedies.unwrap_or(gate.remedies);
     if let Some(now) = &g.now {
         gate.now = crate::render::parse_time(now.get_ref())
             .ok_or_else(|| loc.error(&now.span(), "expected a time like 2026-01-15T10:00:00"))?;
@@ -473,7 +479,10 @@ pub fn starter(models: &[String]) -> String {
          # The router view (llm-d index and P/D decider, KVA401/KVA402):\n\
          # router = { engine_block_size = 16, index_block_size = 64, decider = \"non-cached-tokens=512\" }\n\
          # Written by `kvaudit check --update-baseline`; regressions against it fail (KVA501-KVA504).\n\
-         baseline = \"kvaudit.lock\"\n\n\
+         baseline = \"kvaudit.lock\"\n\
+         # Measure the fixes of each rewrite point and quote the best in its help line\n\
+         # (as `kvaudit diff-turns --remedies`); false saves the re-renders.\n\
+         remedies = true\n\n\
          # Conversations to audit (default: the built-in probe set).\n\
          # [[scenario]]\n\
          # conversation = \"tests/conversations/tool-loop.json\"\n\n\

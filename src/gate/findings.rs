@@ -7,7 +7,11 @@ use super::codes::{Code, Level};
 use super::config::{Allow, GateOptions, ModelConfig};
 use super::lock::{self, Change, Lock, LockEntry};
 use super::{Evidence, GateFinding};
-use crate::audit::{self, AuditSettings, ConversationAudit, DiffTurnsReport};
+use crate::align::{RewriteClass, Uncached};
+use crate::audit::{
+    self, AuditSettings, ConversationAudit, ConversationRemedies, DiffTurnsReport, Remedy,
+    RemedyKind,
+};
 use crate::index::decider::{Verdict, decide};
 use crate::model::ModelFiles;
 use crate::render::Conversation;
@@ -103,6 +107,7 @@ impl Audited {
             message,
             evidence: None,
             help: info.help.to_string(),
+            remedies: None,
             template_file: Some(self.template_file.clone()),
             template_line: 1,
             allowed: None,
@@ -178,7 +183,7 @@ fn transition_findings(
     if let Some(r) = &t.rewrite {
         let held: String = r.held.iter().map(|v| v.text.as_str()).collect();
         let next: String = r.next.iter().map(|v| v.text.as_str()).collect();
-        out.push(at(
+        let mut f = at(
             Code::for_rewrite(r.class),
             format!(
                 "{}: held {}, next {}, common prefix {}; at {} held {:?} but next {:?}; uncached {}",
@@ -191,7 +196,18 @@ fn transition_findings(
                 next,
                 uncached
             ),
-        ));
+        );
+        if let Some(found) = &c.remedies
+            && let Some(list) = found
+                .transitions
+                .iter()
+                .find(|x| x.from_prompt == t.from_prompt)
+        {
+            let at = (Some(r.position), Some(r.class));
+            f.help = remedy_help(&t.uncached, at, found, &list.remedies);
+            f.remedies = Some(list.remedies.clone());
+        }
+        out.push(f);
     }
     for u in &t.uncached {
         if let Some(&max) = gate.max_uncached.get(&u.block_size)
@@ -209,7 +225,7 @@ fn transition_findings(
     if let Some(shift) = c.rollover.as_ref().and_then(|r| r.get(i))
         && shift.moved
     {
-        out.push(at(
+        let mut f = at(
             Code::DateRollover,
             format!(
                 "rendered a day later the common prefix is {} instead of {}{}",
@@ -220,7 +236,13 @@ fn transition_findings(
                     .map(|c| format!(" ({})", c.name()))
                     .unwrap_or_default()
             ),
-        ));
+        );
+        if let (Some(found), Some(list)) = (&c.remedies, &shift.remedies) {
+            let at = (shift.rewrite_position, shift.class);
+            f.help = remedy_help(&shift.uncached, at, found, list);
+            f.remedies = Some(list.clone());
+        }
+        out.push(f);
     }
     if let Some(d) = &t.retokenization_drift {
         let s: String = d.sampled.iter().map(|v| v.text.as_str()).collect();
@@ -259,6 +281,99 @@ fn transition_findings(
     }
     out.retain(|f| f.level != Level::Allow);
     out
+}
+
+/// A rewrite point's help: the best measured remedy that removes or reduces it, with the
+/// numbers before and after, or that only a template change can help.
+fn remedy_help(
+    now: &[Uncached],
+    (position, class_now): (Option<usize>, Option<RewriteClass>),
+    found: &ConversationRemedies,
+    remedies: &[Remedy],
+) -> String {
+    let helps = |r: &Remedy| {
+        let pairs = || now.iter().zip(&r.uncached);
+        r.removes_rewrite
+            || (pairs().all(|(now, under)| under.tokens <= now.tokens)
+                && pairs().any(|(now, under)| under.tokens < now.tokens))
+    };
+    let Some(best) = remedies.iter().find(|r| helps(r)) else {
+        let switches = if found.switches.is_empty() {
+            " (the template reads no history switch)"
+        } else {
+            ""
+        };
+        let tried = match remedies.len() {
+            0 => "no remedy applies".to_string(),
+            1 => "the one remedy measured does not reduce it".to_string(),
+            n => format!("none of the {n} remedies measured reduces it"),
+        };
+        return format!("only a template change can remove this rewrite: {tried}{switches}");
+    };
+    let numbers = now
+        .iter()
+        .zip(&best.uncached)
+        .map(|(now, under)| format!("{} -> {} at B={}", now.tokens, under.tokens, now.block_size))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let outcome = match best.rewrite {
+        None => format!("removes the rewrite (uncached {numbers})"),
+        // Say where the rewrite then is when that is not where it was.
+        Some((at, class)) if position != Some(at) || class_now != Some(class) => format!(
+            "uncached {numbers} (the rewrite is then at {at}, {})",
+            class.name()
+        ),
+        Some(_) => format!("uncached {numbers}"),
+    };
+    format!("{}: {outcome}", remedy_action(best))
+}
+
+/// What to do for a remedy, in the words of the flag or kwarg that does it.
+fn remedy_action(r: &Remedy) -> String {
+    let field = |v: &Option<serde_json::Value>| {
+        v.as_ref()
+            .and_then(|v| v.as_str())
+            .unwrap_or("reasoning_content")
+            .to_string()
+    };
+    match r.kind {
+        RemedyKind::Resend => match r.name.as_str() {
+            "raw" => "resend the reasoning inside the reply's content (--resend raw)".into(),
+            "reasoning_field" => format!(
+                "resend the reasoning in the `{}` field (--resend reasoning-field)",
+                field(&r.value)
+            ),
+            _ => "resend the reply's content only (--resend content)".into(),
+        },
+        RemedyKind::Kwarg => {
+            let value = r.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+            match r.with_resend {
+                Some(_) => format!(
+                    "set template kwarg {}={value} and resend the reasoning in its field (--resend reasoning-field)",
+                    r.name
+                ),
+                None => format!("set template kwarg {}={value}", r.name),
+            }
+        }
+        RemedyKind::PinDate => format!(
+            "pin the date the template reads ({}) for the whole conversation",
+            r.name
+        ),
+        RemedyKind::KeepRequest => {
+            let what = match r.name.as_str() {
+                "tools" => "tools",
+                "kwargs_and_tools" => "kwargs and tools",
+                _ => "kwargs",
+            };
+            let kept = r.kept_kwargs();
+            let kept = if kept.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kept.join(", "))
+            };
+            format!("send the previous request's {what} again{kept}")
+        }
+    }
 }
 
 /// The template line a finding's text most likely comes from: a line that names what the
@@ -436,6 +551,7 @@ pub fn apply_allows(
                 ),
                 evidence: None,
                 help: info.help.to_string(),
+                remedies: None,
                 template_file: Some(file.to_string()),
                 template_line: line,
                 allowed: None,

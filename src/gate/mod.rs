@@ -33,9 +33,13 @@ pub struct GateFinding {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
-    /// What to do: the code's line from the table. A finding-specific remedy (diff-turns
-    /// `--remedies`, issue 15) can replace it here without touching the exporters.
+    /// What to do: for a rewrite point, the best measured remedy with its numbers (or that
+    /// none helps) when `[gate] remedies` is on; otherwise the code's line from the table.
     pub help: String,
+    /// The remedies measured for this rewrite point, best first, exactly as `diff-turns
+    /// --remedies` gives them (None: not evaluated). The report's view serializes them.
+    #[serde(skip)]
+    pub remedies: Option<Vec<crate::audit::Remedy>>,
     /// The template file the finding is about and the line its text came from, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template_file: Option<String>,

@@ -54,6 +54,8 @@ pub fn check(
         ),
         Baseline::Template(old) => {
             let mut before = config.clone();
+            // The baseline's numbers are compared, never its help lines.
+            before.gate.remedies = false;
             for m in &mut before.models {
                 m.template = Some(old.clone());
             }
@@ -220,7 +222,7 @@ fn audit_model(
                 decider: r.decider,
             }
         }),
-        remedies: false,
+        remedies: gate.remedies,
     };
     let probes;
     let conversations = if scenarios.is_empty() {

@@ -66,8 +66,21 @@ impl Tokenizer {
             path: shown.clone(),
             message,
         };
-        let inner =
-            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_error(e.to_string()))?;
+        // With a cache to fill, tokenizer.json is parsed once: the crate's tokenizer and the
+        // prepared form are both built from that tree. Any failure there takes the plain
+        // path, whose error names the line and column.
+        let parsed = cached.as_ref().and_then(|_| {
+            let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok()?;
+            let inner = serde::Deserialize::deserialize(&json).ok()?;
+            Some((inner, json))
+        });
+        let (inner, json) = match parsed {
+            Some((inner, json)) => (inner, Some(json)),
+            None => (
+                tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_error(e.to_string()))?,
+                None,
+            ),
+        };
         // The crate keeps ids in maps and takes any u32, but the prepared form indexes its
         // tables by id: an absurd id is one error for every path, cache or not, rather than
         // a table sized by it. The crate's map is checked, so that a run without a cache
@@ -77,9 +90,9 @@ impl Tokenizer {
         }
         let sha256 = hex(&Sha256::digest(&bytes));
         if let Some(file) = &cached
-            && let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes)
-            && let Ok(data) = prepared::prepare(&json, &bytes, key, &sha256)
-            && verify(&inner, &data, key, &bytes, &json)
+            && let Some(json) = &json
+            && let Ok(data) = prepared::prepare(json, &bytes, key, &sha256)
+            && verify(&inner, &data, key, &bytes, json)
         {
             // Best effort: a cache that cannot be written only costs speed.
             write_atomically(file, &data);

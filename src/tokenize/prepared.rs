@@ -12,6 +12,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
 
+use rustc_hash::FxHashMap;
 use serde_json::Value as Json;
 use tokenizers::decoders::DecoderWrapper;
 use tokenizers::models::bpe::BpeTrainer;
@@ -422,7 +423,8 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
     let mut tok_start = vec![0u32; max_id + 1];
     let mut tok_len = vec![EMPTY32; max_id + 1];
     let mut blob = Vec::new();
-    let mut ids: HashMap<&str, u32> = HashMap::with_capacity(vocab.len());
+    let mut ids: FxHashMap<&str, u32> =
+        FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
     for (token, id) in vocab {
         let id = id.as_u64().ok_or("vocab id is not a number")? as u32;
         tok_start[id as usize] = blob.len() as u32;
@@ -439,35 +441,40 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
         }
         vocab_table[slot] = id;
     }
-    let merges = model
+    // Borrowed, not cloned, and no String per merge: this loop runs ~150k times on a cold
+    // run, where every allocation shows.
+    let merges: &[Json] = model
         .get("merges")
         .and_then(Json::as_array)
-        .cloned()
-        .unwrap_or_default();
+        .map_or(&[], Vec::as_slice);
     // The crate collects merges into a map, so a repeated pair keeps its last rank.
-    let mut merge_map: HashMap<u64, u64> = HashMap::with_capacity(merges.len());
+    let mut merge_map: FxHashMap<u64, u64> =
+        FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
+    let mut merged = String::new();
     for (rank, m) in merges.iter().enumerate() {
         let (a, b) = match m {
             Json::String(s) => {
-                let parts: Vec<&str> = s.split(' ').collect();
-                if parts.len() != 2 {
-                    return Err(format!("merge {s:?} is not two tokens"));
+                let mut parts = s.split(' ');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(a), Some(b), None) => (a, b),
+                    _ => return Err(format!("merge {s:?} is not two tokens")),
                 }
-                (parts[0].to_string(), parts[1].to_string())
             }
             Json::Array(p) if p.len() == 2 => (
-                p[0].as_str().ok_or("merge part")?.to_string(),
-                p[1].as_str().ok_or("merge part")?.to_string(),
+                p[0].as_str().ok_or("merge part")?,
+                p[1].as_str().ok_or("merge part")?,
             ),
             _ => return Err("unreadable merge".into()),
         };
         let a_id = *ids
-            .get(a.as_str())
+            .get(a)
             .ok_or_else(|| format!("merge token {a:?} not in vocab"))?;
         let b_id = *ids
-            .get(b.as_str())
+            .get(b)
             .ok_or_else(|| format!("merge token {b:?} not in vocab"))?;
-        let merged = format!("{a}{b}");
+        merged.clear();
+        merged.push_str(a);
+        merged.push_str(b);
         let new_id = *ids
             .get(merged.as_str())
             .ok_or_else(|| format!("merged token {merged:?} not in vocab"))?;
@@ -487,12 +494,27 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
         merge_keys[slot] = k;
         merge_vals[slot] = v;
     }
-    // Everything but the vocabulary and merges, for the crate to build the rest.
-    let mut rest = source.clone();
-    if let Some(m) = rest.get_mut("model").and_then(Json::as_object_mut) {
-        m.remove("vocab");
-        m.remove("merges");
-    }
+    // Everything but the vocabulary and merges, for the crate to build the rest; copied
+    // part by part, as a clone of the whole tree would copy both first.
+    let rest: Json = match source.as_object() {
+        Some(top) => top
+            .iter()
+            .map(|(k, v)| {
+                let v = match (k.as_str(), v.as_object()) {
+                    ("model", Some(m)) => Json::Object(
+                        m.iter()
+                            .filter(|(k, _)| *k != "vocab" && *k != "merges")
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    ),
+                    _ => v.clone(),
+                };
+                (k.clone(), v)
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        None => source.clone(),
+    };
     let mut w = Writer(Vec::with_capacity(
         blob.len() + mtable_len * 16 + table_len * 4 + 4096,
     ));

@@ -7,6 +7,7 @@ mod sarif;
 
 use serde::Serialize;
 
+use super::diff_turns::RemedyView;
 use super::json::Json;
 use super::markdown::Markdown;
 use super::{Exporter, Format, Report, View};
@@ -24,7 +25,29 @@ pub struct CheckView<'a> {
     pub summary: SummaryView,
     pub baseline: Option<&'a BaselineSummary>,
     pub models: &'a [ModelSummary],
-    pub findings: &'a [GateFinding],
+    pub findings: Vec<FindingView<'a>>,
+}
+
+/// A finding as the JSON and Markdown show it: its fields, and the remedies measured for a
+/// rewrite point in the shape `diff-turns --remedies` gives a transition's.
+#[derive(Serialize)]
+pub struct FindingView<'a> {
+    #[serde(flatten)]
+    pub finding: &'a GateFinding,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedies: Option<Vec<RemedyView<'a>>>,
+}
+
+impl<'a> FindingView<'a> {
+    pub fn new(f: &'a GateFinding) -> Self {
+        FindingView {
+            finding: f,
+            remedies: f
+                .remedies
+                .as_ref()
+                .map(|r| r.iter().map(RemedyView::new).collect()),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -57,7 +80,7 @@ impl View for CheckReport {
             },
             baseline: self.baseline.as_ref(),
             models: &self.models,
-            findings: &self.findings,
+            findings: self.findings.iter().map(FindingView::new).collect(),
         }
     }
 }

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use serde_json::{Value as Json, json};
 
-use super::level_word;
+use super::{FindingView, level_word};
 use crate::gate::codes::CODES;
 use crate::gate::{CheckReport, GateFinding};
 use crate::report::{Exporter, Style};
@@ -46,6 +46,11 @@ fn result(f: &GateFinding) -> Json {
             "kvauditLevel": f.level.name(),
         },
     });
+    // A remedy changes a request setting or kwarg, not the template's text, so it is no
+    // SARIF `fix` (those are artifact edits): the measured list rides in the property bag.
+    if let Some(remedies) = FindingView::new(f).remedies {
+        r["properties"]["remedies"] = serde_json::to_value(remedies).unwrap_or(Json::Null);
+    }
     if let Some(file) = &f.template_file {
         r["locations"] = json!([{
             "physicalLocation": {

@@ -180,6 +180,17 @@ fn transition(out: &mut String, c: &ConversationAudit, i: usize, w: usize) {
             shift.common_prefix_tokens
         );
         out.push_str(&wrap(&line, w, "    ", "      "));
+        if let Some(list) = &shift.remedies {
+            let no_switch = c.remedies.as_ref().is_some_and(|r| r.switches.is_empty());
+            remedy_list(
+                out,
+                "remedies across midnight",
+                list,
+                &shift.uncached,
+                no_switch,
+                w,
+            );
+        }
     }
     if let Some(r) = &c.remedies {
         remedies(out, r, t, w);
@@ -195,14 +206,32 @@ fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transi
     else {
         return;
     };
+    remedy_list(
+        out,
+        "remedies",
+        &list.remedies,
+        &t.uncached,
+        r.switches.is_empty(),
+        w,
+    );
+}
+
+/// `heading (uncached at B=..: .. now):`, a line per remedy, then what no remedy does.
+fn remedy_list(
+    out: &mut String,
+    heading: &str,
+    list: &[crate::audit::Remedy],
+    now: &[crate::align::Uncached],
+    no_switch: bool,
+    w: usize,
+) {
     let counts = |u: &[crate::align::Uncached]| {
         u.iter()
             .map(|u| u.tokens.to_string())
             .collect::<Vec<_>>()
             .join("/")
     };
-    let blocks = t
-        .uncached
+    let blocks = now
         .iter()
         .map(|u| u.block_size.to_string())
         .collect::<Vec<_>>()
@@ -212,13 +241,13 @@ fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transi
         "{}",
         fit(
             &format!(
-                "    remedies (uncached at B={blocks}: {} now):",
-                counts(&t.uncached)
+                "    {heading} (uncached at B={blocks}: {} now):",
+                counts(now)
             ),
             w
         )
     );
-    for m in &list.remedies {
+    for m in list {
         use crate::audit::RemedyKind;
         use serde_json::Value;
         let what = match (m.kind, &m.value) {
@@ -229,14 +258,7 @@ fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transi
             (RemedyKind::Resend, Some(Value::String(field))) => format!("{} (as {field})", m.name),
             (RemedyKind::PinDate, Some(Value::String(at))) => format!("{} at {at}", m.name),
             (RemedyKind::KeepRequest, Some(Value::Object(kept))) if !kept.is_empty() => {
-                let pairs: Vec<String> = kept
-                    .iter()
-                    .map(|(k, v)| match v {
-                        Value::Null => format!("{k} unset"),
-                        v => format!("{k}={v}"),
-                    })
-                    .collect();
-                format!("{} ({})", m.name, pairs.join(", "))
+                format!("{} ({})", m.name, m.kept_kwargs().join(", "))
             }
             (_, Some(Value::Object(_)) | None) => m.name.clone(),
             (_, Some(v)) => format!("{} {v}", m.name),
@@ -258,7 +280,7 @@ fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transi
             out.push_str(&line);
         }
     }
-    if r.switches.is_empty() {
+    if no_switch {
         out.push_str(&wrap(
             "no kwarg remedy: the template reads no history switch",
             w,
@@ -266,7 +288,7 @@ fn remedies(out: &mut String, r: &crate::audit::ConversationRemedies, t: &Transi
             "        ",
         ));
     }
-    if !list.remedies.iter().any(|m| m.removes_rewrite) {
+    if !list.iter().any(|m| m.removes_rewrite) {
         out.push_str(&wrap(
             "no remedy removes the rewrite: only a change to the template can",
             w,

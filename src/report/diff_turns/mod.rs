@@ -79,7 +79,7 @@ pub struct RemedyView<'a> {
 }
 
 impl<'a> RemedyView<'a> {
-    fn new(r: &'a Remedy) -> Self {
+    pub(crate) fn new(r: &'a Remedy) -> Self {
         RemedyView {
             kind: r.kind.name(),
             name: &r.name,
@@ -107,7 +107,7 @@ pub struct TransitionView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub date_rollover: Option<RolloverView>,
+    pub date_rollover: Option<RolloverView<'a>>,
     /// With --remedies, on a transition with a rewrite point: every remedy that changes it,
     /// best first.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,11 +136,15 @@ pub struct DeciderView {
 }
 
 #[derive(Serialize)]
-pub struct RolloverView {
+pub struct RolloverView<'a> {
     pub common_prefix_tokens: usize,
     pub rewrite_position: Option<usize>,
     pub class: Option<&'static str>,
     pub moved: bool,
+    pub uncached: &'a [Uncached],
+    /// With --remedies, when the divergence moves: the remedies across midnight, best first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedies: Option<Vec<RemedyView<'a>>>,
 }
 
 impl<'a> ConversationView<'a> {
@@ -180,7 +184,7 @@ impl<'a> TransitionView<'a> {
     pub(crate) fn new(
         t: &'a Transition,
         router: Option<&'a RouterView>,
-        shift: Option<&RolloverShift>,
+        shift: Option<&'a RolloverShift>,
     ) -> Self {
         TransitionView {
             from_prompt: t.from_prompt,
@@ -197,6 +201,11 @@ impl<'a> TransitionView<'a> {
                 rewrite_position: s.rewrite_position,
                 class: s.class.map(|c| c.name()),
                 moved: s.moved,
+                uncached: &s.uncached,
+                remedies: s
+                    .remedies
+                    .as_ref()
+                    .map(|r| r.iter().map(RemedyView::new).collect()),
             }),
             remedies: None,
         }
