@@ -300,7 +300,7 @@ fn edits(seed: u64, steps: usize) -> Vec<String> {
             .filter(|&i| text.is_char_boundary(i))
             .collect();
         // Mostly the whole text, as a prompt keeps the one before; else a random prefix.
-        let keep = if next() % 4 == 0 {
+        let keep = if next().is_multiple_of(4) {
             cuts[next() as usize % cuts.len()]
         } else {
             text.len()

@@ -10,10 +10,7 @@ use crate::report;
 use crate::tokenize::Tokenizer;
 
 pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    let mut settings = audit_settings(
-        &args.conversation.rendering,
-        args.model.template_name.clone(),
-    )?;
+    let mut settings = audit_settings(&args.conversation.rendering, args.model.template_name.clone())?;
     settings.date_rollover = args.date_rollover;
     settings.remedies = args.remedies;
     if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {

@@ -80,12 +80,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     }
     let mut report = KeysReport::new(&cfg, &model_name, &from, sequences);
     if args.model.is_some() {
-        report.server = Some(
-            audit_settings(&args.conversation.rendering, None)?
-                .plan
-                .server
-                .name(),
-        );
+        report.server = Some(audit_settings(&args.conversation.rendering, None)?.plan.server.name());
     }
     let text = crate::report::export(&report, args.format.into(), &super::settings::style(false))?;
     out.write_all(text.as_bytes())?;

@@ -9,10 +9,7 @@ use crate::tokenize::Tokenizer;
 
 /// Render has no findings: it succeeds or fails on its input.
 pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    let settings = audit_settings(
-        &args.conversation.rendering,
-        args.model.template_name.clone(),
-    )?;
+    let settings = audit_settings(&args.conversation.rendering, args.model.template_name.clone())?;
     let selection = render_selection(args.prompt, args.held)?;
     let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;

@@ -307,12 +307,8 @@ pub fn ignored_input_warnings(
         if let Some((_, names)) = read_by.iter().find(|(o, _)| *o == template.origin) {
             return Some(names.clone());
         }
-        let renderer = ChatRenderer::new(
-            &template.text,
-            files.special_tokens.clone(),
-            args.rendering.fuel,
-        )
-        .ok()?;
+        let renderer =
+            ChatRenderer::new(&template.text, files.special_tokens.clone(), args.rendering.fuel).ok()?;
         let names = renderer.kwarg_names();
         read_by.push((template.origin, names.clone()));
         Some(names)

@@ -121,11 +121,7 @@ mod tests {
 
     #[test]
     fn bad_configs_say_why() {
-        assert!(
-            derive(&json!({}))
-                .unwrap_err()
-                .contains("num_hidden_layers")
-        );
+        assert!(derive(&json!({})).unwrap_err().contains("num_hidden_layers"));
         let huge = json!({"num_hidden_layers": u64::MAX, "num_attention_heads": 2,
             "hidden_size": 4});
         assert!(derive(&huge).is_err());

@@ -171,10 +171,7 @@ mod tests {
         let mut v = vec![0; 9];
         v.push(1000);
         let s = of(&v).summary();
-        assert_eq!(
-            (s.p50, s.p90, s.p99, s.max, s.count),
-            (0, 0, 1000, 1000, 10)
-        );
+        assert_eq!((s.p50, s.p90, s.p99, s.max, s.count), (0, 0, 1000, 1000, 10));
     }
 
     #[test]

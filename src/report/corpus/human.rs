@@ -129,10 +129,7 @@ fn to_human(v: &CorpusView, w: usize) -> String {
         );
     }
 
-    heading(
-        &mut out,
-        "uncached tokens of the next prompt, per transition",
-    );
+    heading(&mut out, "uncached tokens of the next prompt, per transition");
     let table = Table {
         columns: distribution_columns("block"),
         rows: v
@@ -269,10 +266,7 @@ fn to_human(v: &CorpusView, w: usize) -> String {
     }
 
     let c = &v.session_key_collisions;
-    heading(
-        &mut out,
-        "session keys (MD5 of the first user message, as the PPD proxy)",
-    );
+    heading(&mut out, "session keys (MD5 of the first user message, as the PPD proxy)");
     let _ = writeln!(
         out,
         "  {} distinct keys; {} shared by {} conversations with {} turn-2+ requests, of which {} would reach another conversation's pod if they overlap in time",
@@ -344,13 +338,7 @@ fn histogram(out: &mut String, b: &super::BlockView, w: usize) {
         })
         .collect();
     let label_w = labels.iter().map(|l| l.len()).max().unwrap_or(1);
-    let most = b
-        .histogram
-        .iter()
-        .map(|h| h.count)
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let most = b.histogram.iter().map(|h| h.count).max().unwrap_or(1).max(1);
     let count_w = most.to_string().len();
     let bar_w = w.saturating_sub(label_w + count_w + 6).clamp(10, 50) as u64;
     for (h, label) in b.histogram.iter().zip(labels) {

@@ -325,11 +325,7 @@ impl View for CorpusReport {
                 prefill_affinity: self.settings.assumptions.prefill_affinity.name(),
                 kv_recompute_threshold: self.settings.assumptions.kv_recompute_threshold,
                 kv_bytes_per_token: per_token,
-                kv_bytes_source: self
-                    .settings
-                    .kv_bytes
-                    .as_ref()
-                    .map(|k| k.derivation.clone()),
+                kv_bytes_source: self.settings.kv_bytes.as_ref().map(|k| k.derivation.clone()),
                 assumptions: &ASSUMPTIONS,
                 block_sizes: t
                     .blocks
