@@ -28,7 +28,8 @@ def common_prefix(held, nxt):
     return next((i for i, (x, y) in enumerate(zip(held, nxt)) if x != y), min(len(held), len(nxt)))
 
 
-def probe(tok):
+def probe_rows(tok):
+    """Held, next, common prefix and uncached tokens at B=16 and 64 of each probe follow-up."""
     for f in FOLLOW_UPS:
         first = [{"role": "user", "content": Q}]
         p1 = tok.apply_chat_template(first, tokenize=False, add_generation_prompt=True)
@@ -37,7 +38,7 @@ def probe(tok):
         second = first + [{"role": "assistant", "content": A}, {"role": "user", "content": f}]
         nxt = tok(tok.apply_chat_template(second, tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
         lcp = common_prefix(held, nxt)
-        print(len(held), len(nxt), lcp, [len(nxt) - (min(lcp, len(held)) // b) * b for b in (16, 64)])
+        yield len(held), len(nxt), lcp, [len(nxt) - (min(lcp, len(held)) // b) * b for b in (16, 64)]
 
 
 def conversation(tok, path):
@@ -69,7 +70,8 @@ def main():
     if len(sys.argv) == 4 and sys.argv[2] == "--conversation":
         conversation(tok, sys.argv[3])
     else:
-        probe(tok)
+        for held, nxt, lcp, uncached in probe_rows(tok):
+            print(held, nxt, lcp, uncached)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,9 @@ mod common;
 use std::collections::BTreeMap;
 
 use kvaudit::model::ModelFiles;
-use kvaudit::render::server::Request;
-use kvaudit::render::{ChatRenderer, DEFAULT_FUEL, ServerProfile, parse_time};
+use kvaudit::render::{ChatRenderer, DEFAULT_FUEL, ServerProfile};
 use kvaudit::tokenize::{Encoded, Tokenizer};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 
 /// Conversations per corpus file in CI.
 const PER_FILE: usize = 3;
@@ -41,30 +40,8 @@ fn prompts_as(
     record: &Json,
     profile: ServerProfile,
 ) -> Option<Vec<String>> {
-    let messages = record["messages"].as_array()?;
-    let tools = record.get("tools").filter(|t| !t.is_null());
-    let role = |m: &Json| m["role"].as_str().unwrap_or("").to_string();
-    let mut ends: Vec<usize> = (1..messages.len())
-        .filter(|&i| role(&messages[i]) == "assistant")
-        .collect();
-    if messages.last().is_some_and(|m| role(m) != "assistant") {
-        ends.push(messages.len());
-    }
-    let none = Map::new();
-    let now = parse_time("2026-01-15T10:00:00").unwrap();
-    ends.into_iter()
-        .map(|end| {
-            let request = Request {
-                messages: &messages[..end],
-                tools,
-                documents: None,
-                kwargs: &none,
-                server_kwargs: &none,
-                add_generation_prompt: true,
-                reply: false,
-            };
-            renderer.render_request(profile, &request, now).ok()
-        })
+    common::corpus_prompts(renderer, profile, record)
+        .map(|(_, rendered)| rendered.ok())
         .collect()
 }
 
