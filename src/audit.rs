@@ -550,11 +550,7 @@ pub fn conversation_prompts(
         if let Some(Some(last)) = plan.next_prompts.last() {
             texts.push(last);
         }
-        let prompts = texts
-            .iter()
-            .map(|t| tok.encode(t))
-            .collect::<Result<Vec<_>, _>>()?;
-        out.push((conv.source.clone(), prompts));
+        out.push((conv.source.clone(), tok.encode_each(texts)?));
     }
     Ok(out)
 }
@@ -693,12 +689,17 @@ pub fn render_conversations(
         };
         match selection {
             RenderSelection::AllPrompts | RenderSelection::Prompt(_) => {
+                let mut base = None;
                 for (i, text) in texts.into_iter().enumerate() {
                     let number = i + 1;
                     if matches!(selection, RenderSelection::Prompt(n) if n != number) {
                         continue;
                     }
-                    let ids = tok.encode(&text).with_context(context)?;
+                    let encoded = tok
+                        .encode_after(&text, base.as_ref())
+                        .with_context(context)?;
+                    let ids = encoded.ids().to_vec();
+                    base = Some(encoded);
                     rendered.prompts.push(RenderedPrompt {
                         number,
                         tokens: pieces(&ids),

@@ -13,10 +13,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use kvaudit::model::ModelFiles;
-use kvaudit::render::server::Request;
-use kvaudit::render::{ChatRenderer, DEFAULT_FUEL, RequestError, ServerProfile, parse_time};
+use kvaudit::render::{ChatRenderer, DEFAULT_FUEL, RequestError, ServerProfile};
 use kvaudit::tokenize::Tokenizer;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 const MODELS: [&str; 5] = [
@@ -94,47 +93,18 @@ struct Ours {
     fail: Option<(String, String)>,
 }
 
-fn prompt_ends(messages: &[Json]) -> Vec<usize> {
-    let role = |m: &Json| {
-        m.get("role")
-            .and_then(Json::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let mut ends: Vec<usize> = (1..messages.len())
-        .filter(|&i| role(&messages[i]) == "assistant")
-        .collect();
-    if messages.last().is_some_and(|m| role(m) != "assistant") {
-        ends.push(messages.len());
-    }
-    ends
-}
-
 fn render_ours(
     renderer: &ChatRenderer,
     tok: &Tokenizer,
     profile: ServerProfile,
     record: &Json,
 ) -> Ours {
-    let messages = record["messages"].as_array().unwrap();
-    let tools = record.get("tools").filter(|t| !t.is_null());
-    let none = Map::new();
-    let now = parse_time("2026-01-15T10:00:00").unwrap();
     let mut ours = Ours {
         prompts: Vec::new(),
         fail: None,
     };
-    for end in prompt_ends(messages) {
-        let request = Request {
-            messages: &messages[..end],
-            tools,
-            documents: None,
-            kwargs: &none,
-            server_kwargs: &none,
-            add_generation_prompt: true,
-            reply: false,
-        };
-        match renderer.render_request(profile, &request, now) {
+    for (end, rendered) in common::corpus_prompts(renderer, profile, record) {
+        match rendered {
             Ok(text) => {
                 let ids = tok.encode(&text).unwrap();
                 ours.prompts.push((end, text, ids));

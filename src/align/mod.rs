@@ -5,7 +5,7 @@ mod classify;
 use serde::Serialize;
 
 use crate::render::TurnPlan;
-use crate::tokenize::{TokenizeError, Tokenizer};
+use crate::tokenize::{Encoded, TokenizeError, Tokenizer};
 
 pub use classify::RewriteClass;
 
@@ -116,21 +116,22 @@ pub fn align_plan(
     options: &AlignOptions,
 ) -> Result<Vec<Transition>, AlignError> {
     let mut out: Vec<Transition> = Vec::new();
+    // The next prompt of the last transition, with what lets the following prompts reuse its
+    // ids: each prompt mostly repeats the one before, and tokenizing every prompt whole is
+    // most of the work on long conversations.
+    let mut carried: Option<(usize, Encoded)> = None;
     for (k, turn) in plan.turns.iter().enumerate() {
         let Some(next_text) = &plan.next_prompts[k] else {
             continue;
         };
         // Prompt k+1 is both the next prompt of transition k and the held prompt of
-        // transition k+1: take its ids from the previous transition (tokenizing every prompt
-        // is most of the work on long conversations).
-        let previous = k
-            .checked_sub(1)
-            .and_then(|j| plan.next_prompts[j].as_deref())
-            .zip(out.last());
-        let prompt_ids = match previous {
-            Some((text, prev)) if text == turn.prompt => prev.next_ids.clone(),
-            _ => tok.encode(&turn.prompt)?,
+        // transition k+1.
+        let previous = carried.take();
+        let prompt = match previous {
+            Some((j, enc)) if plan.next_prompts[j].as_deref() == Some(turn.prompt.as_str()) => enc,
+            other => tok.encode_after(&turn.prompt, other.as_ref().map(|(_, e)| e))?,
         };
+        let prompt_ids = prompt.ids();
         let encoded = tok.encode(&turn.generated)?;
         let (generated, drift) = match &turn.generated_ids {
             Some(sampled) => {
@@ -145,19 +146,20 @@ pub fn align_plan(
             }
             None => (encoded, None),
         };
-        let mut held = prompt_ids.clone();
+        let mut held = prompt_ids.to_vec();
         held.extend_from_slice(&generated);
-        let next = tok.encode(next_text)?;
+        let next_encoded = tok.encode_after(next_text, Some(&prompt))?;
+        let next = next_encoded.ids().to_vec();
         let lcp = common_prefix(&held, &next);
         let rewrite = if lcp < held.len() {
-            let next_same_day = match &plan.next_at_held_time[k] {
-                Some(text) => Some(tok.encode(text)?),
-                None => None,
+            let rerendered = |text: &Option<String>| -> Result<Option<Vec<u32>>, AlignError> {
+                match text {
+                    Some(text) => Ok(Some(tok.encode_after(text, Some(&prompt))?.into_ids())),
+                    None => Ok(None),
+                }
             };
-            let next_same_request = match &plan.next_with_held_request[k] {
-                Some(text) => Some(tok.encode(text)?),
-                None => None,
-            };
+            let next_same_day = rerendered(&plan.next_at_held_time[k])?;
+            let next_same_request = rerendered(&plan.next_with_held_request[k])?;
             let evidence = classify::Evidence {
                 held_text: format!("{}{}", turn.prompt, turn.generated),
                 prompt_text: &turn.prompt,
@@ -210,6 +212,7 @@ pub fn align_plan(
             held_ids: held,
             next_ids: next,
         });
+        carried = Some((k, next_encoded));
     }
     Ok(out)
 }

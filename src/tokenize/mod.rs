@@ -19,9 +19,11 @@ pub enum TokenizeError {
     Encode(String),
 }
 
+mod incremental;
 mod prepared;
 mod scan;
 
+pub use incremental::Encoded;
 pub use prepared::cache_dir;
 
 enum Inner {
@@ -32,6 +34,9 @@ enum Inner {
 pub struct Tokenizer {
     inner: Inner,
     sha256: String,
+    /// How texts are cut into pieces that encode on their own, built on first use; None when
+    /// this tokenizer's pipeline does not allow it (see [`incremental`]).
+    splitter: std::sync::OnceLock<Option<incremental::Splitter>>,
 }
 
 impl Tokenizer {
@@ -60,6 +65,7 @@ impl Tokenizer {
             return Ok(Tokenizer {
                 inner: Inner::Prepared(Box::new(tok)),
                 sha256,
+                splitter: Default::default(),
             });
         }
         let load_error = |message: String| TokenizeError::Load {
@@ -100,6 +106,7 @@ impl Tokenizer {
         Ok(Tokenizer {
             inner: Inner::Crate(Box::new(inner)),
             sha256,
+            splitter: Default::default(),
         })
     }
 
@@ -120,6 +127,58 @@ impl Tokenizer {
         };
         enc.map(|e| e.get_ids().to_vec())
             .map_err(|e| TokenizeError::Encode(e.to_string()))
+    }
+
+    /// `text` encoded as [`encode`](Self::encode) does, reusing the ids of `base` up to the
+    /// last added token both texts split at, so that a conversation's prompts, each
+    /// extending the one before, cost only what is new in each. Exact for every pipeline it
+    /// is used with; where it could not be, every text is encoded whole
+    /// ([`resumes`](Self::resumes) says which).
+    pub fn encode_after(
+        &self,
+        text: &str,
+        base: Option<&Encoded>,
+    ) -> Result<Encoded, TokenizeError> {
+        match self.splitter() {
+            Some(s) => s.encode(text, base, |piece| self.encode(piece)),
+            None => self.encode(text).map(incremental::whole),
+        }
+    }
+
+    /// Each text encoded after the one before it (a conversation's prompts, in order).
+    pub fn encode_each<'t>(
+        &self,
+        texts: impl IntoIterator<Item = &'t str>,
+    ) -> Result<Vec<Vec<u32>>, TokenizeError> {
+        let mut base: Option<Encoded> = None;
+        let mut out = Vec::new();
+        for text in texts {
+            let encoded = self.encode_after(text, base.as_ref())?;
+            out.push(encoded.ids().to_vec());
+            base = Some(encoded);
+        }
+        Ok(out)
+    }
+
+    /// Whether [`encode_after`](Self::encode_after) can reuse a base's ids with this tokenizer.
+    pub fn resumes(&self) -> bool {
+        self.splitter().is_some()
+    }
+
+    fn splitter(&self) -> Option<&incremental::Splitter> {
+        self.splitter
+            .get_or_init(|| match &self.inner {
+                Inner::Crate(t) => {
+                    let dropout = matches!(
+                        t.get_model(),
+                        tokenizers::ModelWrapper::BPE(b) if b.dropout.is_some()
+                    );
+                    splitter_for(t, dropout)
+                }
+                // A prepared form is only written for BPE without dropout.
+                Inner::Prepared(t) => splitter_for(t, false),
+            })
+            .as_ref()
     }
 
     /// The text of a token run, special tokens included.
@@ -157,6 +216,38 @@ impl Tokenizer {
             Inner::Crate(t) => t.get_vocab_size(true),
             Inner::Prepared(t) => t.get_vocab_size(true),
         }
+    }
+}
+
+/// The splitter of a pipeline that encodes its pieces independently, else None.
+fn splitter_for<M: tokenizers::Model>(
+    t: &tokenizers::TokenizerImpl<
+        M,
+        tokenizers::NormalizerWrapper,
+        tokenizers::PreTokenizerWrapper,
+        tokenizers::PostProcessorWrapper,
+        tokenizers::DecoderWrapper,
+    >,
+    dropout: bool,
+) -> Option<incremental::Splitter> {
+    // A pre-tokenizer that cannot be inspected is treated as one that breaks piecewise encoding.
+    let pre_tokenizer = match t.get_pre_tokenizer() {
+        Some(p) => Some(serde_json::to_value(p).ok()?),
+        None => None,
+    };
+    let added: Vec<(u32, tokenizers::AddedToken)> =
+        t.get_added_tokens_decoder().into_iter().collect();
+    let tokens: Vec<tokenizers::AddedToken> = added.iter().map(|(_, a)| a.clone()).collect();
+    let why_not = incremental::unsupported(
+        pre_tokenizer,
+        t.get_truncation().is_some(),
+        t.get_padding().is_some(),
+        dropout,
+        &tokens,
+    );
+    match why_not {
+        Some(_) => None,
+        None => incremental::Splitter::new(&added),
     }
 }
 

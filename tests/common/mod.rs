@@ -71,6 +71,50 @@ extern "C" fn report_skipped() {
     );
 }
 
+/// Where each prompt of a corpus conversation ends: before every assistant message after the
+/// first message, and after the last message when a user or tool message ends it.
+pub fn prompt_ends(messages: &[serde_json::Value]) -> Vec<usize> {
+    let role = |m: &serde_json::Value| {
+        m.get("role")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut ends: Vec<usize> = (1..messages.len())
+        .filter(|&i| role(&messages[i]) == "assistant")
+        .collect();
+    if messages.last().is_some_and(|m| role(m) != "assistant") {
+        ends.push(messages.len());
+    }
+    ends
+}
+
+/// Each prompt of a corpus conversation (`messages` and optional `tools` of one JSONL record)
+/// rendered through `profile` with the generation prompt, no kwargs, at 2026-01-15T10:00:00,
+/// with the message index it ends at.
+pub fn corpus_prompts<'a>(
+    renderer: &'a kvaudit::render::ChatRenderer,
+    profile: kvaudit::render::ServerProfile,
+    record: &'a serde_json::Value,
+) -> impl Iterator<Item = (usize, Result<String, kvaudit::render::RequestError>)> + 'a {
+    let messages = record["messages"].as_array().map_or(&[][..], Vec::as_slice);
+    let tools = record.get("tools").filter(|t| !t.is_null());
+    let none = serde_json::Map::new();
+    let now = kvaudit::render::parse_time("2026-01-15T10:00:00").unwrap();
+    prompt_ends(messages).into_iter().map(move |end| {
+        let request = kvaudit::render::server::Request {
+            messages: &messages[..end],
+            tools,
+            documents: None,
+            kwargs: &none,
+            server_kwargs: &none,
+            add_generation_prompt: true,
+            reply: false,
+        };
+        (end, renderer.render_request(profile, &request, now))
+    })
+}
+
 pub fn fixtures() -> PathBuf {
     repo_root().join("fixtures")
 }
