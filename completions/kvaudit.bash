@@ -281,7 +281,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__corpus)
-            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --format --color --quiet --help --version"
+            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -299,6 +299,7 @@ always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l no-router -d 'Leave out the router view (simulated events, index lookups, decider)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l remedies -d 'For every rewrite point, re-run the audit under each applicable remedy (as `diff-turns --remedies`) and total, per remedy, the rewrite points it removes and the uncached tokens with and without it. Each remedy is a full re-render: slower'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s V -l version -d 'Print version'

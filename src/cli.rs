@@ -153,6 +153,12 @@ pub struct CorpusArgs {
     #[arg(long)]
     pub no_router: bool,
 
+    /// For every rewrite point, re-run the audit under each applicable remedy (as
+    /// `diff-turns --remedies`) and total, per remedy, the rewrite points it removes and the
+    /// uncached tokens with and without it. Each remedy is a full re-render: slower.
+    #[arg(long)]
+    pub remedies: bool,
+
     /// Whether turn k+1's prefill pod still holds turn k's prompt (plain P/D and the
     /// alternatives that prefill on P).
     #[arg(long, value_enum, default_value_t = PrefillAffinityArg::Same)]

@@ -756,3 +756,90 @@ fn a_gigabyte_streams_in_bounded_memory() {
     assert_eq!(r["conversations"], 4);
     assert_eq!(r["input"]["files"][0]["compression"], "gzip");
 }
+
+/// `--remedies` totals are the sums, per remedy, of what `diff-turns --remedies` measures for
+/// each conversation alone.
+#[test]
+fn remedy_totals_are_the_sums_of_diff_turns_remedies() {
+    let input = common::fixtures().join("corpus/chats.jsonl");
+    let model = fixture("models/tiny-think");
+    let report = corpus_json(&["-m", &model, input.to_str().unwrap(), "--remedies"], 1);
+    let r = &report["remedies"];
+    assert_eq!(
+        r["transitions_with_rewrite"],
+        report["transitions_with_rewrite"]
+    );
+    // key -> (applies, removes, uncached after per block size)
+    let mut expected: BTreeMap<String, (u64, u64, Vec<u64>)> = BTreeMap::new();
+    let dir = tempfile::tempdir().unwrap();
+    for conv in openai_rows(&input).values() {
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, conv.to_string()).unwrap();
+        let out = kvaudit()
+            .args([
+                "diff-turns",
+                "-m",
+                &model,
+                "--remedies",
+                "--format",
+                "json",
+                "-c",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let Ok(d) = serde_json::from_slice::<Json>(&out.stdout) else {
+            continue; // a row corpus skips too (diff-turns refuses it)
+        };
+        let Some(c) = d["conversations"].get(0) else {
+            continue;
+        };
+        for t in c["transitions"].as_array().unwrap() {
+            for m in t["remedies"].as_array().into_iter().flatten() {
+                let kind = m["kind"].as_str().unwrap();
+                let name = m["name"].as_str().unwrap();
+                let key = match (kind, m.get("with_resend").and_then(Json::as_str)) {
+                    ("kwarg", Some(mode)) => {
+                        format!("kwarg {name}={} with resend {mode}", m["value"])
+                    }
+                    ("kwarg", None) => format!("kwarg {name}={}", m["value"]),
+                    _ => format!("{kind} {name}"),
+                };
+                let e = expected.entry(key).or_insert((0, 0, vec![0, 0]));
+                e.0 += 1;
+                e.1 += u64::from(m["removes_rewrite"] == true);
+                for (i, u) in m["uncached"].as_array().unwrap().iter().enumerate() {
+                    e.2[i] += u["tokens"].as_u64().unwrap();
+                }
+            }
+        }
+    }
+    assert!(!expected.is_empty());
+    let got: BTreeMap<String, (u64, u64, Vec<u64>)> = r["by_remedy"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["remedy"].as_str().unwrap().to_string(),
+                (
+                    m["transitions"].as_u64().unwrap(),
+                    m["removes_rewrite"].as_u64().unwrap(),
+                    m["uncached"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|u| u["after"].as_u64().unwrap())
+                        .collect(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(got, expected);
+    // Every rewrite point is counted once in the best-per-point row, never worse than before.
+    let best = &r["best_per_transition"];
+    assert_eq!(best["transitions"], report["transitions_with_rewrite"]);
+    for u in best["uncached"].as_array().unwrap() {
+        assert!(u["after"].as_u64() <= u["before"].as_u64());
+    }
+}

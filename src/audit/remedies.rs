@@ -66,6 +66,19 @@ pub struct Remedy {
 }
 
 impl Remedy {
+    /// The remedy as one would apply it to a whole fleet, the same for every conversation:
+    /// the kwarg and its value, or the resend mode; a pinned date and a kept request are one
+    /// remedy each whatever the date or the kwargs kept (corpus totals group by this).
+    pub fn group(&self) -> String {
+        match (self.kind, &self.value, self.with_resend) {
+            (RemedyKind::Kwarg, Some(v), Some(mode)) => {
+                format!("kwarg {}={v} with resend {mode}", self.name)
+            }
+            (RemedyKind::Kwarg, Some(v), None) => format!("kwarg {}={v}", self.name),
+            (kind, _, _) => format!("{} {}", kind.name(), self.name),
+        }
+    }
+
     /// A keep_request remedy's kwargs as `key=value`, `key unset` for one the held request
     /// did not send (empty for other kinds).
     pub fn kept_kwargs(&self) -> Vec<String> {

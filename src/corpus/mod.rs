@@ -123,6 +123,49 @@ pub struct RouterTotals {
     pub verdicts: BTreeMap<&'static str, u64>,
 }
 
+/// One remedy (as [`crate::audit::Remedy::group`] names it) over every rewrite point it was
+/// measured on (`--remedies`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RemedyTotals {
+    pub kind: &'static str,
+    /// Rewrite points it applies to.
+    pub transitions: u64,
+    pub removes_rewrite: u64,
+    /// Uncached tokens of those transitions without and with it, per block size.
+    pub before: Vec<u64>,
+    pub after: Vec<u64>,
+}
+
+impl RemedyTotals {
+    fn add(&mut self, other: &RemedyTotals) {
+        self.kind = other.kind;
+        self.transitions += other.transitions;
+        self.removes_rewrite += other.removes_rewrite;
+        add_each(&mut self.before, &other.before);
+        add_each(&mut self.after, &other.after);
+    }
+}
+
+fn add_each(into: &mut Vec<u64>, from: &[u64]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
+/// Every remedy's totals, and the best remedy of each rewrite point taken together.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RemedyTally {
+    pub by_remedy: BTreeMap<String, RemedyTotals>,
+    /// Per rewrite point, the remedy with the fewest uncached tokens at the first block size
+    /// (none applied when none reduces them).
+    pub best: RemedyTotals,
+    /// Conversations whose template reads no history switch.
+    pub conversations_without_switch: u64,
+}
+
 /// Where one of the worst conversations first diverges, as text.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Divergence {
@@ -162,6 +205,8 @@ pub struct Tally {
     pub skipped: Skips,
     /// Rows handed to the audit or skipped by the reader.
     pub rows: u64,
+    /// With `--remedies`.
+    pub remedies: Option<RemedyTally>,
 }
 
 /// The run's result.
@@ -333,11 +378,68 @@ impl Tally {
                 *r.verdicts.entry(view.decision.verdict.name()).or_default() += 1;
             }
         }
+        if let Some(found) = &audit.remedies {
+            self.add_remedies(audit, found);
+        }
         if let Some(text) = sessions::first_user_text(&conv.messages) {
             self.sessions
                 .add(&text, order, audit.transitions.len() as u64);
         }
         self.keep_worst(worst, settings.worst);
+    }
+
+    fn add_remedies(
+        &mut self,
+        audit: &ConversationAudit,
+        found: &crate::audit::ConversationRemedies,
+    ) {
+        let tally = self.remedies.get_or_insert_with(RemedyTally::default);
+        if found.switches.is_empty() {
+            tally.conversations_without_switch += 1;
+        }
+        let tokens =
+            |u: &[crate::align::Uncached]| u.iter().map(|u| u.tokens as u64).collect::<Vec<_>>();
+        for tr in &found.transitions {
+            let Some(t) = audit
+                .transitions
+                .iter()
+                .find(|t| t.from_prompt == tr.from_prompt)
+            else {
+                continue;
+            };
+            let before = tokens(&t.uncached);
+            let mut best: Option<&crate::audit::Remedy> = None;
+            for r in &tr.remedies {
+                let after = tokens(&r.uncached);
+                tally
+                    .by_remedy
+                    .entry(r.group())
+                    .or_default()
+                    .add(&RemedyTotals {
+                        kind: r.kind.name(),
+                        transitions: 1,
+                        removes_rewrite: u64::from(r.removes_rewrite),
+                        before: before.clone(),
+                        after: after.clone(),
+                    });
+                let first = |r: &crate::audit::Remedy| r.uncached.first().map_or(0, |u| u.tokens);
+                if best.is_none_or(|b| first(r) < first(b)) {
+                    best = Some(r);
+                }
+            }
+            // A remedy that leaves more uncached than now is not one to apply.
+            let best = best.filter(|b| {
+                b.uncached.first().map(|u| u.tokens as u64) < before.first().copied()
+                    || b.removes_rewrite
+            });
+            tally.best.add(&RemedyTotals {
+                kind: "best",
+                transitions: 1,
+                removes_rewrite: u64::from(best.is_some_and(|b| b.removes_rewrite)),
+                after: best.map_or_else(|| before.clone(), |b| tokens(&b.uncached)),
+                before,
+            });
+        }
     }
 
     fn keep_worst(&mut self, w: Worst, k: usize) {
@@ -385,6 +487,14 @@ impl Tally {
             for (k, v) in o.verdicts {
                 *r.verdicts.entry(k).or_default() += v;
             }
+        }
+        if let Some(o) = other.remedies {
+            let r = self.remedies.get_or_insert_with(RemedyTally::default);
+            for (k, v) in o.by_remedy {
+                r.by_remedy.entry(k).or_default().add(&v);
+            }
+            r.best.add(&o.best);
+            r.conversations_without_switch += o.conversations_without_switch;
         }
         self.sessions.merge(other.sessions);
         for w in other.worst {

@@ -58,6 +58,72 @@ fn distribution_columns(first: &str) -> Vec<Column> {
     ]
 }
 
+/// One row per remedy: the rewrite points it applies to, how many it removes, and the
+/// uncached tokens of those points without -> with it at each block size.
+fn remedies(out: &mut String, r: &super::RemediesView, w: usize) {
+    heading(
+        out,
+        &format!(
+            "remedies, measured on the {} rewrite points",
+            r.transitions_with_rewrite
+        ),
+    );
+    let blocks: Vec<usize> = r
+        .best_per_transition
+        .uncached
+        .iter()
+        .map(|u| u.block_size)
+        .collect();
+    let mut columns = vec![
+        Column::left("remedy"),
+        Column::right("applies"),
+        Column::right("removes"),
+    ];
+    for b in &blocks {
+        columns.push(Column::right(&format!("uncached B={b}")));
+    }
+    let row = |v: &super::RemedyView| {
+        let mut cells = vec![
+            v.remedy.to_string(),
+            v.transitions.to_string(),
+            v.removes_rewrite.to_string(),
+        ];
+        for u in &v.uncached {
+            cells.push(format!("{} -> {}", u.before, u.after));
+        }
+        cells
+    };
+    let mut rows: Vec<Vec<String>> = r.by_remedy.iter().map(row).collect();
+    rows.push(row(&r.best_per_transition));
+    out.push_str(
+        &Table {
+            columns,
+            rows,
+            indent: 2,
+        }
+        .render(w),
+    );
+    if r.by_remedy.is_empty() {
+        out.push_str(&wrap(
+            "no remedy applies: only a template change can remove these rewrites",
+            w,
+            "  ",
+            "    ",
+        ));
+    }
+    if r.conversations_without_switch > 0 {
+        out.push_str(&wrap(
+            &format!(
+                "{} conversations rendered with a template that reads no history switch",
+                r.conversations_without_switch
+            ),
+            w,
+            "  ",
+            "    ",
+        ));
+    }
+}
+
 fn to_human(v: &CorpusView, w: usize) -> String {
     let mut out = String::new();
     let skipped: u64 = v.skipped_rows.values().sum();
@@ -274,6 +340,10 @@ fn to_human(v: &CorpusView, w: usize) -> String {
             visible(k.first_user_message)
         );
         let _ = writeln!(out, "{}", fit(&line, w));
+    }
+
+    if let Some(r) = &v.remedies {
+        remedies(&mut out, r, w);
     }
 
     if !v.worst_conversations.is_empty() {

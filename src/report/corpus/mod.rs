@@ -40,7 +40,83 @@ pub struct CorpusView<'a> {
     pub router: Option<RouterView<'a>>,
     pub alternatives: AlternativesView,
     pub session_key_collisions: CollisionsView<'a>,
+    /// With `--remedies`: each remedy over the rewrite points it applies to, best first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedies: Option<RemediesView<'a>>,
     pub worst_conversations: Vec<WorstView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct RemediesView<'a> {
+    pub transitions_with_rewrite: u64,
+    pub conversations_without_switch: u64,
+    /// Sorted by uncached tokens under the remedy at the first block size, then by name.
+    pub by_remedy: Vec<RemedyView<'a>>,
+    /// Each rewrite point under its own best remedy (or none, when none reduces it).
+    pub best_per_transition: RemedyView<'a>,
+}
+
+#[derive(Serialize)]
+pub struct RemedyView<'a> {
+    pub remedy: &'a str,
+    pub kind: &'a str,
+    pub transitions: u64,
+    pub removes_rewrite: u64,
+    pub uncached: Vec<BeforeAfter>,
+}
+
+#[derive(Serialize)]
+pub struct BeforeAfter {
+    pub block_size: usize,
+    pub before: u64,
+    pub after: u64,
+}
+
+fn remedy_view<'a>(
+    name: &'a str,
+    t: &'a crate::corpus::RemedyTotals,
+    block_sizes: &[usize],
+) -> RemedyView<'a> {
+    RemedyView {
+        remedy: name,
+        kind: t.kind,
+        transitions: t.transitions,
+        removes_rewrite: t.removes_rewrite,
+        uncached: block_sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &block_size)| BeforeAfter {
+                block_size,
+                before: t.before.get(i).copied().unwrap_or(0),
+                after: t.after.get(i).copied().unwrap_or(0),
+            })
+            .collect(),
+    }
+}
+
+fn remedies_view<'a>(
+    r: &'a crate::corpus::RemedyTally,
+    rewrites: u64,
+    block_sizes: &[usize],
+) -> RemediesView<'a> {
+    let mut by_remedy: Vec<RemedyView> = r
+        .by_remedy
+        .iter()
+        .map(|(name, t)| remedy_view(name, t, block_sizes))
+        .collect();
+    let first_after = |v: &RemedyView| v.uncached.first().map_or(0, |u| u.after);
+    by_remedy.sort_by(|a, b| {
+        first_after(a)
+            .cmp(&first_after(b))
+            .then(b.removes_rewrite.cmp(&a.removes_rewrite))
+            .then(a.remedy.cmp(b.remedy))
+    });
+    RemediesView {
+        transitions_with_rewrite: rewrites,
+        conversations_without_switch: r.conversations_without_switch,
+        by_remedy,
+        best_per_transition: remedy_view("best remedy per rewrite point", &r.best, block_sizes),
+    }
 }
 
 #[derive(Serialize)]
@@ -354,6 +430,10 @@ impl View for CorpusReport {
                     })
                     .collect(),
             },
+            remedies: t
+                .remedies
+                .as_ref()
+                .map(|r| remedies_view(r, t.transitions_with_rewrite, &self.settings.block_sizes)),
             worst_conversations: t
                 .worst
                 .iter()
