@@ -1122,8 +1122,9 @@ mod tests {
         let items = rows_of(text.as_bytes(), RowFormat::Auto);
         assert_eq!(
             summary(&items),
+            // The first element starts on line 2, after the opening bracket's line.
             [
-                "1 ok sharegpt 3",
+                "2 ok sharegpt 3",
                 "6 skip not_a_conversation",
                 "7 ok sharegpt 6"
             ]
@@ -1184,9 +1185,9 @@ mod tests {
 
     #[test]
     fn a_truncated_array_ends_its_file_with_one_skip() {
-        let text = r#"[{"conversations": [{"from": "human", "value": "a"}]}, {"conversations": [{"from": "hu"#;
+        let text = r#"[{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}, {"from": "human", "value": "c"}]}, {"conversations": [{"from": "hu"#;
         let items = rows_of(text.as_bytes(), RowFormat::Auto);
-        assert_eq!(summary(&items), ["1 ok sharegpt 1", "1 skip not_json"]);
+        assert_eq!(summary(&items), ["1 ok sharegpt 3", "1 skip not_json"]);
     }
 
     #[test]
