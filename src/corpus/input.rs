@@ -377,7 +377,10 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
     };
     // A JSON array of rows (ShareGPT's .json files) is split by element; anything else,
     // including a line that is a bare list of messages, by line.
-    let first = skip_space(&mut reader).map_err(err)?;
+    // Blank lines before the first row still count, so rows keep their line numbers.
+    let mut line = 1;
+    skip_bom(&mut reader).map_err(err)?;
+    let first = skip_space(&mut reader, &mut line).map_err(err)?;
     let layout = if first == Some(b'[') && array_of_rows(&mut reader).map_err(err)? {
         reader.consume(1);
         Layout::Array { closed: false }
@@ -390,36 +393,18 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
         layout,
         format: forced,
         compression,
-        line: 1,
+        line,
         rows: 0,
         broken: false,
     })
 }
 
-/// Skips whitespace and a UTF-8 byte order mark without consuming the next byte, and returns
-/// it (`None` at the end).
-fn skip_space(r: &mut dyn BufRead) -> std::io::Result<Option<u8>> {
-    loop {
-        let buf = r.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(None);
-        }
-        if buf.starts_with("\u{feff}".as_bytes()) {
-            r.consume(3);
-            continue;
-        }
-        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
-            Some(i) => {
-                let b = buf[i];
-                r.consume(i);
-                return Ok(Some(b));
-            }
-            None => {
-                let n = buf.len();
-                r.consume(n);
-            }
-        }
+/// Skips a UTF-8 byte order mark at the start of a file (editors on Windows write one).
+fn skip_bom(r: &mut dyn BufRead) -> std::io::Result<()> {
+    if r.fill_buf()?.starts_with("\u{feff}".as_bytes()) {
+        r.consume(3);
     }
+    Ok(())
 }
 
 /// Whether the `[` at the reader's position opens an array of rows rather than a list of
@@ -566,7 +551,7 @@ impl OpenFile {
     fn next_element(&mut self) -> Option<(u64, Result<String, Skip>)> {
         // Before an element: whitespace and one comma.
         loop {
-            match skip_space_counting(&mut self.reader, &mut self.line) {
+            match skip_space(&mut self.reader, &mut self.line) {
                 Ok(Some(b',')) => self.reader.consume(1),
                 Ok(Some(b']')) => {
                     self.reader.consume(1);
@@ -641,7 +626,9 @@ impl OpenFile {
     }
 }
 
-fn skip_space_counting(r: &mut dyn BufRead, line: &mut u64) -> std::io::Result<Option<u8>> {
+/// Skips whitespace without consuming the next byte, and returns it (`None` at the end),
+/// counting the newlines passed into `line`.
+fn skip_space(r: &mut dyn BufRead, line: &mut u64) -> std::io::Result<Option<u8>> {
     loop {
         let buf = r.fill_buf()?;
         if buf.is_empty() {
@@ -1102,6 +1089,15 @@ mod tests {
                 "7 skip unknown_role",
                 "8 ok openai 3"
             ]
+        );
+    }
+
+    #[test]
+    fn leading_blank_lines_keep_line_numbers() {
+        let text = format!("\u{feff}\n\n{GOOD}\n");
+        assert_eq!(
+            summary(&rows_of(text.as_bytes(), RowFormat::Auto)),
+            ["3 ok openai 3"]
         );
     }
 
