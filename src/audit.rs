@@ -213,9 +213,12 @@ impl<'a> Planner<'a> {
     fn new(files: &'a ModelFiles, tok: &Tokenizer, settings: &'a AuditSettings) -> Result<Self> {
         check_special_tokens(files, tok)?;
         let mut options = settings.plan.clone();
-        options
-            .extra_stops
-            .extend(files.stop_token_ids.iter().map(|&id| tok.decode(&[id])));
+        options.extra_stops.extend(
+            files
+                .stop_token_ids
+                .iter()
+                .map(|&id| tok.token_text(id).into_owned()),
+        );
         Ok(Planner {
             files,
             settings,
@@ -643,7 +646,7 @@ pub fn render_conversations(
             ids.iter()
                 .map(|&id| RenderedToken {
                     id,
-                    text: tok.decode(&[id]),
+                    text: tok.token_text(id).into_owned(),
                     special: special.contains(&id),
                 })
                 .collect::<Vec<_>>()

@@ -162,12 +162,13 @@ fn corpus_prompts_encode_alike_whole_and_after_the_previous_prompt() {
                 ChatRenderer::new(&t.text, files.special_tokens.clone(), DEFAULT_FUEL).ok()
             });
             let texts = renderer.as_ref().and_then(|r| prompts(r, record));
-            // The whole texts are encoded once, by the crate from tokenizer.json (the
-            // prepared form encodes like it: tests/tokenizer.rs), and both forms resume.
+            // The whole texts are encoded once, by the crate's pipeline from tokenizer.json
+            // (the prepared form encodes like it: tests/tokenizer.rs; the direct encoder
+            // too: tests/direct_tokenize.rs), and both forms resume.
             let whole: Option<Vec<Vec<u32>>> = texts.as_ref().map(|texts| {
                 texts
                     .iter()
-                    .map(|t| forms[0].1.encode(t).unwrap())
+                    .map(|t| forms[0].1.encode_pipeline(t).unwrap())
                     .collect()
             });
             for (form, tok) in &forms {

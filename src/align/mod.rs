@@ -248,7 +248,7 @@ fn views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {
     ids.iter()
         .map(|&id| TokenView {
             id,
-            text: tok.decode(&[id]),
+            text: tok.token_text(id).into_owned(),
         })
         .collect()
 }

@@ -19,6 +19,7 @@ pub enum TokenizeError {
     Encode(String),
 }
 
+mod direct;
 mod incremental;
 mod prepared;
 mod scan;
@@ -37,6 +38,11 @@ pub struct Tokenizer {
     /// How texts are cut into pieces that encode on their own, built on first use; None when
     /// this tokenizer's pipeline does not allow it (see [`incremental`]).
     splitter: std::sync::OnceLock<Option<incremental::Splitter>>,
+    /// The id-only encoder, when this pipeline is one it reproduces (see [`direct`]).
+    direct: std::sync::OnceLock<Option<direct::Direct>>,
+    /// The text of each single id, decoded on first use: reports show hundreds of tokens
+    /// one by one, and each decode runs the whole decoder pipeline.
+    token_texts: std::sync::OnceLock<Box<[std::sync::OnceLock<Box<str>>]>>,
 }
 
 impl Tokenizer {
@@ -66,6 +72,8 @@ impl Tokenizer {
                 inner: Inner::Prepared(Box::new(tok)),
                 sha256,
                 splitter: Default::default(),
+                direct: Default::default(),
+                token_texts: Default::default(),
             });
         }
         let load_error = |message: String| TokenizeError::Load {
@@ -107,6 +115,8 @@ impl Tokenizer {
             inner: Inner::Crate(Box::new(inner)),
             sha256,
             splitter: Default::default(),
+            direct: Default::default(),
+            token_texts: Default::default(),
         })
     }
 
@@ -121,6 +131,23 @@ impl Tokenizer {
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizeError> {
+        match self.direct() {
+            Some(d) => self.encode_direct(d, text),
+            None => self.encode_pipeline(text),
+        }
+    }
+
+    fn encode_direct(&self, d: &direct::Direct, text: &str) -> Result<Vec<u32>, TokenizeError> {
+        match &self.inner {
+            Inner::Crate(t) => d.encode(text, t.get_model()),
+            Inner::Prepared(t) => d.encode(text, t.get_model()),
+        }
+        .map_err(TokenizeError::Encode)
+    }
+
+    /// `text` through the `tokenizers` crate's own pipeline, whatever [`encode`](Self::encode)
+    /// would use: the reference the direct encoder is checked against.
+    pub fn encode_pipeline(&self, text: &str) -> Result<Vec<u32>, TokenizeError> {
         let enc = match &self.inner {
             Inner::Crate(t) => t.encode_fast(text, false),
             Inner::Prepared(t) => t.encode_fast(text, false),
@@ -160,6 +187,55 @@ impl Tokenizer {
         Ok(out)
     }
 
+    /// Whether [`encode`](Self::encode) computes ids without the crate's pipeline (and gets
+    /// the same ids: see [`direct`]).
+    pub fn is_direct(&self) -> bool {
+        self.direct().is_some()
+    }
+
+    fn direct(&self) -> Option<&direct::Direct> {
+        self.direct
+            .get_or_init(|| {
+                let d = match &self.inner {
+                    Inner::Crate(t) => {
+                        let dropout = matches!(
+                            t.get_model(),
+                            tokenizers::ModelWrapper::BPE(b) if b.dropout.is_some()
+                        );
+                        if dropout {
+                            return None;
+                        }
+                        direct_for(t)?
+                    }
+                    Inner::Prepared(t) => direct_for(t)?,
+                };
+                // Kept only if it agrees with the crate on every probe text.
+                let agrees = self.probe_texts().iter().all(|text| {
+                    let ours = self.encode_direct(&d, text);
+                    let crate_ids = self.encode_pipeline(text);
+                    matches!((ours, crate_ids), (Ok(a), Ok(b)) if a == b)
+                });
+                agrees.then_some(d)
+            })
+            .as_ref()
+    }
+
+    /// The fixed probe texts and this tokenizer's added tokens, apart and run together.
+    fn probe_texts(&self) -> Vec<String> {
+        let added = match &self.inner {
+            Inner::Crate(t) => t.get_added_tokens_decoder(),
+            Inner::Prepared(t) => t.get_added_tokens_decoder(),
+        };
+        let mut contents: Vec<(u32, String)> =
+            added.into_iter().map(|(id, t)| (id, t.content)).collect();
+        contents.sort();
+        let contents: Vec<String> = contents.into_iter().map(|(_, c)| c).collect();
+        let mut texts = prepared::fixed_probe_texts();
+        texts.push(contents.join(" x"));
+        texts.push(contents.concat());
+        texts
+    }
+
     /// Whether [`encode_after`](Self::encode_after) can reuse a base's ids with this tokenizer.
     pub fn resumes(&self) -> bool {
         self.splitter().is_some()
@@ -188,6 +264,23 @@ impl Tokenizer {
             Inner::Prepared(t) => t.decode(ids, false),
         }
         .unwrap_or_default()
+    }
+
+    /// The text of one token, as `decode(&[id])` gives it.
+    pub fn token_text(&self, id: u32) -> std::borrow::Cow<'_, str> {
+        let table = self.token_texts.get_or_init(|| {
+            (0..self.vocab_size())
+                .map(|_| std::sync::OnceLock::new())
+                .collect()
+        });
+        match table.get(id as usize) {
+            Some(slot) => {
+                std::borrow::Cow::Borrowed(slot.get_or_init(|| self.decode(&[id]).into()))
+            }
+            // Not an id of this vocabulary: decoded each time (the decoder says what it makes
+            // of it).
+            None => std::borrow::Cow::Owned(self.decode(&[id])),
+        }
     }
 
     pub fn token_id(&self, token: &str) -> Option<u32> {
@@ -249,6 +342,32 @@ fn splitter_for<M: tokenizers::Model>(
         Some(_) => None,
         None => incremental::Splitter::new(&added),
     }
+}
+
+/// The direct encoder of a pipeline it reproduces, else None.
+fn direct_for<M: tokenizers::Model>(
+    t: &tokenizers::TokenizerImpl<
+        M,
+        tokenizers::NormalizerWrapper,
+        tokenizers::PreTokenizerWrapper,
+        tokenizers::PostProcessorWrapper,
+        tokenizers::DecoderWrapper,
+    >,
+) -> Option<direct::Direct> {
+    if t.get_truncation().is_some() || t.get_padding().is_some() {
+        return None;
+    }
+    let normalizer = match t.get_normalizer() {
+        Some(n) => Some(serde_json::to_value(n).ok()?),
+        None => None,
+    };
+    let pre_tokenizer = match t.get_pre_tokenizer() {
+        Some(p) => Some(serde_json::to_value(p).ok()?),
+        None => None,
+    };
+    let added: Vec<(u32, tokenizers::AddedToken)> =
+        t.get_added_tokens_decoder().into_iter().collect();
+    direct::Direct::new(normalizer, pre_tokenizer, &added)
 }
 
 /// A prepared form is kept only if it tokenizes the probe texts exactly like the crate.

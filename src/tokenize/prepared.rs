@@ -220,6 +220,55 @@ impl FastBpe {
     }
 }
 
+impl FastBpe {
+    /// The ids [`Model::tokenize`] gives for `word`, appended to `out`, without building a
+    /// token string per id; the same word cache.
+    pub fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> tokenizers::Result<()> {
+        if word.is_empty() {
+            return Ok(());
+        }
+        if self.ignore_merges
+            && let Some(id) = self.lookup(word)
+        {
+            out.push(id);
+            return Ok(());
+        }
+        if word.len() > WORD_CACHE_MAX_LEN {
+            out.extend(self.merge_word(word)?.into_iter().map(|(id, _, _)| id));
+            return Ok(());
+        }
+        let hit = WORD_CACHE.with(|c| {
+            c.borrow()
+                .get(&self.cache_key)
+                .and_then(|words| words.get(word))
+                .map(|m| out.extend(m.iter().map(|&(id, _, _)| id)))
+                .is_some()
+        });
+        if hit {
+            return Ok(());
+        }
+        let merged: Merged = self
+            .merge_word(word)?
+            .into_iter()
+            .map(|(id, s, e)| (id, s as u32, e as u32))
+            .collect();
+        out.extend(merged.iter().map(|&(id, _, _)| id));
+        remember(self.cache_key, word, merged);
+        Ok(())
+    }
+}
+
+fn remember(model: u64, word: &str, merged: Merged) {
+    WORD_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        let words = c.entry(model).or_default();
+        if words.len() >= WORD_CACHE_ENTRIES {
+            words.clear();
+        }
+        words.insert(Box::from(word), merged);
+    });
+}
+
 impl Model for FastBpe {
     type Trainer = BpeTrainer;
 
@@ -265,14 +314,7 @@ impl Model for FastBpe {
             .map(|(id, s, e)| (id, s as u32, e as u32))
             .collect();
         let tokens = merged.iter().map(token).collect();
-        WORD_CACHE.with(|c| {
-            let mut c = c.borrow_mut();
-            let words = c.entry(self.cache_key).or_default();
-            if words.len() >= WORD_CACHE_ENTRIES {
-                words.clear();
-            }
-            words.insert(Box::from(sequence), merged);
-        });
+        remember(self.cache_key, sequence, merged);
         Ok(tokens)
     }
 
@@ -808,14 +850,7 @@ fn assemble(bpe: FastBpe, rest: &Json) -> Result<FastTokenizer, String> {
 /// Texts every prepared tokenizer must encode exactly like the crate before it is kept:
 /// prose, code, numbers, whitespace runs, several scripts, emoji, and every added token.
 pub fn probe_texts(source: &Json) -> Vec<String> {
-    let mut texts = vec![
-        "What is the difference between a process and a thread? A process is an independent program.".to_string(),
-        "fn main() {\n    let x = vec![1, 2, 3];\n\tprintln!(\"{x:?}\");\n}\n\n\n   trailing   spaces  ".to_string(),
-        "1234567890 3.14159 1e-05 -42 0x1F 2026-01-15T10:00:00 $1,000,000 50%".to_string(),
-        "Größe naïve café — 東京の天気は晴れです。 Привет, мир! مرحبا بالعالم 안녕하세요 😀🚀👍🏽 \u{200b}".to_string(),
-        "I'm you're he'll we'd they've it's ISN'T  \r\n\r\n  \u{a0}nbsp".to_string(),
-        "{\"city\": \"Paris\", \"temperature_c\": 18, \"condition\": \"cloudy\"}".to_string(),
-    ];
+    let mut texts = fixed_probe_texts();
     if let Some(added) = source.get("added_tokens").and_then(Json::as_array) {
         let specials: Vec<&str> = added
             .iter()
@@ -830,6 +865,20 @@ pub fn probe_texts(source: &Json) -> Vec<String> {
         texts.push(sample.concat());
     }
     texts
+}
+
+/// Prose, code, numbers, whitespace runs, several scripts, emoji, and text that NFC changes
+/// (a combining accent, a decomposed Hangul syllable, an angstrom sign).
+pub fn fixed_probe_texts() -> Vec<String> {
+    vec![
+        "What is the difference between a process and a thread? A process is an independent program.".to_string(),
+        "fn main() {\n    let x = vec![1, 2, 3];\n\tprintln!(\"{x:?}\");\n}\n\n\n   trailing   spaces  ".to_string(),
+        "1234567890 3.14159 1e-05 -42 0x1F 2026-01-15T10:00:00 $1,000,000 50%".to_string(),
+        "Größe naïve café — 東京の天気は晴れです。 Привет, мир! مرحبا بالعالم 안녕하세요 😀🚀👍🏽 \u{200b}".to_string(),
+        "I'm you're he'll we'd they've it's ISN'T  \r\n\r\n  \u{a0}nbsp".to_string(),
+        "{\"city\": \"Paris\", \"temperature_c\": 18, \"condition\": \"cloudy\"}".to_string(),
+        "e\u{301}te\u{301} A\u{30a}ngstro\u{308}m \u{212b} \u{1100}\u{1161}\u{11a8} \u{1e9b}\u{323}".to_string(),
+    ]
 }
 
 /// Where prepared tokenizers live: KVAUDIT_TOKENIZER_CACHE (a directory, or `off`), else

@@ -1,0 +1,414 @@
+//! Byte-level BPE ids without the `tokenizers` crate's encoding pipeline.
+//!
+//! The crate builds a `NormalizedString` with byte alignments for every piece of text, an
+//! `Encoding` with offsets, token strings and masks, and a `Token` with an owned string per id,
+//! and kvaudit then keeps only the ids. On a corpus of short chats those allocations are most
+//! of the run. For the pipelines real chat models use (optional NFC, a sequence of regex
+//! `Split`s, then `ByteLevel` without its own regex, then BPE) this module computes the same
+//! ids directly: the same added-token scans, the same normalization crate, the same regex
+//! engine and pattern text, the same byte-to-char table and the same BPE merges, over borrowed
+//! slices. Any other pipeline is left to the crate, and a pipeline this module accepts is used
+//! only after it encodes the probe texts exactly like the crate.
+
+use std::borrow::Cow;
+
+use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
+use serde_json::Value as Json;
+use tokenizers::AddedToken;
+use unicode_normalization_alignments::UnicodeNormalization;
+
+/// What turns one pre-tokenized word into ids (the BPE model).
+pub trait WordIds {
+    fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<(), String>;
+}
+
+impl WordIds for super::prepared::FastBpe {
+    fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<(), String> {
+        super::prepared::FastBpe::word_ids(self, word, out).map_err(|e| e.to_string())
+    }
+}
+
+impl WordIds for tokenizers::ModelWrapper {
+    fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<(), String> {
+        let tokens = tokenizers::Model::tokenize(self, word).map_err(|e| e.to_string())?;
+        out.extend(tokens.iter().map(|t| t.id));
+        Ok(())
+    }
+}
+
+/// Which pieces a `Split` keeps (its behavior and `invert`, as the crate applies them).
+#[derive(Clone, Copy)]
+enum Keep {
+    /// `Isolated`: matches and the text between them, each its own piece.
+    All,
+    /// `Removed` with `invert`: the matches only.
+    Matches,
+    /// `Removed`: the text between matches only.
+    Gaps,
+}
+
+struct Split {
+    matcher: Matcher,
+    keep: Keep,
+}
+
+/// A `Split` pattern, run by the crate's engine or, where that gives the same matches, by the
+/// `regex` crate's automata (several times faster than fancy-regex's backtracking VM).
+enum Matcher {
+    Fancy(fancy_regex::Regex),
+    /// No look-around and no empty match: fancy-regex hands such a pattern to the `regex`
+    /// crate whole.
+    Plain(regex::Regex),
+    /// `X|\s*[\r\n]+|\s+(?!\S)|\s+`, the tail every GPT-4-style pattern ends with, with `X`
+    /// free of look-around and empty matches. `all` is the pattern without its look-ahead
+    /// branch; `head` is `^(?:X|\s*[\r\n]+)`. Where `all` matches with its last branch, the
+    /// original would have tried `\s+(?!\S)` first: that takes the whitespace run but its
+    /// last character when a non-space follows (and the run is longer than one character).
+    Tail {
+        all: regex::Regex,
+        head: regex::Regex,
+        /// `^\s+$`, the same `\s` as the pattern's.
+        space: regex::Regex,
+    },
+}
+
+/// The tail as it is spelled in tokenizer.json files: with escapes, or with a raw CR and LF.
+const TAILS: [&str; 2] = [
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+];
+
+impl Matcher {
+    fn new(source: &str) -> Option<Matcher> {
+        let fancy = fancy_regex::Regex::new(source).ok()?;
+        let free = |p: &str| {
+            regex_syntax::parse(p).ok().is_some_and(|hir| {
+                hir.properties().look_set().is_empty()
+                    && hir.properties().minimum_len().is_some_and(|n| n > 0)
+            })
+        };
+        let tail = TAILS
+            .iter()
+            .find_map(|tail| Some((source.strip_suffix(tail).filter(|x| free(x))?, tail)));
+        if let Some((x, tail)) = tail {
+            let newline = &tail[1..tail.find("|\\s+(").unwrap_or(tail.len())];
+            let all = regex::Regex::new(&format!("{x}|{newline}|\\s+")).ok()?;
+            let head = regex::Regex::new(&format!("^(?:{x}|{newline})")).ok()?;
+            let space = regex::Regex::new(r"^\s+$").ok()?;
+            return Some(Matcher::Tail { all, head, space });
+        }
+        if free(source) {
+            return regex::Regex::new(source).ok().map(Matcher::Plain);
+        }
+        Some(Matcher::Fancy(fancy))
+    }
+
+    /// The matches in `text`, in order, as the crate finds them (it stops at the first regex
+    /// error, a backtrack limit, and keeps the rest as text between matches).
+    fn each(
+        &self,
+        text: &str,
+        mut f: impl FnMut(usize, usize) -> Result<(), String>,
+    ) -> Result<(), String> {
+        match self {
+            Matcher::Fancy(re) => {
+                for m in re.find_iter(text).map_while(Result::ok) {
+                    f(m.start(), m.end())?;
+                }
+            }
+            Matcher::Plain(re) => {
+                for m in re.find_iter(text) {
+                    f(m.start(), m.end())?;
+                }
+            }
+            Matcher::Tail { all, head, space } => {
+                let mut at = 0;
+                while let Some(m) = all.find_at(text, at) {
+                    let (start, mut end) = (m.start(), m.end());
+                    let run = m.as_str();
+                    // Cheapest test first; `head` alone decides which branch matched.
+                    if end < text.len()
+                        && !run.contains(['\r', '\n'])
+                        && space.is_match(run)
+                        && !head.is_match(&text[start..])
+                        && let Some((last, _)) = run.char_indices().next_back()
+                        && last > 0
+                    {
+                        end = start + last;
+                    }
+                    f(start, end)?;
+                    at = end;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+pub struct Direct {
+    /// Added tokens matched in the raw text (`normalized: false`).
+    raw_added: Option<DoubleArrayAhoCorasick<u32>>,
+    /// Added tokens matched in the normalized text, by their normalized content.
+    normalized_added: Option<DoubleArrayAhoCorasick<u32>>,
+    nfc: bool,
+    splits: Vec<Split>,
+}
+
+/// GPT-2's byte-to-char table: printable Latin-1 bytes stand for themselves, the other 68
+/// bytes for U+0100 upward, in byte order.
+const fn byte_chars() -> [char; 256] {
+    let mut table = ['\0'; 256];
+    let mut next = 256u32;
+    let mut b = 0usize;
+    while b < 256 {
+        let printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        let code = if printable {
+            b as u32
+        } else {
+            let c = next;
+            next += 1;
+            c
+        };
+        table[b] = match char::from_u32(code) {
+            Some(c) => c,
+            None => '\0',
+        };
+        b += 1;
+    }
+    table
+}
+
+static BYTE_CHARS: [char; 256] = byte_chars();
+
+impl Direct {
+    /// The direct form of a pipeline, when it is one this module reproduces: no truncation or
+    /// padding, added tokens that neither strip nor match single words, a normalizer that is
+    /// absent, empty or NFC, and a pre-tokenizer of regex splits ending in a `ByteLevel` with
+    /// no prefix space and no regex of its own.
+    pub fn new(
+        normalizer: Option<Json>,
+        pre_tokenizer: Option<Json>,
+        added: &[(u32, AddedToken)],
+    ) -> Option<Direct> {
+        let nfc = match normalizer {
+            None => false,
+            Some(n) => match kind(&n)? {
+                "NFC" => true,
+                "Sequence" => match n.get("normalizers")?.as_array()?.as_slice() {
+                    [] => false,
+                    [one] if kind(one)? == "NFC" => true,
+                    _ => return None,
+                },
+                _ => return None,
+            },
+        };
+        let steps = match pre_tokenizer? {
+            p if kind(&p)? == "Sequence" => p.get("pretokenizers")?.as_array()?.clone(),
+            p => vec![p],
+        };
+        let (byte_level, regex_splits) = steps.split_last()?;
+        let plain_byte_level = kind(byte_level)? == "ByteLevel"
+            && !byte_level.get("add_prefix_space")?.as_bool()?
+            && !byte_level.get("use_regex")?.as_bool()?;
+        if !plain_byte_level {
+            return None;
+        }
+        let splits = regex_splits
+            .iter()
+            .map(split_step)
+            .collect::<Option<Vec<_>>>()?;
+        if added
+            .iter()
+            .any(|(_, t)| t.lstrip || t.rstrip || t.single_word)
+        {
+            return None;
+        }
+        let normalize = |s: &str| -> String {
+            if nfc {
+                s.nfc().map(|(c, _)| c).collect()
+            } else {
+                s.to_string()
+            }
+        };
+        let trie = |normalized: bool| -> Option<Option<DoubleArrayAhoCorasick<u32>>> {
+            let patterns: Vec<(String, u32)> = added
+                .iter()
+                .filter(|(_, t)| t.normalized == normalized && !t.content.is_empty())
+                .map(|(id, t)| {
+                    let content = if normalized {
+                        normalize(&t.content)
+                    } else {
+                        t.content.clone()
+                    };
+                    (content, *id)
+                })
+                .collect();
+            if patterns.is_empty() {
+                return Some(None);
+            }
+            // Duplicate patterns do not build; the crate's own scan is then left to decide.
+            DoubleArrayAhoCorasickBuilder::new()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build_with_values(patterns)
+                .ok()
+                .map(Some)
+        };
+        Some(Direct {
+            raw_added: trie(false)?,
+            normalized_added: trie(true)?,
+            nfc,
+            splits,
+        })
+    }
+
+    /// The ids of `text`, as `encode(text, add_special_tokens = false)` gives them.
+    pub fn encode(&self, text: &str, words: &dyn WordIds) -> Result<Vec<u32>, String> {
+        let mut out = Vec::with_capacity(text.len() / 3);
+        let mut scratch = String::new();
+        let mut run =
+            |gap: &str, out: &mut Vec<u32>| self.normalized(gap, words, &mut scratch, out);
+        match &self.raw_added {
+            Some(trie) => {
+                let mut from = 0;
+                for m in trie.leftmost_find_iter(text) {
+                    run(&text[from..m.start()], &mut out)?;
+                    out.push(m.value());
+                    from = m.end();
+                }
+                run(&text[from..], &mut out)?;
+            }
+            None => run(text, &mut out)?,
+        }
+        Ok(out)
+    }
+
+    /// A run of raw text between added tokens: normalized, then cut at the normalized added
+    /// tokens.
+    fn normalized(
+        &self,
+        raw: &str,
+        words: &dyn WordIds,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        if raw.is_empty() {
+            return Ok(());
+        }
+        let text: Cow<str> = if self.nfc && !raw.is_ascii() {
+            Cow::Owned(raw.nfc().map(|(c, _)| c).collect())
+        } else {
+            Cow::Borrowed(raw)
+        };
+        match &self.normalized_added {
+            Some(trie) => {
+                let mut from = 0;
+                for m in trie.leftmost_find_iter(text.as_ref()) {
+                    self.pieces(0, &text[from..m.start()], words, scratch, out)?;
+                    out.push(m.value());
+                    from = m.end();
+                }
+                self.pieces(0, &text[from..], words, scratch, out)
+            }
+            None => self.pieces(0, &text, words, scratch, out),
+        }
+    }
+
+    /// Split step `step` over `piece` (each step sees its piece as a whole string, as the
+    /// crate's slices do), and the words after the last step.
+    fn pieces(
+        &self,
+        step: usize,
+        piece: &str,
+        words: &dyn WordIds,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        let Some(split) = self.splits.get(step) else {
+            scratch.clear();
+            scratch.extend(piece.bytes().map(|b| BYTE_CHARS[b as usize]));
+            return words.word_ids(scratch, out);
+        };
+        let mut prev = 0;
+        split.matcher.each(piece, |start, end| {
+            if matches!(split.keep, Keep::All | Keep::Gaps) {
+                self.pieces(step + 1, &piece[prev..start], words, scratch, out)?;
+            }
+            if matches!(split.keep, Keep::All | Keep::Matches) {
+                self.pieces(step + 1, &piece[start..end], words, scratch, out)?;
+            }
+            prev = end;
+            Ok(())
+        })?;
+        if matches!(split.keep, Keep::All | Keep::Gaps) {
+            self.pieces(step + 1, &piece[prev..], words, scratch, out)?;
+        }
+        Ok(())
+    }
+}
+
+fn kind(v: &Json) -> Option<&str> {
+    v.get("type")?.as_str()
+}
+
+fn split_step(v: &Json) -> Option<Split> {
+    if kind(v)? != "Split" {
+        return None;
+    }
+    let pattern = v.get("pattern")?;
+    // A string pattern is matched literally: the crate escapes it into a regex.
+    let source = match (pattern.get("Regex"), pattern.get("String")) {
+        (Some(r), None) => r.as_str()?.to_string(),
+        (None, Some(s)) => regex::escape(s.as_str()?),
+        _ => return None,
+    };
+    let invert = v.get("invert")?.as_bool()?;
+    let keep = match (v.get("behavior")?.as_str()?, invert) {
+        ("Isolated", _) => Keep::All,
+        ("Removed", true) => Keep::Matches,
+        ("Removed", false) => Keep::Gaps,
+        _ => return None,
+    };
+    Some(Split {
+        matcher: Matcher::new(&source)?,
+        keep,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_table_is_gpt2s() {
+        assert_eq!(BYTE_CHARS[b'!' as usize], '!');
+        assert_eq!(BYTE_CHARS[b' ' as usize], 'Ġ');
+        assert_eq!(BYTE_CHARS[b'\n' as usize], 'Ċ');
+        assert_eq!(BYTE_CHARS[0], 'Ā');
+        assert_eq!(BYTE_CHARS[0xAD], 'Ń');
+        assert_eq!(BYTE_CHARS[0xFF], 'ÿ');
+        let mut all: Vec<char> = BYTE_CHARS.to_vec();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 256);
+    }
+
+    #[test]
+    fn other_pipelines_are_left_to_the_crate() {
+        let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false,
+            "trim_offsets": true, "use_regex": false});
+        assert!(Direct::new(None, Some(byte_level.clone()), &[]).is_some());
+        let gpt2 = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false,
+            "trim_offsets": true, "use_regex": true});
+        assert!(Direct::new(None, Some(gpt2), &[]).is_none());
+        let nfkc = serde_json::json!({"type": "NFKC"});
+        assert!(Direct::new(Some(nfkc), Some(byte_level.clone()), &[]).is_none());
+        let merged = serde_json::json!({"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "a"}, "behavior": "MergedWithPrevious",
+             "invert": false}, byte_level]});
+        assert!(Direct::new(None, Some(merged), &[]).is_none());
+        assert!(Direct::new(None, None, &[]).is_none());
+    }
+}
