@@ -65,7 +65,7 @@ enum Matcher {
     /// original would have tried `\s+(?!\S)` first: that takes the whitespace run but its
     /// last character when a non-space follows (and the run is longer than one character).
     Tail {
-        all: regex::Regex,
+        all: regex_automata::meta::Regex,
         head: regex::Regex,
         /// `^\s+$`, the same `\s` as the pattern's.
         space: regex::Regex,
@@ -92,7 +92,7 @@ impl Matcher {
             .find_map(|tail| Some((source.strip_suffix(tail).filter(|x| free(x))?, tail)));
         if let Some((x, tail)) = tail {
             let newline = &tail[1..tail.find("|\\s+(").unwrap_or(tail.len())];
-            let all = regex::Regex::new(&format!("{x}|{newline}|\\s+")).ok()?;
+            let all = regex_automata::meta::Regex::new(&format!("{x}|{newline}|\\s+")).ok()?;
             let head = regex::Regex::new(&format!("^(?:{x}|{newline})")).ok()?;
             let space = regex::Regex::new(r"^\s+$").ok()?;
             return Some(Matcher::Tail { all, head, space });
@@ -123,9 +123,17 @@ impl Matcher {
             }
             Matcher::Tail { all, head, space } => {
                 let mut at = 0;
-                while let Some(m) = all.find_at(text, at) {
+                while at < text.len() {
+                    // These patterns match at almost every position, and a search anchored
+                    // where the last match ended finds the same leftmost match without the
+                    // reverse scan an unanchored search needs for its start.
+                    let from = regex_automata::Input::new(text).range(at..);
+                    let anchored = from.clone().anchored(regex_automata::Anchored::Yes);
+                    let Some(m) = all.search(&anchored).or_else(|| all.search(&from)) else {
+                        break;
+                    };
                     let (start, mut end) = (m.start(), m.end());
-                    let run = m.as_str();
+                    let run = &text[start..end];
                     // Cheapest test first; `head` alone decides which branch matched.
                     if end < text.len()
                         && !run.contains(['\r', '\n'])

@@ -61,9 +61,12 @@ pub struct FastBpe {
 
 /// The BPE of a word depends only on the model and the word, and natural text repeats its
 /// words, so each thread keeps the merges of the words it has seen (as HF's BPE model does
-/// with its own cache). Bounded: cleared when full, and long words are not kept.
-const WORD_CACHE_ENTRIES: usize = 1 << 16;
-const WORD_CACHE_MAX_LEN: usize = 48;
+/// with its own cache). Bounded: cleared when full, and long words are not kept. Pieces of up
+/// to 256 bytes are kept because a conversation tokenizes each reply twice (alone, and inside
+/// the next prompt) and a CJK sentence is one piece of 6 bytes per character; at most about
+/// 30 MB per thread in the worst case, a few MB on real text.
+const WORD_CACHE_ENTRIES: usize = 1 << 17;
+const WORD_CACHE_MAX_LEN: usize = 256;
 
 type Merged = Box<[(u32, u32, u32)]>;
 
