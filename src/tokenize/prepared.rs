@@ -61,16 +61,24 @@ pub struct FastBpe {
 
 /// The BPE of a word depends only on the model and the word, and natural text repeats its
 /// words, so each thread keeps the merges of the words it has seen (as HF's BPE model does
-/// with its own cache). Bounded: cleared when full, and long words are not kept. Pieces of up
-/// to 256 bytes are kept because a conversation tokenizes each reply twice (alone, and inside
-/// the next prompt) and a CJK sentence is one piece of 6 bytes per character; at most about
-/// 30 MB per thread in the worst case, a few MB on real text.
-const WORD_CACHE_ENTRIES: usize = 1 << 17;
+/// with its own cache). Pieces of up to 256 bytes are kept because a conversation tokenizes
+/// each reply twice (alone, and inside the next prompt) and a CJK sentence is one piece of 6
+/// bytes per character. Bounded by what the entries hold (cleared past 24 MiB per thread),
+/// so hostile text of long distinct words cannot grow it.
+const WORD_CACHE_BYTES: usize = 24 << 20;
 const WORD_CACHE_MAX_LEN: usize = 256;
+/// Map overhead per entry, roughly: two boxed slices and a hash slot.
+const WORD_CACHE_ENTRY_OVERHEAD: usize = 48;
 
 type Merged = Box<[(u32, u32, u32)]>;
 
-type WordCache = rustc_hash::FxHashMap<u64, rustc_hash::FxHashMap<Box<str>, Merged>>;
+type WordCache = rustc_hash::FxHashMap<u64, ModelWords>;
+
+#[derive(Default)]
+struct ModelWords {
+    words: rustc_hash::FxHashMap<Box<str>, Merged>,
+    bytes: usize,
+}
 
 thread_local! {
     static WORD_CACHE: std::cell::RefCell<WordCache> = std::cell::RefCell::default();
@@ -243,7 +251,7 @@ impl FastBpe {
         let hit = WORD_CACHE.with(|c| {
             c.borrow()
                 .get(&self.cache_key)
-                .and_then(|words| words.get(word))
+                .and_then(|cache| cache.words.get(word))
                 .map(|m| out.extend(m.iter().map(|&(id, _, _)| id)))
                 .is_some()
         });
@@ -264,11 +272,14 @@ impl FastBpe {
 fn remember(model: u64, word: &str, merged: Merged) {
     WORD_CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        let words = c.entry(model).or_default();
-        if words.len() >= WORD_CACHE_ENTRIES {
-            words.clear();
+        let cache = c.entry(model).or_default();
+        let size = word.len() + std::mem::size_of_val(&*merged) + WORD_CACHE_ENTRY_OVERHEAD;
+        if cache.bytes + size > WORD_CACHE_BYTES {
+            cache.words.clear();
+            cache.bytes = 0;
         }
-        words.insert(Box::from(word), merged);
+        cache.bytes += size;
+        cache.words.insert(Box::from(word), merged);
     });
 }
 
@@ -305,7 +316,7 @@ impl Model for FastBpe {
         let cached = WORD_CACHE.with(|c| {
             c.borrow()
                 .get(&self.cache_key)
-                .and_then(|words| words.get(sequence))
+                .and_then(|cache| cache.words.get(sequence))
                 .map(|m| m.iter().map(token).collect::<Vec<_>>())
         });
         if let Some(tokens) = cached {
