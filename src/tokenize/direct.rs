@@ -134,8 +134,13 @@ impl Matcher {
                     };
                     let (start, mut end) = (m.start(), m.end());
                     let run = &text[start..end];
-                    // Cheapest test first; `head` alone decides which branch matched.
+                    // Cheapest tests first (a leading ASCII byte outside `\s` rules out a
+                    // whitespace run); `head` alone decides which branch matched.
+                    let lead = run.as_bytes()[0];
+                    let may_be_space =
+                        lead >= 0x80 || matches!(lead, b'\t' | 0x0B | 0x0C | b' ');
                     if end < text.len()
+                        && may_be_space
                         && !run.contains(['\r', '\n'])
                         && space.is_match(run)
                         && !head.is_match(&text[start..])
