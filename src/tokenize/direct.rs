@@ -137,8 +137,7 @@ impl Matcher {
                     // Cheapest tests first (a leading ASCII byte outside `\s` rules out a
                     // whitespace run); `head` alone decides which branch matched.
                     let lead = run.as_bytes()[0];
-                    let may_be_space =
-                        lead >= 0x80 || matches!(lead, b'\t' | 0x0B | 0x0C | b' ');
+                    let may_be_space = lead >= 0x80 || matches!(lead, b'\t' | 0x0B | 0x0C | b' ');
                     if end < text.len()
                         && may_be_space
                         && !run.contains(['\r', '\n'])
