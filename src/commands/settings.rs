@@ -648,55 +648,6 @@ impl From<crate::cli::ReplayFormat> for Format {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn python_constants_are_booleans_and_null() {
-        assert_eq!(kwarg_value("False"), Json::Bool(false));
-        assert_eq!(kwarg_value("True"), Json::Bool(true));
-        assert_eq!(kwarg_value("None"), Json::Null);
-        assert_eq!(kwarg_value("false"), Json::Bool(false));
-        assert_eq!(kwarg_value("3"), serde_json::json!(3));
-        assert_eq!(kwarg_value("FALSE"), Json::String("FALSE".into()));
-        assert_eq!(kwarg_value("hello"), Json::String("hello".into()));
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("8760h"), Ok(MAX_DURATION));
-        assert!(
-            parse_duration("soon")
-                .unwrap_err()
-                .contains("expected a duration")
-        );
-        assert!(parse_duration("0s").unwrap_err().contains("more than zero"));
-        assert!(
-            parse_duration("0.0000000001s")
-                .unwrap_err()
-                .contains("more than zero")
-        );
-        // Each of these panicked in Duration::from_secs_f64.
-        for big in ["99999999999999999999s", "8761h", "1e400", &"9".repeat(400)] {
-            let err = parse_duration(big).unwrap_err();
-            assert!(
-                err.contains("longer than a year") || err.contains("expected a duration"),
-                "{big}: {err}"
-            );
-        }
-        assert!(
-            parse_duration("99999999999999999999s")
-                .unwrap_err()
-                .contains("year")
-        );
-    }
-}
-
 /// `probe`'s settings: the rendering flags as diff-turns reads them, the engine, the HTTP
 /// client's (the API key from `--api-key`, else `OPENAI_API_KEY`), and the conversation.
 pub fn probe_settings(
@@ -830,4 +781,53 @@ pub fn probe_conversation(args: &crate::cli::ProbeArgs) -> Result<Conversation> 
         clock: None,
         resend,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_constants_are_booleans_and_null() {
+        assert_eq!(kwarg_value("False"), Json::Bool(false));
+        assert_eq!(kwarg_value("True"), Json::Bool(true));
+        assert_eq!(kwarg_value("None"), Json::Null);
+        assert_eq!(kwarg_value("false"), Json::Bool(false));
+        assert_eq!(kwarg_value("3"), serde_json::json!(3));
+        assert_eq!(kwarg_value("FALSE"), Json::String("FALSE".into()));
+        assert_eq!(kwarg_value("hello"), Json::String("hello".into()));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("8760h"), Ok(MAX_DURATION));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("expected a duration")
+        );
+        assert!(parse_duration("0s").unwrap_err().contains("more than zero"));
+        assert!(
+            parse_duration("0.0000000001s")
+                .unwrap_err()
+                .contains("more than zero")
+        );
+        // Each of these panicked in Duration::from_secs_f64.
+        for big in ["99999999999999999999s", "8761h", "1e400", &"9".repeat(400)] {
+            let err = parse_duration(big).unwrap_err();
+            assert!(
+                err.contains("longer than a year") || err.contains("expected a duration"),
+                "{big}: {err}"
+            );
+        }
+        assert!(
+            parse_duration("99999999999999999999s")
+                .unwrap_err()
+                .contains("year")
+        );
+    }
 }
