@@ -679,7 +679,7 @@ fn live_llama_server_agrees_on_the_built_in_probe_thinking_on_and_off() {
         assert_eq!(report["turns"].as_array().unwrap().len(), 4, "{what}");
         if what == "thinking off" {
             // The request carried the kwarg, and the server rendered the empty think block.
-            assert_eq!(report["model"]["server_profile"], json!("llamacpp"));
+            assert_eq!(report["model"]["server"], json!("llamacpp"));
         }
     }
 }

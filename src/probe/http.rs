@@ -256,27 +256,5 @@ fn error_message(body: &Json) -> Option<String> {
 
 /// A transport error in words, without the URL.
 fn transport(e: &ureq::Error) -> String {
-    use std::io::ErrorKind::*;
-    match e {
-        ureq::Error::Timeout(t) => format!("timed out ({t}; --timeout, --connect-timeout)"),
-        ureq::Error::HostNotFound => "host not found".into(),
-        ureq::Error::ConnectionFailed => "connection failed".into(),
-        ureq::Error::Io(io) => match io.kind() {
-            ConnectionRefused => "connection refused".into(),
-            ConnectionReset | ConnectionAborted | BrokenPipe => "connection lost".into(),
-            TimedOut | WouldBlock => "timed out (--timeout, --connect-timeout)".into(),
-            UnexpectedEof => "the connection closed early".into(),
-            kind => format!("network error ({kind})"),
-        },
-        ureq::Error::Protocol(p) => format!("HTTP protocol error ({p})"),
-        ureq::Error::Tls(t) => format!("TLS error ({t})"),
-        other => {
-            let text = other.to_string();
-            if text.contains("://") {
-                "request failed".into()
-            } else {
-                text
-            }
-        }
-    }
+    crate::model::transport_words(e, "--timeout, --connect-timeout")
 }

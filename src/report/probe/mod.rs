@@ -4,6 +4,7 @@ mod human;
 
 use serde::Serialize;
 
+use super::diff_turns::ModelView;
 use super::json::Json;
 use super::{Exporter, Format, Report, View};
 use crate::align::{Drift, TokenView};
@@ -29,6 +30,7 @@ pub fn rule(engine: Engine, block: usize) -> String {
 pub struct ProbeView<'a> {
     pub schema_version: u32,
     pub server: ServerView<'a>,
+    /// What kvaudit rendered with (`server`: the render profile), as diff-turns reports it.
     pub model: ModelView<'a>,
     pub conversation: &'a str,
     pub resend: &'static str,
@@ -43,16 +45,6 @@ pub struct ServerView<'a> {
     pub served_model: &'a str,
     pub block_size: usize,
     pub prediction: String,
-}
-
-#[derive(Serialize)]
-pub struct ModelView<'a> {
-    pub source: &'a str,
-    /// The render profile kvaudit used.
-    pub server_profile: &'static str,
-    pub template: &'a str,
-    pub template_sha256: &'a str,
-    pub tokenizer_sha256: &'a str,
 }
 
 #[derive(Serialize)]
@@ -146,13 +138,7 @@ impl View for ProbeReport {
                 block_size: self.block_size,
                 prediction: rule(self.engine, self.block_size),
             },
-            model: ModelView {
-                source: &self.model.source,
-                server_profile: self.model.server.name(),
-                template: &self.model.template_origin,
-                template_sha256: &self.model.template_sha256,
-                tokenizer_sha256: &self.model.tokenizer_sha256,
-            },
+            model: ModelView::new(&self.model),
             conversation: &self.source,
             resend: resend_name(self),
             turns: self
