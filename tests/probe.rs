@@ -684,12 +684,27 @@ fn live_llama_server_agrees_on_the_built_in_probe_thinking_on_and_off() {
     }
 }
 
-/// Three plain chats from ../shared/corpus (one each from MT-Bench-101, OASST1, ShareGPT).
+/// Three plain chats from ../shared/corpus (MT-Bench-101, OASST1, HH-RLHF) on which
+/// llama-server renders and tokenizes every prompt as transformers does (its prompt ids equal
+/// kvaudit's on every turn).
 const CORPUS: [(&str, &str); 3] = [
-    ("mt-bench-101.jsonl", "GR-1"),
-    ("oasst1-en100.jsonl", "49989df0-96b0-42de-8044-8968d1ea7732"),
-    ("sharegpt-v3-sample.jsonl", "6ZWP0pG_0"),
+    ("mt-bench-101.jsonl", "GR-2"),
+    ("oasst1-en100.jsonl", "0b4d4739-d2b2-4208-96e5-b3a1347fead8"),
+    ("hh-rlhf-harmless-test.jsonl", "harmless-base/test:0"),
 ];
+
+/// A corpus conversation written as a kvaudit conversation file.
+fn corpus_conversation(shared: &Path, dir: &Path, file: &str, id: &str) -> PathBuf {
+    let text = std::fs::read_to_string(shared.join("corpus").join(file)).unwrap();
+    let record: Json = text
+        .lines()
+        .map(|l| serde_json::from_str::<Json>(l).unwrap())
+        .find(|r| r["id"] == json!(id))
+        .unwrap_or_else(|| panic!("{file}: no conversation {id}"));
+    let path = dir.join(format!("{}.json", id.replace(['/', ':'], "_")));
+    std::fs::write(&path, json!({"messages": record["messages"]}).to_string()).unwrap();
+    path
+}
 
 #[test]
 fn live_llama_server_agrees_on_three_corpus_conversations() {
@@ -702,14 +717,7 @@ fn live_llama_server_agrees_on_three_corpus_conversations() {
     let gguf = tiny_gguf(&shared);
     let dir = tempfile::tempdir().unwrap();
     for (file, id) in CORPUS {
-        let text = std::fs::read_to_string(shared.join("corpus").join(file)).unwrap();
-        let record: Json = text
-            .lines()
-            .map(|l| serde_json::from_str::<Json>(l).unwrap())
-            .find(|r| r["id"] == json!(id))
-            .unwrap_or_else(|| panic!("{file}: no conversation {id}"));
-        let path = dir.path().join(format!("{id}.json"));
-        std::fs::write(&path, json!({"messages": record["messages"]}).to_string()).unwrap();
+        let path = corpus_conversation(&shared, dir.path(), file, id);
         let server = start(&binary, &gguf, &[]);
         let (code, report, stderr) = probe(
             &server,
@@ -718,6 +726,48 @@ fn live_llama_server_agrees_on_three_corpus_conversations() {
         );
         assert_agrees(&format!("{file} {id}"), code, &report, &stderr);
     }
+}
+
+/// Where llama-server does not tokenize like transformers, probe says so, and shows where.
+/// The random model's first reply to this HH-RLHF chat holds U+037E GREEK QUESTION MARK,
+/// which Qwen3's tokenizer.json normalizes (NFC) to `;` (id 26) before encoding; llama-server
+/// applies no normalizer and encodes the character itself (id 145569, bytes CD BE). The
+/// resent reply then tokenizes differently on the server from token 30 of turn 2 on.
+#[test]
+fn live_llama_server_without_nfc_normalization_renders_differently() {
+    let Some(shared) = common::shared_dir("live_llama_server_nfc") else {
+        return;
+    };
+    let Some(binary) = llama_server("live_llama_server_nfc") else {
+        return;
+    };
+    let gguf = tiny_gguf(&shared);
+    let dir = tempfile::tempdir().unwrap();
+    let path = corpus_conversation(
+        &shared,
+        dir.path(),
+        "hh-rlhf-harmless-test.jsonl",
+        "harmless-base/test:1",
+    );
+    let server = start(&binary, &gguf, &[]);
+    let (code, report, stderr) = probe(
+        &server,
+        &shared,
+        &["--conversation", path.to_str().unwrap(), "--turns", "2"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let turns = report["turns"].as_array().unwrap();
+    assert_eq!(turns[0]["verdict"], json!("agrees"));
+    assert_eq!(turns[1]["verdict"], json!("server_renders_differently"));
+    let d = &turns[1]["prompt_divergence"];
+    assert_eq!(d["position"], json!(30));
+    assert_eq!(d["server"][0], json!({"id": 145569, "text": "\u{37e}"}));
+    assert_eq!(d["kvaudit"][0], json!({"id": 26, "text": ";"}));
+    // Same counts, other ids: only the ids show it.
+    assert_eq!(
+        turns[1]["server_prompt_tokens"],
+        turns[1]["kvaudit_prompt_tokens"]
+    );
 }
 
 #[test]

@@ -80,8 +80,17 @@ fn to_human(r: &ProbeReport, w: usize) -> String {
     let mut notes = Vec::new();
     for (i, t) in r.turns.iter().enumerate() {
         if let Some(d) = &t.prompt_divergence {
+            let text = |v: &[crate::align::TokenView]| {
+                v.iter().map(|x| x.text.as_str()).collect::<String>()
+            };
+            let same_text = if text(&d.server) == text(&d.kvaudit) {
+                " (the same text in other ids: the server tokenizes it otherwise, e.g. \
+                 without the tokenizer's normalizer)"
+            } else {
+                ""
+            };
             notes.push(format!(
-                "turn {}: the server's prompt ids ({}) and kvaudit's diverge at token {}:\n  server  {}\n  kvaudit {}",
+                "turn {}: the server's prompt ids ({}) and kvaudit's diverge at token {}{same_text}:\n  server  {}\n  kvaudit {}",
                 t.turn,
                 t.server_prompt_ids_from.unwrap_or("server"),
                 d.position,
