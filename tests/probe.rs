@@ -442,8 +442,9 @@ fn a_router_header_names_the_pod_and_a_short_reuse_is_reused_less() {
     assert_eq!(counts.len(), 2);
     let turn = Arc::new(Mutex::new(0usize));
     let served = counts.clone();
-    let (url, _) = fake_server(2, move |_, _| {
+    let (url, _) = fake_server(4, move |_, _| {
         let mut t = turn.lock().unwrap();
+        *t %= 2;
         let body = json!({
             "choices": [{"index": 0, "finish_reason": "stop",
                 "message": {"role": "assistant", "content": reply}}],
@@ -488,6 +489,21 @@ fn a_router_header_names_the_pod_and_a_short_reuse_is_reused_less() {
     );
     assert_eq!(turns[1]["generated_ids_from"], json!("encoded"));
     assert_eq!(report["summary"]["reused_less"], json!(1));
+    // The human view of the same chat (the fake server answers the same again).
+    let out = kvaudit()
+        .args([
+            "probe", "--url", &url, "--model", &model, "--server", "vllm",
+        ])
+        .args(["--served-model", "m", "--conversation"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let host = url.trim_start_matches("http://").trim_end_matches("/v1");
+    let human = String::from_utf8_lossy(&out.stdout)
+        .replace(host, "127.0.0.1:PORT")
+        .replace(&model, "QWEN3");
+    insta::assert_snapshot!("probe_router_reused_less", human);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -803,6 +819,7 @@ fn live_llama_server_with_a_template_override_renders_differently() {
         .output()
         .unwrap();
     let human = String::from_utf8_lossy(&out.stdout);
+    assert!(human.contains("renders differently"), "{human}");
     assert!(human.contains("server renders differently"), "{human}");
     assert!(human.contains("diverge at token"), "{human}");
 }

@@ -99,6 +99,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// For a table cell.
+    pub fn short(self) -> &'static str {
+        match self {
+            Verdict::Agrees => "agrees",
+            Verdict::ServerRendersDifferently => "renders differently",
+            Verdict::ReusedLess => "reused less",
+            Verdict::ReusedMore => "reused more",
+        }
+    }
+
     pub fn words(self) -> &'static str {
         match self {
             Verdict::Agrees => "agrees",

@@ -70,7 +70,7 @@ fn to_human(r: &ProbeReport, w: usize) -> String {
                     dash(transition.map(|x| x.common_prefix_tokens)),
                     dash(transition.map(|x| x.held_tokens)),
                     dash(t.drift(r.turns.get(i + 1)).map(|d| d.position)),
-                    t.verdict.words().to_string(),
+                    t.verdict.short().to_string(),
                 ]
             })
             .collect(),
