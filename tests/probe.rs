@@ -823,3 +823,33 @@ fn live_llama_server_with_a_template_override_renders_differently() {
     assert!(human.contains("server renders differently"), "{human}");
     assert!(human.contains("diverge at token"), "{human}");
 }
+
+/// A sampled reply the tokenizer's normalizer rewrites (U+037E, which NFC maps to `;`) is the
+/// same reply, re-encoded otherwise: diff-turns reports drift instead of refusing the ids
+/// (what a probe records from llama-server, which samples such text).
+#[test]
+fn sampled_ids_of_text_the_normalizer_rewrites_are_drift() {
+    let Some(shared) = common::shared_dir("sampled_ids_of_text_the_normalizer_rewrites") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nfc.json");
+    let conv = json!({"messages": [
+        {"role": "user", "content": "Say it."},
+        {"role": "assistant", "content": "\u{37e}", "generated": "\u{37e}", "generated_ids": [145569]},
+        {"role": "user", "content": "Again."}]});
+    std::fs::write(&path, conv.to_string()).unwrap();
+    let out = kvaudit()
+        .args(["diff-turns", "--model", &qwen3(&shared), "--format", "json"])
+        .arg("--conversation")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code().is_some_and(|c| c < 2), "{stderr}");
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &report["conversations"][0]["transitions"][0];
+    let drift = &t["retokenization_drift"];
+    assert_eq!(drift["sampled"][0]["id"], json!(145569), "{t}");
+    assert_eq!(drift["encoded"][0]["id"], json!(26), "{t}");
+}
