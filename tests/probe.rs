@@ -553,6 +553,15 @@ fn tiny_gguf(shared: &Path) -> PathBuf {
     path
 }
 
+/// What a live test needs: ../shared, the llama-server binary and the tiny GGUF (`None`: the
+/// test skips, saying why, or fails under CI).
+fn live(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let shared = common::shared_dir(test)?;
+    let binary = llama_server(test)?;
+    let gguf = tiny_gguf(&shared);
+    Some((shared, binary, gguf))
+}
+
 /// A running llama-server, killed on drop.
 struct Server {
     child: Child,
@@ -675,13 +684,9 @@ fn assert_agrees(what: &str, code: i32, report: &Json, stderr: &str) {
 
 #[test]
 fn live_llama_server_agrees_on_the_built_in_probe_thinking_on_and_off() {
-    let Some(shared) = common::shared_dir("live_llama_server_built_in_probe") else {
+    let Some((shared, binary, gguf)) = live("live_llama_server_built_in_probe") else {
         return;
     };
-    let Some(binary) = llama_server("live_llama_server_built_in_probe") else {
-        return;
-    };
-    let gguf = tiny_gguf(&shared);
     for (what, extra) in [
         ("thinking on", vec![]),
         (
@@ -724,13 +729,9 @@ fn corpus_conversation(shared: &Path, dir: &Path, file: &str, id: &str) -> PathB
 
 #[test]
 fn live_llama_server_agrees_on_three_corpus_conversations() {
-    let Some(shared) = common::shared_dir("live_llama_server_corpus") else {
+    let Some((shared, binary, gguf)) = live("live_llama_server_corpus") else {
         return;
     };
-    let Some(binary) = llama_server("live_llama_server_corpus") else {
-        return;
-    };
-    let gguf = tiny_gguf(&shared);
     let dir = tempfile::tempdir().unwrap();
     for (file, id) in CORPUS {
         let path = corpus_conversation(&shared, dir.path(), file, id);
@@ -751,13 +752,9 @@ fn live_llama_server_agrees_on_three_corpus_conversations() {
 /// resent reply then tokenizes differently on the server from token 30 of turn 2 on.
 #[test]
 fn live_llama_server_without_nfc_normalization_renders_differently() {
-    let Some(shared) = common::shared_dir("live_llama_server_nfc") else {
+    let Some((shared, binary, gguf)) = live("live_llama_server_nfc") else {
         return;
     };
-    let Some(binary) = llama_server("live_llama_server_nfc") else {
-        return;
-    };
-    let gguf = tiny_gguf(&shared);
     let dir = tempfile::tempdir().unwrap();
     let path = corpus_conversation(
         &shared,
@@ -788,13 +785,9 @@ fn live_llama_server_without_nfc_normalization_renders_differently() {
 
 #[test]
 fn live_llama_server_with_a_template_override_renders_differently() {
-    let Some(shared) = common::shared_dir("live_llama_server_template_override") else {
+    let Some((shared, binary, gguf)) = live("live_llama_server_template_override") else {
         return;
     };
-    let Some(binary) = llama_server("live_llama_server_template_override") else {
-        return;
-    };
-    let gguf = tiny_gguf(&shared);
     // The server runs a Qwen3 variant that keeps every reply's think block in the history;
     // kvaudit renders with the stock template.
     let variant = common::fixtures().join("probe/qwen3-keep-reasoning.jinja");
