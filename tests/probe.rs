@@ -262,6 +262,7 @@ fn a_server_without_cached_token_fields_is_an_error_naming_the_flag() {
         let out = kvaudit()
             .args(["probe", "--url", &url, "--model", &qwen3(&shared)])
             .args(["--server", server, "--served-model", "m", "--turns", "3"])
+            .args(["--header", "x-tenant: blue"])
             .env("OPENAI_API_KEY", "sk-secret-123")
             .output()
             .unwrap();
@@ -281,6 +282,11 @@ fn a_server_without_cached_token_fields_is_an_error_naming_the_flag() {
                 s.headers
                     .iter()
                     .any(|(k, v)| k == "authorization" && v == "Bearer sk-secret-123")
+            );
+            assert!(
+                s.headers
+                    .iter()
+                    .any(|(k, v)| k == "x-tenant" && v == "blue")
             );
             assert_eq!(s.body["temperature"], json!(0));
             assert_eq!(s.body["return_token_ids"], json!(true));
@@ -805,16 +811,17 @@ fn live_llama_server_with_a_template_override_renders_differently() {
         assert_eq!(t["verdict"], json!("server_renders_differently"), "{t}");
         assert!(t["prompt_divergence"]["position"].as_u64().is_some(), "{t}");
     }
-    // The human view says so first.
+    // The human view says so first; without --server, /v1/models names the engine.
     let out = kvaudit()
         .args(["probe", "--url", &server.url, "--model", &qwen3(&shared)])
-        .args(["--server", "llamacpp", "--turns", "2", "--max-tokens", "48"])
+        .args(["--turns", "2", "--max-tokens", "48"])
         .output()
         .unwrap();
     let human = String::from_utf8_lossy(&out.stdout);
     assert!(human.contains("renders differently"), "{human}");
     assert!(human.contains("server renders differently"), "{human}");
     assert!(human.contains("diverge at token"), "{human}");
+    assert!(human.contains("(llamacpp, served model"), "{human}");
 }
 
 /// A sampled reply the tokenizer's normalizer rewrites (U+037E, which NFC maps to `;`) is the
