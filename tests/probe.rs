@@ -117,7 +117,7 @@ fn llamacpp_answers_give_sampled_ids_in_logprobs_and_cache_n_in_timings() {
         (r.cached_tokens, r.cached_field),
         (Some(12), Some("usage.prompt_tokens_details.cached_tokens"))
     );
-    let mut older = body;
+    let mut older = body.clone();
     older["usage"]
         .as_object_mut()
         .unwrap()
@@ -127,6 +127,16 @@ fn llamacpp_answers_give_sampled_ids_in_logprobs_and_cache_n_in_timings() {
         (r.cached_tokens, r.cached_field),
         (Some(12), Some("timings.cache_n"))
     );
+    // A token that ends inside a UTF-8 character has no logprobs entry: with fewer entries
+    // than completion_tokens, the ids come from `__verbose.tokens` (return_tokens + verbose),
+    // or are not trusted at all.
+    let mut split = body;
+    split["usage"]["completion_tokens"] = json!(3);
+    let r = wire::parse_chat(Engine::Llamacpp, &answer(split.clone())).unwrap();
+    assert_eq!(r.generated_ids, None);
+    split["__verbose"] = json!({"tokens": [87, 20, 151645], "content": "x"});
+    let r = wire::parse_chat(Engine::Llamacpp, &answer(split)).unwrap();
+    assert_eq!(r.generated_ids.as_deref(), Some(&[87, 20, 151645][..]));
 }
 
 #[test]
@@ -699,15 +709,27 @@ fn live_llama_server_agrees_on_the_built_in_probe_thinking_on_and_off() {
             "thinking off",
             vec!["--template-kwarg", "enable_thinking=false"],
         ),
+        // Every resend mode: a reply resent raw was where ids missing from llama-server's
+        // logprobs (a token ending inside a UTF-8 character) first showed.
+        ("resend raw", vec!["--resend", "raw"]),
+        (
+            "resend reasoning field",
+            vec!["--resend", "reasoning-field"],
+        ),
     ] {
         let server = start(&binary, &gguf, &[]);
         let (code, report, stderr) = probe(&server, &shared, &extra);
         assert_agrees(what, code, &report, &stderr);
         assert_eq!(report["turns"].as_array().unwrap().len(), 4, "{what}");
-        if what == "thinking off" {
-            // The request carried the kwarg, and the server rendered the empty think block.
-            assert_eq!(report["model"]["server"], json!("llamacpp"));
-        }
+        assert_eq!(report["model"]["server"], json!("llamacpp"));
+        // With thinking off the kwarg reached the server: its first prompt ends with the empty
+        // think block (`<think>\n\n</think>\n\n`, 4 tokens more).
+        let first = if what == "thinking off" { 23 } else { 19 };
+        assert_eq!(
+            report["turns"][0]["server_prompt_tokens"],
+            json!(first),
+            "{what}"
+        );
     }
 }
 

@@ -96,6 +96,11 @@ pub fn chat_body(engine: Engine, req: &ChatRequest) -> Json {
     match engine {
         Engine::Vllm | Engine::Sglang => body["return_token_ids"] = Json::Bool(true),
         Engine::Llamacpp => {
+            // Every sampled id is in `__verbose.tokens` (return_tokens + verbose); logprobs
+            // entries skip tokens that end inside a UTF-8 character, so they are the fallback
+            // of servers without `__verbose`, used only when they count every token.
+            body["return_tokens"] = Json::Bool(true);
+            body["verbose"] = Json::Bool(true);
             body["logprobs"] = Json::Bool(true);
             body["top_logprobs"] = json!(1);
             body["cache_prompt"] = Json::Bool(true);
@@ -251,7 +256,12 @@ pub fn parse_chat(engine: Engine, answer: &Answer) -> Result<Reply, ProbeError> 
                 .transpose()?,
         ),
         Engine::Llamacpp => {
-            let sampled = match choice.pointer("/logprobs/content") {
+            let verbose = body
+                .pointer("/__verbose/tokens")
+                .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+                .map(|v| ids(v, EP, "__verbose.tokens"))
+                .transpose()?;
+            let from_logprobs = match choice.pointer("/logprobs/content") {
                 Some(Json::Array(list)) => {
                     if list.len() > MAX_IDS {
                         return Err(bad(EP, "logprobs.content is too long".into()));
@@ -272,6 +282,13 @@ pub fn parse_chat(engine: Engine, answer: &Answer) -> Result<Reply, ProbeError> 
                 }
                 _ => None,
             };
+            // Without `__verbose`, the logprobs ids only when none is missing.
+            let decoded = usage
+                .get("completion_tokens")
+                .and_then(Json::as_u64)
+                .and_then(|n| usize::try_from(n).ok());
+            let sampled =
+                verbose.or_else(|| from_logprobs.filter(|l| decoded.is_none_or(|n| n == l.len())));
             (sampled, None)
         }
     };
