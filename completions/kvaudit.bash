@@ -43,6 +43,9 @@ _kvaudit() {
             kvaudit,keys)
                 cmd="kvaudit__subcmd__keys"
                 ;;
+            kvaudit,probe)
+                cmd="kvaudit__subcmd__probe"
+                ;;
             kvaudit,render)
                 cmd="kvaudit__subcmd__render"
                 ;;
@@ -76,6 +79,9 @@ _kvaudit() {
             kvaudit__subcmd__help,keys)
                 cmd="kvaudit__subcmd__help__subcmd__keys"
                 ;;
+            kvaudit__subcmd__help,probe)
+                cmd="kvaudit__subcmd__help__subcmd__probe"
+                ;;
             kvaudit__subcmd__help,render)
                 cmd="kvaudit__subcmd__help__subcmd__render"
                 ;;
@@ -89,7 +95,7 @@ _kvaudit() {
 
     case "${cmd}" in
         kvaudit)
-            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check corpus init completions help"
+            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check corpus probe init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -348,7 +354,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)
@@ -510,7 +516,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)
@@ -595,7 +601,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help)
-            opts="diff-turns fetch replay keys render capture check corpus init completions help"
+            opts="diff-turns fetch replay keys render capture check corpus probe init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -721,6 +727,20 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help__subcmd__keys)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__help__subcmd__probe)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -864,7 +884,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)
@@ -897,6 +917,148 @@ _kvaudit() {
                     ;;
                 --llmd-profile)
                     COMPREPLY=($(compgen -W "digest-first router-2026-08" -- "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "human json" -- "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__probe)
+            opts="-m -c -q -h -V --url --model --revision --offline --template --template-name --tokenizer --served-model --server --conversation --system --user --follow-up --resend --turns --max-tokens --seed --block-size --api-key --header --pod-header --timeout --connect-timeout --save-conversation --reply-format --template-kwarg --server-template-kwarg --now --fuel --format --color --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --url)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --revision)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --served-model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -W "vllm sglang llamacpp" -- "${cur}"))
+                    return 0
+                    ;;
+                --conversation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --system)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --follow-up)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resend)
+                    COMPREPLY=($(compgen -W "content raw reasoning-field" -- "${cur}"))
+                    return 0
+                    ;;
+                --turns)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --header)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-header)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --save-conversation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reply-format)
+                    COMPREPLY=($(compgen -W "plain think_nl think_tight harmony" -- "${cur}"))
+                    return 0
+                    ;;
+                --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fuel)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --format)
@@ -990,7 +1152,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)

@@ -38,6 +38,7 @@ complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "render" -d 'Print t
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "probe" -d 'Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put its prompt and cached-token counts beside kvaudit\'s render and prediction'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "completions" -d 'Print the shell completion script for a shell'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -63,7 +64,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
@@ -141,7 +143,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
@@ -183,7 +186,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwar
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
@@ -271,7 +275,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l template-kwar
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
 vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'"
+sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
@@ -303,6 +308,50 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l remedies -d '
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l url -d 'The server\'s OpenAI base URL, e.g. http://host:8000/v1' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l served-model -d 'The model name the server serves it under (default: the first of /v1/models)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l server -d 'The engine behind the URL (default: from /v1/models `owned_by`)' -r -f -a "vllm\t'vLLM\'s OpenAI server (render profile `vllm`)'
+sglang\t'SGLang\'s OpenAI server (render profile `sglang`)'
+llamacpp\t'llama.cpp\'s llama-server with --jinja (render profile `llamacpp`)'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s c -l conversation -d 'A conversation JSON file: its user messages are sent, its assistant messages mark where the server\'s replies go' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l system -d 'Quick form: a system prompt' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l user -d 'Quick form: the first user message' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l follow-up -d 'Quick form: a later user message (repeatable, in order)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l resend -d 'How the client sends each reply back' -r -f -a "content\t'Content only, as a server with a reasoning parser returns it'
+raw\t'The generated text verbatim, reasoning block included'
+reasoning-field\t'Content plus the reasoning field the server reads: `reasoning` under --server vllm, else `reasoning_content` / `thinking`'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l turns -d 'Send at most K turns (default: every user turn of the conversation)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l max-tokens -d 'max_tokens of each request' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l seed -d 'The sampling seed of each request (with temperature 0)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l block-size -d 'The server\'s KV block size (vLLM --block-size) or page size (SGLang --page-size)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l api-key -d 'The API key (default: OPENAI_API_KEY); sent only to the --url host, never printed' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l header -d 'An extra request header `NAME: VALUE` (repeatable), for routers that need one' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l pod-header -d 'A response header that names the pod that answered (repeatable; default: the usual router headers, e.g. x-gateway-destination-endpoint)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l timeout -d 'How long one request may take, generation included' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l connect-timeout -d 'How long to wait for the connection' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l save-conversation -d 'Also write the conversation as it happened (replies with their sampled ids), which `diff-turns --conversation` audits to the same numbers' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l reply-format -d 'Reply layout for the replies (default: detected from the template)' -r -f -a "plain\t''
+think_nl\t''
+think_tight\t''
+harmony\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l template-kwarg -d 'A template variable `key=value` sent as the request\'s `chat_template_kwargs` and rendered by kvaudit alike (value parsed as JSON, else a string); repeatable. E.g. enable_thinking=false' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`, llama-server `--chat-template-kwargs`): kvaudit renders with it, the request does not send it; repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l now -d 'The clock for strftime_now (default: now, local time), as the server\'s' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l format -d 'Output format' -r -f -a "human\t''
+json\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -s m -l model -d 'A model to check (directory or Hub id, `@revision` to pin); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -l output -d 'Where to write it' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand init" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
@@ -318,14 +367,15 @@ never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "completions" -d 'Print the shell completion script for a shell'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus init completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "probe" -d 'Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put its prompt and cached-token counts beside kvaudit\'s render and prediction'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "completions" -d 'Print the shell completion script for a shell'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -371,6 +371,90 @@ impl<'a> Auditor<'a> {
     pub fn audit(&self, conv: &Conversation) -> Result<ConversationAudit> {
         audit_conversation(&self.planner, self.tok, conv, self.settings)
     }
+
+    /// The request a client sends for a conversation that ends with the prompt to send
+    /// (`probe`): the messages with each earlier reply resent as [`plan_turns`] resends it, the
+    /// kwargs and tools of that request, kvaudit's render of the prompt and its ids, and the
+    /// transitions before it (the numbers diff-turns reports for the same conversation).
+    pub fn next_request(&self, conv: &Conversation) -> Result<NextRequest> {
+        let index = conv
+            .messages
+            .iter()
+            .filter(|m| m.get("role").and_then(Json::as_str) == Some("assistant"))
+            .count();
+        let kwargs = self.planner.options.kwargs_at(conv, index);
+        let tools = conv.tools_at(index).cloned();
+        if crate::render::reply::is_single_request(conv) {
+            let (_, renderer, clock) = self.planner.template(conv)?;
+            let prompt = crate::render::reply::render_single_request(
+                conv,
+                &renderer,
+                &clock,
+                &self.planner.options,
+            )?;
+            let prompt_ids = self.tok.encode(&prompt)?;
+            return Ok(NextRequest {
+                messages: conv
+                    .messages
+                    .iter()
+                    .map(crate::render::reply::clean)
+                    .collect(),
+                kwargs,
+                tools,
+                prompt,
+                prompt_ids,
+                transitions: Vec::new(),
+            });
+        }
+        let planned = self.planner.plan(conv)?;
+        let Some(Some(prompt)) = planned.plan.next_prompts.last().cloned() else {
+            anyhow::bail!("the conversation does not end with a message to answer");
+        };
+        let transitions = align_plan(&planned.plan, self.tok, &self.settings.align)?;
+        let prompt_ids = match transitions.last() {
+            Some(t) => t.next_ids.clone(),
+            None => self.tok.encode(&prompt)?,
+        };
+        let mut turns = planned.plan.turns.iter();
+        let mut messages = Vec::with_capacity(conv.messages.len());
+        for m in &conv.messages {
+            match (m.as_object(), m.get("role").and_then(Json::as_str)) {
+                (Some(obj), Some("assistant")) => {
+                    let turn = turns
+                        .next()
+                        .context("the plan has fewer replies than the conversation")?;
+                    messages.push(crate::render::reply::history_message(
+                        obj,
+                        conv.resend,
+                        self.planner.options.server,
+                        Some(&turn.generated),
+                        turn.reasoning.as_deref(),
+                    ));
+                }
+                _ => messages.push(crate::render::reply::clean(m)),
+            }
+        }
+        Ok(NextRequest {
+            messages,
+            kwargs,
+            tools,
+            prompt,
+            prompt_ids,
+            transitions,
+        })
+    }
+}
+
+/// One request of a live chat, as kvaudit renders it (see [`Auditor::next_request`]).
+#[derive(Debug, Clone)]
+pub struct NextRequest {
+    pub messages: Vec<Json>,
+    /// The request's `chat_template_kwargs`.
+    pub kwargs: serde_json::Map<String, Json>,
+    pub tools: Option<Json>,
+    pub prompt: String,
+    pub prompt_ids: Vec<u32>,
+    pub transitions: Vec<Transition>,
 }
 
 /// One conversation: its transitions, and the router and date-rollover views when asked for.

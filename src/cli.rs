@@ -63,6 +63,10 @@ pub enum Command {
     /// PPD session-key collisions, and what each serving alternative computes and moves.
     #[command(long_about = CORPUS_ABOUT)]
     Corpus(Box<CorpusArgs>),
+    /// Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put
+    /// its prompt and cached-token counts beside kvaudit's render and prediction.
+    #[command(long_about = PROBE_ABOUT)]
+    Probe(Box<ProbeArgs>),
     /// Write a commented starter kvaudit.toml for the models given.
     Init(InitArgs),
     /// Print the shell completion script for a shell.
@@ -473,6 +477,9 @@ pub enum ServerArg {
     Vllm,
     /// SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path.
     Sglang,
+    /// llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content
+    /// kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated.
+    Llamacpp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -767,6 +774,152 @@ pub struct CaptureArgs {
     pub replay_timeout: String,
 
     /// Output format of the summary.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+}
+
+const PROBE_ABOUT: &str = "\
+Chat with a live OpenAI-compatible server turn by turn and check kvaudit's prediction against \
+what the server reports.
+
+Each turn is sent with temperature 0, a fixed seed and --max-tokens, asking for token ids where \
+the engine returns them (vLLM and SGLang `return_token_ids`, llama-server `logprobs`); the reply \
+is sent back as --resend says and the next user message follows. For every turn, side by side: \
+the server's prompt token count and kvaudit's render of the same messages (a difference means \
+the server renders differently, shown first, with the position where the prompt ids diverge \
+when the server returns them), the server's cached tokens and kvaudit's prediction, and the \
+retokenization drift of the reply.
+
+Prediction: vLLM and SGLang cache full blocks (pages) and never the whole prompt, \
+floor(min(LCP, held, N-1)/B)*B with B from --block-size (default 16 for vLLM, 1 for SGLang); \
+llama-server reuses its slot's common prefix token by token, min(LCP, held, N-1). held counts \
+the prompt and the reply's sampled ids whose KV was computed (a reply cut at --max-tokens \
+loses its last token). Turn 1 has no prediction: what the cache held before is unknown.
+
+The conversation: --conversation FILE (its user messages are sent; its assistant messages \
+only mark where the live replies go), the quick form (--user, --follow-up ...), or the built-in \
+probe (one question, then three follow-ups of growing length).
+
+Exit codes: 0 every turn agrees, 1 a turn does not (server renders differently, reused less \
+or more than predicted), 2 errors: bad flags, an unreachable server, an answer without the \
+usage fields (naming the server flag that enables them: vLLM --enable-prompt-tokens-details, \
+SGLang --enable-cache-report).";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeServer {
+    /// vLLM's OpenAI server (render profile `vllm`).
+    Vllm,
+    /// SGLang's OpenAI server (render profile `sglang`).
+    Sglang,
+    /// llama.cpp's llama-server with --jinja (render profile `llamacpp`).
+    Llamacpp,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// The server's OpenAI base URL, e.g. http://host:8000/v1.
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// The model name the server serves it under (default: the first of /v1/models).
+    #[arg(long, value_name = "NAME")]
+    pub served_model: Option<String>,
+
+    /// The engine behind the URL (default: from /v1/models `owned_by`).
+    #[arg(long, value_enum)]
+    pub server: Option<ProbeServer>,
+
+    /// A conversation JSON file: its user messages are sent, its assistant messages mark where
+    /// the server's replies go.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub conversation: Option<PathBuf>,
+
+    /// Quick form: a system prompt.
+    #[arg(long, conflicts_with = "conversation")]
+    pub system: Option<String>,
+
+    /// Quick form: the first user message.
+    #[arg(long, conflicts_with = "conversation")]
+    pub user: Option<String>,
+
+    /// Quick form: a later user message (repeatable, in order).
+    #[arg(long = "follow-up", requires = "user", conflicts_with = "conversation")]
+    pub follow_up: Vec<String>,
+
+    /// How the client sends each reply back.
+    #[arg(long, value_enum, default_value_t = Resend::Content)]
+    pub resend: Resend,
+
+    /// Send at most K turns (default: every user turn of the conversation).
+    #[arg(long, value_name = "K")]
+    pub turns: Option<usize>,
+
+    /// max_tokens of each request.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_tokens: u32,
+
+    /// The sampling seed of each request (with temperature 0).
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+
+    /// The server's KV block size (vLLM --block-size) or page size (SGLang --page-size).
+    #[arg(long, value_name = "B")]
+    pub block_size: Option<usize>,
+
+    /// The API key (default: OPENAI_API_KEY); sent only to the --url host, never printed.
+    #[arg(long, value_name = "KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// An extra request header `NAME: VALUE` (repeatable), for routers that need one.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub header: Vec<String>,
+
+    /// A response header that names the pod that answered (repeatable; default: the
+    /// usual router headers, e.g. x-gateway-destination-endpoint).
+    #[arg(long = "pod-header", value_name = "NAME")]
+    pub pod_header: Vec<String>,
+
+    /// How long one request may take, generation included.
+    #[arg(long, default_value = "120s", value_name = "DURATION")]
+    pub timeout: String,
+
+    /// How long to wait for the connection.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub connect_timeout: String,
+
+    /// Also write the conversation as it happened (replies with their sampled ids), which
+    /// `diff-turns --conversation` audits to the same numbers.
+    #[arg(long, value_name = "FILE")]
+    pub save_conversation: Option<PathBuf>,
+
+    /// Reply layout for the replies (default: detected from the template).
+    #[arg(long, value_enum)]
+    pub reply_format: Option<ReplyFormatArg>,
+
+    /// A template variable `key=value` sent as the request's `chat_template_kwargs` and
+    /// rendered by kvaudit alike (value parsed as JSON, else a string); repeatable. E.g.
+    /// enable_thinking=false.
+    #[arg(long = "template-kwarg", value_name = "KEY=VALUE")]
+    pub template_kwarg: Vec<String>,
+
+    /// The server's default template kwarg `key=value` (vLLM/SGLang
+    /// `--default-chat-template-kwargs`, llama-server `--chat-template-kwargs`): kvaudit
+    /// renders with it, the request does not send it; repeatable.
+    #[arg(long = "server-template-kwarg", value_name = "KEY=VALUE")]
+    pub server_template_kwarg: Vec<String>,
+
+    /// The clock for strftime_now (default: now, local time), as the server's.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+
+    /// Instruction budget per render (templates are untrusted input).
+    #[arg(long, default_value_t = crate::render::DEFAULT_FUEL, hide = true)]
+    pub fuel: u64,
+
+    /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub format: OutputFormat,
 }

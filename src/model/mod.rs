@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value as Json};
 
-pub use hub::{Fetched, HubSettings, fetch as fetch_from_hub, fetch_detailed, is_hub_id};
+pub use hub::{
+    Fetched, HubSettings, fetch as fetch_from_hub, fetch_detailed, is_hub_id, transport_words,
+};
 
 /// Files kvaudit reads from a model repository; the first two are required.
 pub const MODEL_FILES: [&str; 6] = [

@@ -135,6 +135,15 @@ impl ChatRenderer {
             })
         };
         match (render(input.tools.as_ref()), &input.retry_tools) {
+            // llama-server strips the BOS and EOS texts around the prompt it tokenizes.
+            (Ok(text), _) if profile == ServerProfile::Llamacpp && !request.reply => {
+                Ok(server::llamacpp::strip_bos_eos(
+                    &text,
+                    self.special_token("bos_token"),
+                    self.special_token("eos_token"),
+                )
+                .to_string())
+            }
             (Ok(text), _) => Ok(text),
             // SGLang renders once more with the bare function dicts when the template raises.
             (Err(_), Some(retry)) => Ok(render(Some(retry))?),

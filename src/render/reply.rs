@@ -489,8 +489,8 @@ fn role(m: &Json) -> &str {
     m.get("role").and_then(Json::as_str).unwrap_or("")
 }
 
-/// kvaudit's own annotations are not part of what the client sends.
-fn clean(m: &Json) -> Json {
+/// A message without kvaudit's own keys (`generated`, `generated_ids`): what a client sends.
+pub fn clean(m: &Json) -> Json {
     match m {
         Json::Object(obj) => {
             let mut obj = obj.clone();
@@ -504,8 +504,9 @@ fn clean(m: &Json) -> Json {
 
 const REASONING_KEYS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
 
-/// The assistant message as the client sends it back.
-fn history_message(
+/// The assistant message as the client sends it back: what [`plan_turns`] puts in the history
+/// (and `probe` sends to a live server).
+pub fn history_message(
     obj: &Map<String, Json>,
     mode: ResendMode,
     server: ServerProfile,

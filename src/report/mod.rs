@@ -12,6 +12,7 @@ pub mod json;
 pub mod keys;
 pub mod layout;
 pub mod markdown;
+pub mod probe;
 pub mod render;
 pub mod replay;
 

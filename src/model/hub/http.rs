@@ -384,10 +384,16 @@ fn is_html(headers: &HeaderMap) -> bool {
 
 /// A transport error in words, without the URL.
 fn transport(e: ureq::Error) -> HttpError {
-    HttpError::Transport(match e {
-        ureq::Error::Timeout(t) => format!("timed out ({t}; HF_HUB_DOWNLOAD_TIMEOUT)"),
+    HttpError::Transport(transport_words(&e, "HF_HUB_DOWNLOAD_TIMEOUT"))
+}
+
+/// A ureq transport error in words, without the URL (which may carry a token or a path);
+/// `timeouts` names the settings a timeout is governed by. Shared with `probe`'s client.
+pub fn transport_words(e: &ureq::Error, timeouts: &str) -> String {
+    match e {
+        ureq::Error::Timeout(t) => format!("timed out ({t}; {timeouts})"),
         ureq::Error::HostNotFound => "host not found".into(),
-        ureq::Error::Io(io) => io_words(&io),
+        ureq::Error::Io(io) => io_words(io, timeouts),
         ureq::Error::ConnectionFailed => "connection failed".into(),
         ureq::Error::Protocol(p) => format!("HTTP protocol error ({p})"),
         ureq::Error::Tls(t) => format!("TLS error ({t})"),
@@ -400,7 +406,7 @@ fn transport(e: ureq::Error) -> HttpError {
                 text
             }
         }
-    })
+    }
 }
 
 fn read_error(e: &std::io::Error) -> HttpError {
@@ -410,16 +416,16 @@ fn read_error(e: &std::io::Error) -> HttpError {
         Some(ureq::Error::Timeout(t)) => HttpError::Transport(format!(
             "timed out while downloading ({t}; HF_HUB_DOWNLOAD_TIMEOUT, KVAUDIT_HUB_BODY_TIMEOUT)"
         )),
-        _ => HttpError::Transport(io_words(e)),
+        _ => HttpError::Transport(io_words(e, "HF_HUB_DOWNLOAD_TIMEOUT")),
     }
 }
 
-fn io_words(e: &std::io::Error) -> String {
+fn io_words(e: &std::io::Error, timeouts: &str) -> String {
     use std::io::ErrorKind::*;
     match e.kind() {
         ConnectionRefused => "connection refused".into(),
         ConnectionReset | ConnectionAborted | BrokenPipe => "connection lost".into(),
-        TimedOut | WouldBlock => "timed out (HF_HUB_DOWNLOAD_TIMEOUT)".into(),
+        TimedOut | WouldBlock => format!("timed out ({timeouts})"),
         UnexpectedEof => "the connection closed early".into(),
         _ => format!("network error ({})", e.kind()),
     }

@@ -7,6 +7,8 @@
 mod cache;
 mod http;
 
+pub use http::transport_words;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -9,6 +9,7 @@
 //! same as for transformers: the only BOS is the one the template writes.
 
 mod detect;
+pub mod llamacpp;
 mod sglang;
 mod vllm;
 
@@ -27,6 +28,8 @@ pub enum ServerProfile {
     Vllm,
     /// SGLang's OpenAI server on its Jinja path.
     Sglang,
+    /// llama.cpp's llama-server with `--jinja` (post-b7756 engine).
+    Llamacpp,
 }
 
 impl ServerProfile {
@@ -35,6 +38,7 @@ impl ServerProfile {
             ServerProfile::Transformers => "transformers",
             ServerProfile::Vllm => "vllm",
             ServerProfile::Sglang => "sglang",
+            ServerProfile::Llamacpp => "llamacpp",
         }
     }
 
@@ -47,6 +51,9 @@ impl ServerProfile {
             }
             ServerProfile::Sglang => {
                 "SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path"
+            }
+            ServerProfile::Llamacpp => {
+                "llama.cpp llama-server --jinja after b7756 (common/jinja engine), no polyfills"
             }
         }
     }
@@ -169,6 +176,7 @@ impl ServerProfile {
             }
             ServerProfile::Vllm => vllm::prepare(template, formats.vllm, request),
             ServerProfile::Sglang => sglang::prepare(formats.sglang, request),
+            ServerProfile::Llamacpp => llamacpp::prepare(request),
         }
     }
 }

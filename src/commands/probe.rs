@@ -1,0 +1,32 @@
+use anyhow::Result;
+
+use super::Outcome;
+use super::settings::{model_spec, probe_conversation, probe_settings, style};
+use crate::cli::ProbeArgs;
+use crate::tokenize::Tokenizer;
+use crate::{audit, probe, report};
+
+pub fn run(args: &ProbeArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
+    let (settings, http) = probe_settings(args, |k| std::env::var(k).ok())?;
+    let conv = probe_conversation(args)?;
+    let client = probe::Client::new(&args.url, http)?;
+    let files = audit::resolve_model(&model_spec(&args.model))?;
+    super::note_cached_model(&files, args.model.offline);
+    let tok = Tokenizer::from_file(&files.tokenizer_path)?;
+    let spinner = super::progress::Spinner::start("probing");
+    let report = probe::run(&client, &files, &tok, &conv, &settings);
+    drop(spinner);
+    let report = report?;
+    if let Some(path) = &args.save_conversation {
+        let text = serde_json::to_string_pretty(&report.recorded)? + "\n";
+        std::fs::write(path, text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    let text = report::export(&report, args.format.into(), &style(false))?;
+    out.write_all(text.as_bytes())?;
+    Ok(if report.all_agree() {
+        Outcome::Clean
+    } else {
+        Outcome::Findings
+    })
+}
