@@ -532,9 +532,12 @@ fn llama_server(test: &str) -> Option<PathBuf> {
     let path = std::env::var_os("KVAUDIT_LLAMA_SERVER")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(format!(
-                "/root/.cache/kvaudit-llama/{LLAMA_VERSION}/bin/llama-server"
-            ))
+            // Where .ci/llama-server.sh puts it by default.
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .unwrap_or_default();
+            cache.join(format!("kvaudit-llama/{LLAMA_VERSION}/bin/llama-server"))
         });
     if path.is_file() {
         return Some(path);
@@ -774,22 +777,22 @@ fn live_llama_server_agrees_on_three_corpus_conversations() {
 }
 
 /// Where llama-server does not tokenize like transformers, probe says so, and shows where.
-/// The random model's first reply to this HH-RLHF chat holds U+037E GREEK QUESTION MARK,
-/// which Qwen3's tokenizer.json normalizes (NFC) to `;` (id 26) before encoding; llama-server
-/// applies no normalizer and encodes the character itself (id 145569, bytes CD BE). The
-/// resent reply then tokenizes differently on the server from token 30 of turn 2 on.
+/// The user's question holds U+037E GREEK QUESTION MARK, which Qwen3's tokenizer.json
+/// normalizes (NFC) to `;` (id 26) before encoding; llama-server applies no normalizer and
+/// encodes the character itself (id 145569, bytes CD BE). The text is the client's, not the
+/// random model's, so the case does not depend on what the model samples.
 #[test]
 fn live_llama_server_without_nfc_normalization_renders_differently() {
     let Some((shared, binary, gguf)) = live("live_llama_server_nfc") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let path = corpus_conversation(
-        &shared,
-        dir.path(),
-        "hh-rlhf-harmless-test.jsonl",
-        "harmless-base/test:1",
-    );
+    let path = dir.path().join("nfc.json");
+    let conv = json!({"messages": [
+        {"role": "user", "content": "Is this a question mark\u{37e} Answer briefly."},
+        {"role": "assistant", "content": "Yes."},
+        {"role": "user", "content": "Thanks."}]});
+    std::fs::write(&path, conv.to_string()).unwrap();
     let server = start(&binary, &gguf, &[]);
     let (code, report, stderr) = probe(
         &server,
@@ -798,16 +801,15 @@ fn live_llama_server_without_nfc_normalization_renders_differently() {
     );
     assert_eq!(code, 1, "{stderr}");
     let turns = report["turns"].as_array().unwrap();
-    assert_eq!(turns[0]["verdict"], json!("agrees"));
-    assert_eq!(turns[1]["verdict"], json!("server_renders_differently"));
-    let d = &turns[1]["prompt_divergence"];
-    assert_eq!(d["position"], json!(30));
+    assert_eq!(turns[0]["verdict"], json!("server_renders_differently"));
+    let d = &turns[0]["prompt_divergence"];
+    assert!(d["position"].as_u64().is_some_and(|p| p > 0), "{d}");
     assert_eq!(d["server"][0], json!({"id": 145569, "text": "\u{37e}"}));
     assert_eq!(d["kvaudit"][0], json!({"id": 26, "text": ";"}));
     // Same counts, other ids: only the ids show it.
     assert_eq!(
-        turns[1]["server_prompt_tokens"],
-        turns[1]["kvaudit_prompt_tokens"]
+        turns[0]["server_prompt_tokens"],
+        turns[0]["kvaudit_prompt_tokens"]
     );
 }
 
