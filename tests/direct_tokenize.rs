@@ -104,14 +104,6 @@ fn random_texts(seed: u64, n: usize) -> Vec<String> {
         .collect()
 }
 
-fn sample(len: usize, n: usize) -> Vec<usize> {
-    if n >= len {
-        (0..len).collect()
-    } else {
-        (0..n).map(|k| k * len / n).collect()
-    }
-}
-
 #[derive(Default)]
 struct Tally {
     texts: usize,
@@ -143,48 +135,15 @@ fn reference_tokenizers_encode_like_the_crate_pipeline() {
     let Some(shared) = common::shared_dir(test) else {
         return;
     };
-    let mut records: Vec<(String, Json)> = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(shared.join("corpus"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        let name = f.file_name().unwrap().to_string_lossy().to_string();
-        for i in sample(lines.len(), PER_FILE) {
-            records.push((
-                format!("{name}:{}", i + 1),
-                serde_json::from_str(lines[i]).unwrap(),
-            ));
-        }
-    }
-    let mut models: Vec<_> = std::fs::read_dir(shared.join("models"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.join("tokenizer.json").is_file())
-        .collect();
-    models.sort();
-    assert_eq!(models.len(), 15, "the 15 model directories of ../shared");
-    let cache = common::repo_root().join("target/conformance/tokenizer-cache");
+    let records = common::sampled_corpus(&shared, Some(PER_FILE));
+    let models = common::reference_models(&shared);
     let random = random_texts(0x5eed_d1ec, RANDOM);
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     for dir in &models {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         let files = ModelFiles::from_dir(dir, &name, None, None).unwrap();
         let path = &files.tokenizer_path;
-        let mut prepared = Tokenizer::load(path, Some(&cache)).unwrap();
-        if !prepared.is_prepared() {
-            prepared = Tokenizer::load(path, Some(&cache)).unwrap();
-        }
-        let forms = [
-            ("tokenizer.json", Tokenizer::load(path, None).unwrap()),
-            ("prepared", prepared),
-        ];
+        let forms = common::tokenizer_forms(path);
         let renderer = files.select_template(None, false).ok().and_then(|t| {
             ChatRenderer::new(&t.text, files.special_tokens.clone(), DEFAULT_FUEL).ok()
         });
@@ -239,18 +198,6 @@ fn reference_tokenizers_encode_like_the_crate_pipeline() {
 
 /// An edit of the fixture's tokenizer.json.
 type Change = Box<dyn FnOnce(&mut Json)>;
-
-/// The tiny fixture tokenizer with `change` applied to its JSON, from tokenizer.json.
-fn tiny(change: impl FnOnce(&mut Json)) -> (tempfile::TempDir, Tokenizer) {
-    let path = common::fixtures().join("models/tiny-think/tokenizer.json");
-    let mut json: Json = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    change(&mut json);
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokenizer.json");
-    std::fs::write(&file, serde_json::to_string(&json).unwrap()).unwrap();
-    let tok = Tokenizer::load(&file, None).unwrap();
-    (dir, tok)
-}
 
 const QWEN_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
@@ -373,7 +320,7 @@ fn fixture_pipelines_the_direct_encoder_takes_encode_like_the_crate() {
         .map(String::from),
     );
     for (shape, change) in shapes {
-        let (_dir, tok) = tiny(change);
+        let (_dir, tok) = common::tiny_tokenizer(change);
         assert!(tok.is_direct(), "{shape}: not encoded directly");
         let mut t = Tally::default();
         for (i, text) in texts.iter().enumerate() {
@@ -434,7 +381,7 @@ fn other_pipelines_are_encoded_by_the_crate() {
         ),
     ];
     for (shape, change) in shapes {
-        let (_dir, tok) = tiny(change);
+        let (_dir, tok) = common::tiny_tokenizer(change);
         assert!(!tok.is_direct(), "{shape}: encoded directly");
         let text = "<|im_start|>user\n  Hello  world 42!\n\n";
         assert_eq!(

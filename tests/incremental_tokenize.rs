@@ -82,14 +82,6 @@ impl Tally {
     }
 }
 
-/// `n` line numbers spread evenly over a file of `len` lines (all of them for None).
-fn sample(len: usize, n: Option<usize>) -> Vec<usize> {
-    match n {
-        Some(n) if n < len => (0..n).map(|k| k * len / n).collect(),
-        _ => (0..len).collect(),
-    }
-}
-
 #[test]
 fn corpus_prompts_encode_alike_whole_and_after_the_previous_prompt() {
     let test = "corpus_prompts_encode_alike_whole_and_after_the_previous_prompt";
@@ -104,34 +96,8 @@ fn corpus_prompts_encode_alike_whole_and_after_the_previous_prompt() {
         ),
         Err(_) => Some(PER_FILE),
     };
-    let mut files: Vec<_> = std::fs::read_dir(shared.join("corpus"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    let mut records: Vec<(String, Json)> = Vec::new();
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        let name = f.file_name().unwrap().to_string_lossy().to_string();
-        for i in sample(lines.len(), per_file) {
-            records.push((
-                format!("{name}:{i}"),
-                serde_json::from_str(lines[i]).unwrap(),
-            ));
-        }
-    }
-    let mut models: Vec<_> = std::fs::read_dir(shared.join("models"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.join("tokenizer.json").is_file())
-        .collect();
-    models.sort();
-    assert_eq!(models.len(), 15, "the 15 model directories of ../shared");
-    let cache = common::repo_root().join("target/conformance/tokenizer-cache");
+    let records = common::sampled_corpus(&shared, per_file);
+    let models = common::reference_models(&shared);
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut seconds: BTreeMap<String, f64> = BTreeMap::new();
     for dir in &models {
@@ -139,16 +105,7 @@ fn corpus_prompts_encode_alike_whole_and_after_the_previous_prompt() {
         let files = ModelFiles::from_dir(dir, &name, None, None).unwrap();
         let path = &files.tokenizer_path;
         let started = std::time::Instant::now();
-        let mut prepared = Tokenizer::load(path, Some(&cache)).unwrap();
-        if !prepared.is_prepared() {
-            // The first load wrote the prepared form.
-            prepared = Tokenizer::load(path, Some(&cache)).unwrap();
-        }
-        let forms = [
-            ("tokenizer.json", Tokenizer::load(path, None).unwrap()),
-            ("prepared", prepared),
-        ];
-        assert!(forms[1].1.is_prepared(), "{name} was not prepared");
+        let forms = common::tokenizer_forms(path);
         for (form, tok) in &forms {
             // Every reference tokenizer is byte-level BPE split at non-normalized added
             // tokens, so none needs the fallback.
@@ -220,19 +177,6 @@ fn corpus_prompts_encode_alike_whole_and_after_the_previous_prompt() {
         "encode_after differs from encode:\n{}",
         failures.join("\n")
     );
-}
-
-/// The tiny fixture tokenizer with `change` applied to its JSON, loaded from tokenizer.json
-/// (the prepared form refuses added tokens outside the vocabulary).
-fn tiny(change: impl FnOnce(&mut Json)) -> (tempfile::TempDir, Tokenizer) {
-    let path = common::fixtures().join("models/tiny-think/tokenizer.json");
-    let mut json: Json = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    change(&mut json);
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokenizer.json");
-    std::fs::write(&file, serde_json::to_string(&json).unwrap()).unwrap();
-    let tok = Tokenizer::load(&file, None).unwrap();
-    (dir, tok)
 }
 
 fn add_token(json: &mut Json, id: u64, content: &str, normalized: bool) {
@@ -314,7 +258,7 @@ fn random_edits_agree(tok: &Tokenizer, what: &str) -> usize {
 
 #[test]
 fn fixture_tokenizer_resumes_exactly_under_random_edits() {
-    let (_dir, tok) = tiny(|_| {});
+    let (_dir, tok) = common::tiny_tokenizer(|_| {});
     assert!(tok.resumes());
     assert!(random_edits_agree(&tok, "tiny-think") > 0);
 }
@@ -324,7 +268,7 @@ fn overlapping_and_normalized_added_tokens_resume_exactly() {
     // `<|im_end|>x` extends `<|im_end|>` (a cut just past `<|im_end|>` is not one when an `x`
     // follows in the next text), `end|><|im` starts inside one token and ends inside the next,
     // and `hello`, normalized, is matched inside the pieces rather than split at.
-    let (_dir, tok) = tiny(|j| {
+    let (_dir, tok) = common::tiny_tokenizer(|j| {
         add_token(j, 600, "<|im_end|>x", false);
         add_token(j, 601, "end|><|im", false);
         add_token(j, 602, "hello", true);
@@ -345,7 +289,7 @@ fn overlapping_and_normalized_added_tokens_resume_exactly() {
 fn pipelines_that_are_not_piecewise_encode_every_text_whole() {
     // Metaspace with prepend_scheme `first` prepends `▁` only to the piece at offset 0, so a
     // piece encoded on its own would differ from the same piece inside the whole text.
-    let (_d1, metaspace) = tiny(|j| {
+    let (_d1, metaspace) = common::tiny_tokenizer(|j| {
         j["model"]["vocab"]["▁"] = json!(501);
         j["pre_tokenizer"] = json!({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true});
     });
@@ -356,12 +300,12 @@ fn pipelines_that_are_not_piecewise_encode_every_text_whole() {
         whole, pieces,
         "the piece after a token encodes alike: no test"
     );
-    let (_d2, rstrip) = tiny(|j| j["added_tokens"][2]["rstrip"] = json!(true));
-    let (_d3, truncation) = tiny(|j| {
+    let (_d2, rstrip) = common::tiny_tokenizer(|j| j["added_tokens"][2]["rstrip"] = json!(true));
+    let (_d3, truncation) = common::tiny_tokenizer(|j| {
         j["truncation"] =
             json!({"direction": "Right", "max_length": 9, "strategy": "LongestFirst", "stride": 0});
     });
-    let (_d4, dropout) = tiny(|j| j["model"]["dropout"] = json!(0.5));
+    let (_d4, dropout) = common::tiny_tokenizer(|j| j["model"]["dropout"] = json!(0.5));
     for (what, tok) in [
         ("metaspace first", &metaspace),
         ("rstrip", &rstrip),

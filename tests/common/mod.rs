@@ -247,3 +247,87 @@ pub fn shell_words(line: &str) -> Vec<String> {
     }
     words
 }
+
+/// `n` conversations of every JSONL file of ../shared/corpus (all of them for None), spread
+/// evenly over each file, labelled `FILE:LINE`.
+pub fn sampled_corpus(
+    shared: &std::path::Path,
+    n: Option<usize>,
+) -> Vec<(String, serde_json::Value)> {
+    let mut files: Vec<_> = std::fs::read_dir(shared.join("corpus"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    let mut records = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let picked: Vec<usize> = match n {
+            Some(n) if n < lines.len() => (0..n).map(|k| k * lines.len() / n).collect(),
+            _ => (0..lines.len()).collect(),
+        };
+        for i in picked {
+            records.push((
+                format!("{name}:{}", i + 1),
+                serde_json::from_str(lines[i]).unwrap(),
+            ));
+        }
+    }
+    records
+}
+
+/// The 15 model directories of ../shared/models, sorted.
+pub fn reference_models(shared: &std::path::Path) -> Vec<PathBuf> {
+    let mut models: Vec<_> = std::fs::read_dir(shared.join("models"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("tokenizer.json").is_file())
+        .collect();
+    models.sort();
+    assert_eq!(models.len(), 15, "the 15 model directories of ../shared");
+    models
+}
+
+/// A tokenizer.json in both forms kvaudit loads it in: as read by the tokenizers crate, and
+/// prepared (written to and read from a cache under target/conformance).
+pub fn tokenizer_forms(
+    path: &std::path::Path,
+) -> [(&'static str, kvaudit::tokenize::Tokenizer); 2] {
+    use kvaudit::tokenize::Tokenizer;
+    let cache = repo_root().join("target/conformance/tokenizer-cache");
+    let mut prepared = Tokenizer::load(path, Some(&cache)).unwrap();
+    if !prepared.is_prepared() {
+        // The first load wrote the prepared form.
+        prepared = Tokenizer::load(path, Some(&cache)).unwrap();
+    }
+    assert!(
+        prepared.is_prepared(),
+        "{} was not prepared",
+        path.display()
+    );
+    [
+        ("tokenizer.json", Tokenizer::load(path, None).unwrap()),
+        ("prepared", prepared),
+    ]
+}
+
+/// The tiny fixture tokenizer with `change` applied to its JSON, loaded from tokenizer.json
+/// (the prepared form refuses added tokens outside the vocabulary).
+pub fn tiny_tokenizer(
+    change: impl FnOnce(&mut serde_json::Value),
+) -> (tempfile::TempDir, kvaudit::tokenize::Tokenizer) {
+    let path = fixtures().join("models/tiny-think/tokenizer.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    change(&mut json);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokenizer.json");
+    std::fs::write(&file, serde_json::to_string(&json).unwrap()).unwrap();
+    let tok = kvaudit::tokenize::Tokenizer::load(&file, None).unwrap();
+    (dir, tok)
+}
