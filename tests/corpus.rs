@@ -42,18 +42,10 @@ fn lines_of(path: &Path) -> Vec<Json> {
 
 /// The conversations a corpus run audited, each as a diff-turns conversation file, with its
 /// `source` (FILE:LINE) — rebuilt from the input independently of kvaudit's reader for the
-/// OpenAI layout: the row's own fields other than the conversation's are dropped.
+/// OpenAI layout: the row's own fields other than the conversation format's (its `FIELDS`)
+/// are dropped.
 fn openai_rows(path: &Path) -> BTreeMap<String, Json> {
-    let fields = [
-        "messages",
-        "tools",
-        "documents",
-        "template_kwargs",
-        "now",
-        "now_per_prompt",
-        "template_kwargs_per_prompt",
-        "tools_per_prompt",
-    ];
+    let fields = kvaudit::render::conversation::FIELDS;
     let mut out = BTreeMap::new();
     for (i, line) in std::fs::read_to_string(path).unwrap().lines().enumerate() {
         let Ok(mut v) = serde_json::from_str::<Json>(line) else {

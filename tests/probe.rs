@@ -5,7 +5,8 @@
 //! are not run live here).
 //!
 //! The live tests find the server at KVAUDIT_LLAMA_SERVER (what .ci/run exports), else at
-//! /root/.cache/kvaudit-llama/<version>/bin/llama-server; without one they say they skip, and
+//! `$XDG_CACHE_HOME` (or `~/.cache`)`/kvaudit-llama/<version>/bin/llama-server`, where
+//! .ci/llama-server.sh builds it; without one they say they skip, and
 //! under CI=true they fail instead.
 
 mod common;

@@ -80,7 +80,6 @@ const TAILS: [&str; 2] = [
 
 impl Matcher {
     fn new(source: &str) -> Option<Matcher> {
-        let fancy = fancy_regex::Regex::new(source).ok()?;
         let free = |p: &str| {
             regex_syntax::parse(p).ok().is_some_and(|hir| {
                 hir.properties().look_set().is_empty()
@@ -100,7 +99,7 @@ impl Matcher {
         if free(source) {
             return regex::Regex::new(source).ok().map(Matcher::Plain);
         }
-        Some(Matcher::Fancy(fancy))
+        fancy_regex::Regex::new(source).ok().map(Matcher::Fancy)
     }
 
     /// The matches in `text`, in order, as the crate finds them (it stops at the first regex
