@@ -132,7 +132,8 @@ pub fn align_plan(
             other => tok.encode_after(&turn.prompt, other.as_ref().map(|(_, e)| e))?,
         };
         let prompt_ids = prompt.ids();
-        let encoded = tok.encode(&turn.generated)?;
+        let reply = tok.encode_reply(&turn.generated)?;
+        let encoded = reply.ids().to_vec();
         let (generated, drift) = match &turn.generated_ids {
             Some(sampled) => {
                 check_ids_say_the_text(tok, sampled, &encoded, k + 1)?;
@@ -148,7 +149,7 @@ pub fn align_plan(
         };
         let mut held = prompt_ids.to_vec();
         held.extend_from_slice(&generated);
-        let next_encoded = tok.encode_after(next_text, Some(&prompt))?;
+        let next_encoded = tok.encode_after_reusing(next_text, Some(&prompt), Some(&reply))?;
         let next = next_encoded.ids().to_vec();
         let lcp = common_prefix(&held, &next);
         let rewrite = if lcp < held.len() {

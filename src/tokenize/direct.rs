@@ -104,11 +104,11 @@ impl Matcher {
 
     /// The matches in `text`, in order, as the crate finds them (it stops at the first regex
     /// error, a backtrack limit, and keeps the rest as text between matches).
-    fn each(
+    fn each<E>(
         &self,
         text: &str,
-        mut f: impl FnMut(usize, usize) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut f: impl FnMut(usize, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
         match self {
             Matcher::Fancy(re) => {
                 for m in re.find_iter(text).map_while(Result::ok) {
@@ -163,6 +163,42 @@ pub struct Direct {
     normalized_added: Option<DoubleArrayAhoCorasick<u32>>,
     nfc: bool,
     splits: Vec<Split>,
+    /// Whether a text can take over the ids of a reply it repeats (see [`Direct::take_over`]).
+    reuses: bool,
+}
+
+/// What a later text that repeats a reply can take over from the reply's encoding: the run of
+/// text after the reply's last added token, normalized, and where its ids start.
+#[derive(Debug, Clone)]
+pub struct Tail {
+    normalized: String,
+    first_id: usize,
+}
+
+/// Bytes a repeated run must have before taking its ids over is worth the checks.
+const MIN_TAKE_OVER: usize = 32;
+/// Bytes of the reply's run before the shared part, at most, for a take-over.
+const MAX_RUN_LEAD: usize = 1024;
+/// Boundaries of each side looked at for one both texts share.
+const BOUNDARIES: usize = 8;
+
+/// How a split run over a text that is cut short ends.
+enum Halt {
+    Reached,
+    Failed(String),
+}
+
+impl From<String> for Halt {
+    fn from(e: String) -> Halt {
+        Halt::Failed(e)
+    }
+}
+
+fn halted(r: Result<(), Halt>) -> Result<(), String> {
+    match r {
+        Ok(()) | Err(Halt::Reached) => Ok(()),
+        Err(Halt::Failed(e)) => Err(e),
+    }
 }
 
 /// GPT-2's byte-to-char table: printable Latin-1 bytes stand for themselves, the other 68
@@ -264,43 +300,203 @@ impl Direct {
                 .ok()
                 .map(Some)
         };
+        let normalized_added = trie(true)?;
+        // One split of the GPT-4 kind, isolating its matches: after a place where that split
+        // starts a new piece, it cuts the rest of the text as if the text began there (no
+        // look-behind), so ids after such a place depend only on the text after it.
+        let reuses = normalized_added.is_none()
+            && matches!(
+                splits.as_slice(),
+                [Split {
+                    matcher: Matcher::Tail { .. } | Matcher::Plain(_),
+                    keep: Keep::All,
+                }]
+            );
         Some(Direct {
             raw_added: trie(false)?,
-            normalized_added: trie(true)?,
+            normalized_added,
             nfc,
             splits,
+            reuses,
         })
+    }
+
+    pub fn reuses(&self) -> bool {
+        self.reuses
     }
 
     /// The ids of `text`, as `encode(text, add_special_tokens = false)` gives them.
     pub fn encode(&self, text: &str, words: &dyn WordIds) -> Result<Vec<u32>, String> {
+        self.encode_with(text, words, None, None)
+    }
+
+    /// The ids of a reply, and what a prompt that repeats it can take over (when this
+    /// pipeline allows it).
+    pub fn encode_reply(
+        &self,
+        text: &str,
+        words: &dyn WordIds,
+    ) -> Result<(Vec<u32>, Option<Tail>), String> {
+        if !self.reuses {
+            return Ok((self.encode(text, words)?, None));
+        }
+        let mut tail = Tail {
+            normalized: String::new(),
+            first_id: 0,
+        };
+        let ids = self.encode_with(text, words, None, Some(&mut tail))?;
+        Ok((
+            ids,
+            (tail.normalized.len() >= MIN_TAKE_OVER).then_some(tail),
+        ))
+    }
+
+    /// The ids of `text`, taking over the ids of `reply` (its ids and [`Tail`]) where a run
+    /// of `text` repeats the reply's last run: the same ids as [`encode`](Self::encode).
+    /// Also says how many of the ids were taken over.
+    pub fn encode_reusing(
+        &self,
+        text: &str,
+        words: &dyn WordIds,
+        reply: (&[u32], &Tail),
+    ) -> Result<(Vec<u32>, usize), String> {
+        let mut taken = 0;
+        let ids = self.encode_with(text, words, Some((reply.0, reply.1, &mut taken)), None)?;
+        Ok((ids, taken))
+    }
+
+    fn encode_with(
+        &self,
+        text: &str,
+        words: &dyn WordIds,
+        mut reply: Option<(&[u32], &Tail, &mut usize)>,
+        mut keep: Option<&mut Tail>,
+    ) -> Result<Vec<u32>, String> {
         let mut out = Vec::with_capacity(text.len() / 3);
         let mut scratch = String::new();
-        let mut run =
-            |gap: &str, out: &mut Vec<u32>| self.normalized(gap, words, &mut scratch, out);
+        let mut run = |gap: &str, out: &mut Vec<u32>, keep: Option<&mut Tail>| {
+            let keep = keep.map(|k| {
+                k.first_id = out.len();
+                k.normalized.clear();
+                &mut k.normalized
+            });
+            if let Some((ids, tail, taken)) = reply.as_mut()
+                && let Some(n) = self.take_over(gap, ids, tail, words, &mut scratch, out)?
+            {
+                **taken += n;
+                return Ok(());
+            }
+            self.normalized(gap, words, &mut scratch, out, keep)
+        };
         match &self.raw_added {
             Some(trie) => {
                 let mut from = 0;
                 for m in trie.leftmost_find_iter(text) {
-                    run(&text[from..m.start()], &mut out)?;
+                    run(&text[from..m.start()], &mut out, None)?;
                     out.push(m.value());
                     from = m.end();
                 }
-                run(&text[from..], &mut out)?;
+                run(&text[from..], &mut out, keep.as_deref_mut())?;
             }
-            None => run(text, &mut out)?,
+            None => run(text, &mut out, keep)?,
         }
         Ok(out)
     }
 
-    /// A run of raw text between added tokens: normalized, then cut at the normalized added
-    /// tokens.
+    /// The ids of `gap` (a run between added tokens) when it ends with a long part of the
+    /// reply's last run, taken over from there on: how many ids were taken, or None (nothing
+    /// written) when it cannot.
+    ///
+    /// Exact because the run's ids are the ids of its pieces, each merged on its own, and
+    /// after a place where the split starts a piece in both texts the two texts are cut
+    /// alike (see `reuses`). With NFC, the gap is already normal and normalizes on its own
+    /// when everything before the shared part is ASCII and the shared part starts with an
+    /// ASCII character (which neither composes nor reorders with what precedes it); the
+    /// shared part is then a piece of the reply's normalized run.
+    fn take_over(
+        &self,
+        gap: &str,
+        ids: &[u32],
+        tail: &Tail,
+        words: &dyn WordIds,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<Option<usize>, String> {
+        let run = tail.normalized.as_str();
+        let shared = gap
+            .bytes()
+            .rev()
+            .zip(run.bytes().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        if shared < MIN_TAKE_OVER {
+            return Ok(None);
+        }
+        let mut a = gap.len() - shared;
+        while !gap.is_char_boundary(a) {
+            a += 1;
+        }
+        if self.nfc && !(gap[..a].is_ascii() && gap.as_bytes().get(a).is_some_and(u8::is_ascii)) {
+            return Ok(None);
+        }
+        let b = run.len() - (gap.len() - a);
+        // The reply's run is encoded again up to the shared part: worth it only when the
+        // part before is short (a line break, a role header).
+        if b > MAX_RUN_LEAD {
+            return Ok(None);
+        }
+        let Some(split) = self.splits.first() else {
+            return Ok(None);
+        };
+        let in_gap = boundaries(&split.matcher, gap, a)?;
+        let in_run = boundaries(&split.matcher, run, b)?;
+        let Some(r) = in_gap.iter().copied().find(|r| in_run.contains(r)) else {
+            return Ok(None);
+        };
+        let mut before = Vec::new();
+        self.split_until(run, b + r, words, scratch, &mut before)?;
+        let Some(taken) = ids.get(tail.first_id + before.len()..) else {
+            return Ok(None);
+        };
+        self.split_until(gap, a + r, words, scratch, out)?;
+        out.extend_from_slice(taken);
+        Ok(Some(taken.len()))
+    }
+
+    /// The ids of `text` up to `stop`, a place where the (only) split starts a piece.
+    fn split_until(
+        &self,
+        text: &str,
+        stop: usize,
+        words: &dyn WordIds,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        let mut prev = 0;
+        halted(self.splits[0].matcher.each(text, |start, end| {
+            if start >= stop {
+                return Err(Halt::Reached);
+            }
+            self.pieces(1, &text[prev..start], words, scratch, out)?;
+            self.pieces(1, &text[start..end], words, scratch, out)?;
+            prev = end;
+            if end >= stop {
+                return Err(Halt::Reached);
+            }
+            Ok(())
+        }))?;
+        self.pieces(1, &text[prev..stop.max(prev)], words, scratch, out)
+    }
+
+    /// A run of raw text between added tokens: normalized (a copy kept in `keep`), then cut
+    /// at the normalized added tokens.
     fn normalized(
         &self,
         raw: &str,
         words: &dyn WordIds,
         scratch: &mut String,
         out: &mut Vec<u32>,
+        keep: Option<&mut String>,
     ) -> Result<(), String> {
         if raw.is_empty() {
             return Ok(());
@@ -310,6 +506,9 @@ impl Direct {
         } else {
             Cow::Borrowed(raw)
         };
+        if let Some(k) = keep {
+            k.push_str(&text);
+        }
         match &self.normalized_added {
             Some(trie) => {
                 let mut from = 0;
@@ -351,13 +550,35 @@ impl Direct {
                 self.pieces(step + 1, &piece[start..end], words, scratch, out)?;
             }
             prev = end;
-            Ok(())
+            Ok::<(), String>(())
         })?;
         if matches!(split.keep, Keep::All | Keep::Gaps) {
             self.pieces(step + 1, &piece[prev..], words, scratch, out)?;
         }
         Ok(())
     }
+}
+
+/// Where `matcher` starts a piece in `text` at or after `from` (isolated matches: every start
+/// and end of a match), as offsets from `from`; the first [`BOUNDARIES`] of them, the end of
+/// the text excluded.
+fn boundaries(matcher: &Matcher, text: &str, from: usize) -> Result<Vec<usize>, String> {
+    let mut found = Vec::with_capacity(BOUNDARIES);
+    if from == 0 {
+        found.push(0);
+    }
+    halted(matcher.each(text, |start, end| {
+        for at in [start, end] {
+            if at >= from && at < text.len() && found.last() != Some(&(at - from)) {
+                found.push(at - from);
+            }
+        }
+        if found.len() >= BOUNDARIES {
+            return Err(Halt::Reached);
+        }
+        Ok(())
+    }))?;
+    Ok(found)
 }
 
 fn kind(v: &Json) -> Option<&str> {

@@ -31,6 +31,8 @@ pub struct Encoded {
     cuts: Vec<(usize, usize)>,
     /// Leading ids taken over from the text this one was encoded after.
     reused: usize,
+    /// Ids taken over from a reply the text repeats.
+    taken_over: usize,
 }
 
 impl Encoded {
@@ -45,6 +47,15 @@ impl Encoded {
     /// How many leading ids were taken over from the base text rather than encoded.
     pub fn reused(&self) -> usize {
         self.reused
+    }
+
+    /// How many ids were taken over from a reply the text repeats rather than encoded.
+    pub fn taken_over(&self) -> usize {
+        self.taken_over
+    }
+
+    pub(super) fn set_taken_over(&mut self, n: usize) {
+        self.taken_over = n;
     }
 }
 
@@ -175,6 +186,7 @@ impl Splitter {
             ids,
             cuts,
             reused,
+            taken_over: 0,
         })
     }
 }

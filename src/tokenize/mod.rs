@@ -25,6 +25,25 @@ mod prepared;
 mod scan;
 
 pub use incremental::Encoded;
+
+/// A reply's ids, with what a later text that repeats the reply can take over.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    ids: Vec<u32>,
+    tail: Option<direct::Tail>,
+}
+
+impl Reply {
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Whether a later text can take over these ids (the pipeline allows it and the reply
+    /// ends with a long enough run of text).
+    pub fn can_be_taken_over(&self) -> bool {
+        self.tail.is_some()
+    }
+}
 pub use prepared::cache_dir;
 
 enum Inner {
@@ -145,6 +164,46 @@ impl Tokenizer {
         .map_err(TokenizeError::Encode)
     }
 
+    /// A reply's ids, as [`encode`](Self::encode) gives them, with what a later prompt that
+    /// repeats the reply can take over (see [`encode_after_reusing`](Self::encode_after_reusing)).
+    pub fn encode_reply(&self, text: &str) -> Result<Reply, TokenizeError> {
+        let Some(d) = self.direct() else {
+            return Ok(Reply {
+                ids: self.encode(text)?,
+                tail: None,
+            });
+        };
+        let (ids, tail) = match &self.inner {
+            Inner::Crate(t) => d.encode_reply(text, t.get_model()),
+            Inner::Prepared(t) => d.encode_reply(text, t.get_model()),
+        }
+        .map_err(TokenizeError::Encode)?;
+        Ok(Reply { ids, tail })
+    }
+
+    /// Whether prompts can take over the ids of replies they repeat (the direct encoder with
+    /// one isolating split and no normalized added tokens; see `direct::Direct::take_over`).
+    pub fn takes_over_replies(&self) -> bool {
+        self.direct().is_some_and(direct::Direct::reuses)
+    }
+
+    /// The ids of `text`, and how many of them were taken over from `reply`.
+    fn encode_reusing(
+        &self,
+        text: &str,
+        reply: Option<&Reply>,
+    ) -> Result<(Vec<u32>, usize), TokenizeError> {
+        let (Some(d), Some((ids, Some(tail)))) = (self.direct(), reply.map(|r| (&r.ids, &r.tail)))
+        else {
+            return Ok((self.encode(text)?, 0));
+        };
+        match &self.inner {
+            Inner::Crate(t) => d.encode_reusing(text, t.get_model(), (ids, tail)),
+            Inner::Prepared(t) => d.encode_reusing(text, t.get_model(), (ids, tail)),
+        }
+        .map_err(TokenizeError::Encode)
+    }
+
     /// `text` through the `tokenizers` crate's own pipeline, whatever [`encode`](Self::encode)
     /// would use: the reference the direct encoder is checked against.
     pub fn encode_pipeline(&self, text: &str) -> Result<Vec<u32>, TokenizeError> {
@@ -166,10 +225,30 @@ impl Tokenizer {
         text: &str,
         base: Option<&Encoded>,
     ) -> Result<Encoded, TokenizeError> {
-        match self.splitter() {
-            Some(s) => s.encode(text, base, |piece| self.encode(piece)),
-            None => self.encode(text).map(incremental::whole),
-        }
+        self.encode_after_reusing(text, base, None)
+    }
+
+    /// [`encode_after`](Self::encode_after), also taking over the ids of `reply` where the
+    /// text repeats it (a prompt whose history holds the reply before it): each reply is then
+    /// merged once, not again inside every next prompt. The same ids either way.
+    pub fn encode_after_reusing(
+        &self,
+        text: &str,
+        base: Option<&Encoded>,
+        reply: Option<&Reply>,
+    ) -> Result<Encoded, TokenizeError> {
+        let mut taken = 0;
+        let mut encode = |piece: &str| {
+            let (ids, n) = self.encode_reusing(piece, reply)?;
+            taken += n;
+            Ok::<_, TokenizeError>(ids)
+        };
+        let mut encoded = match self.splitter() {
+            Some(s) => s.encode(text, base, &mut encode)?,
+            None => incremental::whole(encode(text)?),
+        };
+        encoded.set_taken_over(taken);
+        Ok(encoded)
     }
 
     /// Each text encoded after the one before it (a conversation's prompts, in order).

@@ -54,6 +54,8 @@ pub struct FastBpe {
     fuse_unk: bool,
     byte_fallback: bool,
     ignore_merges: bool,
+    /// Id of the one-character token of each character below [`CHAR_TABLE`] (EMPTY32: none).
+    char_ids: Box<[u32]>,
     /// Distinguishes this model's entries in the per-thread word cache (an address could be
     /// reused by a later model).
     cache_key: u64,
@@ -67,6 +69,11 @@ pub struct FastBpe {
 /// so hostile text of long distinct words cannot grow it.
 const WORD_CACHE_BYTES: usize = 24 << 20;
 const WORD_CACHE_MAX_LEN: usize = 256;
+/// Words of up to this many symbols are merged by [`FastBpe::merge_small`].
+const SMALL_WORD: usize = 64;
+/// Characters below this have their single-character token looked up in a table: the
+/// byte-level alphabet lies below U+0144.
+const CHAR_TABLE: u32 = 0x200;
 /// Map overhead per entry, roughly: two boxed slices and a hash slot.
 const WORD_CACHE_ENTRY_OVERHEAD: usize = 48;
 
@@ -144,7 +151,11 @@ impl FastBpe {
         while let Some((i, c)) = chars.next() {
             let end = chars.peek().map_or(w.len(), |(e, _)| *e);
             let s: &str = c.encode_utf8(&mut buf);
-            if let Some(id) = self.lookup(s) {
+            let id = match self.char_ids.get(c as usize) {
+                Some(&id) => (id != EMPTY32).then_some(id),
+                None => self.lookup(s),
+            };
+            if let Some(id) = id {
                 if let Some(u) = unk.take() {
                     syms.push(u);
                 }
@@ -183,6 +194,9 @@ impl FastBpe {
             syms.push(u);
         }
         let n = syms.len();
+        if n <= SMALL_WORD {
+            return Ok(self.merge_small(syms));
+        }
         let mut prev: Vec<isize> = (0..n as isize).map(|i| i - 1).collect();
         let mut next: Vec<isize> = (0..n as isize)
             .map(|i| if i + 1 < n as isize { i + 1 } else { -1 })
@@ -232,6 +246,51 @@ impl FastBpe {
 }
 
 impl FastBpe {
+    /// [`merge_word`](Self::merge_word) for a word of few symbols: the same order (lowest
+    /// rank first, then leftmost, which is what the queue pops, since a stale entry can never
+    /// pass its check), found by scanning a rank per adjacent pair on the stack instead of
+    /// allocating a queue and link arrays for every word.
+    fn merge_small(&self, mut syms: Vec<(u32, usize, usize)>) -> Vec<(u32, usize, usize)> {
+        let mut ranks = [(u32::MAX, 0u32); SMALL_WORD];
+        let pair = |syms: &[(u32, usize, usize)], i: usize| {
+            self.merge(syms[i].0, syms[i + 1].0)
+                .unwrap_or((u32::MAX, 0))
+        };
+        for (i, rank) in ranks
+            .iter_mut()
+            .enumerate()
+            .take(syms.len().saturating_sub(1))
+        {
+            *rank = pair(&syms, i);
+        }
+        loop {
+            let len = syms.len();
+            let mut at = 0;
+            let mut best = u32::MAX;
+            for (i, &(rank, _)) in ranks[..len.saturating_sub(1)].iter().enumerate() {
+                if rank < best {
+                    best = rank;
+                    at = i;
+                }
+            }
+            if best == u32::MAX {
+                return syms;
+            }
+            syms[at] = (ranks[at].1, syms[at].1, syms[at + 1].2);
+            syms.remove(at + 1);
+            // Pair i of the shorter word is pair i + 1 of the longer one, past the merge.
+            if at + 2 < len - 1 {
+                ranks.copy_within(at + 2..len - 1, at + 1);
+            }
+            if at + 1 < len - 1 {
+                ranks[at] = pair(&syms, at);
+            }
+            if at > 0 {
+                ranks[at - 1] = pair(&syms, at - 1);
+            }
+        }
+    }
+
     /// The ids [`Model::tokenize`] gives for `word`, appended to `out`, without building a
     /// token string per id; the same word cache.
     pub fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> tokenizers::Result<()> {
@@ -705,7 +764,8 @@ pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, Str
         return Err(bad());
     }
     let model = &rest["model"];
-    let bpe = FastBpe {
+    let mut bpe = FastBpe {
+        char_ids: Box::default(),
         cache_key: NEXT_CACHE_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         blob,
         tok_start,
@@ -731,6 +791,13 @@ pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, Str
             .and_then(Json::as_bool)
             .unwrap_or(false),
     };
+    bpe.char_ids = (0..CHAR_TABLE)
+        .map(|c| {
+            char::from_u32(c)
+                .and_then(|c| bpe.lookup(c.encode_utf8(&mut [0u8; 4])))
+                .unwrap_or(EMPTY32)
+        })
+        .collect();
     spot_check(&bpe, source, &spans).ok_or("prepared tables differ from tokenizer.json")?;
     Ok((assemble(bpe, &rest)?, sha256))
 }
