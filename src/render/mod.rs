@@ -33,6 +33,40 @@ pub struct RenderInput<'a> {
     pub now: NaiveDateTime,
 }
 
+/// The template's variables, serialized straight from the borrowed inputs (a conversation's
+/// history is rendered once per prompt, so copying it into a JSON map first doubled the work):
+/// each name once, with the value the last of special tokens, kwargs, and the fixed four
+/// gives it.
+struct Context<'a> {
+    special_tokens: &'a Map<String, Json>,
+    input: &'a RenderInput<'a>,
+}
+
+const FIXED: [&str; 4] = ["messages", "tools", "documents", "add_generation_prompt"];
+
+impl serde::Serialize for Context<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let input = self.input;
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.special_tokens {
+            if !input.kwargs.contains_key(k) && !FIXED.contains(&k.as_str()) {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        for (k, v) in input.kwargs {
+            if !FIXED.contains(&k.as_str()) {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.serialize_entry("messages", input.messages)?;
+        m.serialize_entry("tools", input.tools.unwrap_or(&Json::Null))?;
+        m.serialize_entry("documents", input.documents.unwrap_or(&Json::Null))?;
+        m.serialize_entry("add_generation_prompt", &input.add_generation_prompt)?;
+        m.end()
+    }
+}
+
 /// A chat template bound to a model's special tokens.
 pub struct ChatRenderer {
     engine: TemplateEngine,
@@ -89,20 +123,10 @@ impl ChatRenderer {
     /// The variables transformers passes: special tokens, then caller kwargs over them, then
     /// messages, tools, documents and add_generation_prompt.
     pub fn render(&self, input: &RenderInput) -> Result<String, RenderError> {
-        let mut ctx = self.special_tokens.clone();
-        for (k, v) in input.kwargs {
-            ctx.insert(k.clone(), v.clone());
-        }
-        ctx.insert("messages".into(), Json::Array(input.messages.to_vec()));
-        ctx.insert("tools".into(), input.tools.cloned().unwrap_or(Json::Null));
-        ctx.insert(
-            "documents".into(),
-            input.documents.cloned().unwrap_or(Json::Null),
-        );
-        ctx.insert(
-            "add_generation_prompt".into(),
-            Json::Bool(input.add_generation_prompt),
-        );
+        let ctx = Context {
+            special_tokens: &self.special_tokens,
+            input,
+        };
         self.engine.render(Value::from(Serde(&ctx)), input.now)
     }
 

@@ -132,7 +132,7 @@ fn tools(tools: Option<&Json>) -> Option<Json> {
     ))
 }
 
-pub fn prepare(request: &Request) -> Result<TemplateInput, ServerError> {
+pub fn prepare(request: &Request) -> Result<TemplateInput<'static>, ServerError> {
     let messages = request
         .messages
         .iter()
@@ -150,7 +150,7 @@ pub fn prepare(request: &Request) -> Result<TemplateInput, ServerError> {
         ));
     }
     Ok(TemplateInput {
-        messages,
+        messages: messages.into(),
         tools: tools(request.tools),
         documents: None,
         kwargs,
@@ -176,7 +176,7 @@ pub fn strip_bos_eos<'a>(text: &'a str, bos: Option<&str>, eos: Option<&str>) ->
 mod tests {
     use super::*;
 
-    fn prep(messages: Json) -> TemplateInput {
+    fn prep(messages: Json) -> TemplateInput<'static> {
         let messages = messages.as_array().unwrap().clone();
         let (kwargs, server_kwargs) = (Map::new(), Map::new());
         prepare(&Request {

@@ -90,14 +90,28 @@ pub struct Request<'a> {
 
 /// What the template receives.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TemplateInput {
-    pub messages: Vec<Json>,
+pub struct TemplateInput<'a> {
+    /// Borrowed from the request where the server passes messages as they are.
+    pub messages: std::borrow::Cow<'a, [Json]>,
     pub tools: Option<Json>,
     pub documents: Option<Json>,
     pub kwargs: Map<String, Json>,
     pub add_generation_prompt: bool,
     /// Tools to render with instead when rendering with `tools` raises (SGLang's retry).
     pub retry_tools: Option<Json>,
+}
+
+impl TemplateInput<'_> {
+    pub fn into_owned(self) -> TemplateInput<'static> {
+        TemplateInput {
+            messages: std::borrow::Cow::Owned(self.messages.into_owned()),
+            tools: self.tools,
+            documents: self.documents,
+            kwargs: self.kwargs,
+            add_generation_prompt: self.add_generation_prompt,
+            retry_tools: self.retry_tools,
+        }
+    }
 }
 
 /// Why a server profile refused a request.
@@ -155,18 +169,18 @@ impl ContentFormats {
 
 impl ServerProfile {
     /// The template's inputs for `request` as this server builds them.
-    pub fn prepare(
+    pub fn prepare<'a>(
         self,
         template: &str,
         formats: &ContentFormats,
-        request: &Request,
-    ) -> Result<TemplateInput, ServerError> {
+        request: &Request<'a>,
+    ) -> Result<TemplateInput<'a>, ServerError> {
         match self {
             ServerProfile::Transformers => {
                 let mut kwargs = request.server_kwargs.clone();
                 kwargs.extend(request.kwargs.iter().map(|(k, v)| (k.clone(), v.clone())));
                 Ok(TemplateInput {
-                    messages: request.messages.to_vec(),
+                    messages: std::borrow::Cow::Borrowed(request.messages),
                     tools: request.tools.cloned(),
                     documents: request.documents.cloned(),
                     kwargs,

@@ -356,7 +356,10 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     Ok(Json::Object(d))
 }
 
-pub fn prepare(format: ContentFormat, req: &Request) -> Result<TemplateInput, ServerError> {
+pub fn prepare(
+    format: ContentFormat,
+    req: &Request,
+) -> Result<TemplateInput<'static>, ServerError> {
     let mut conv = req
         .messages
         .iter()
@@ -402,7 +405,7 @@ pub fn prepare(format: ContentFormat, req: &Request) -> Result<TemplateInput, Se
         )
     });
     Ok(TemplateInput {
-        messages: conv,
+        messages: conv.into(),
         tools,
         // SGLang has no `documents` (2.5).
         documents: None,

@@ -10,22 +10,24 @@ fn prepare(
     profile: ServerProfile,
     messages: Json,
     tools: Option<Json>,
-) -> Result<TemplateInput, ServerError> {
+) -> Result<TemplateInput<'static>, ServerError> {
     let msgs = messages.as_array().unwrap().clone();
     let kwargs = Map::new();
-    profile.prepare(
-        PLAIN,
-        &ContentFormats::detect(PLAIN),
-        &Request {
-            messages: &msgs,
-            tools: tools.as_ref(),
-            documents: None,
-            kwargs: &kwargs,
-            server_kwargs: &kwargs,
-            add_generation_prompt: true,
-            reply: false,
-        },
-    )
+    profile
+        .prepare(
+            PLAIN,
+            &ContentFormats::detect(PLAIN),
+            &Request {
+                messages: &msgs,
+                tools: tools.as_ref(),
+                documents: None,
+                kwargs: &kwargs,
+                server_kwargs: &kwargs,
+                add_generation_prompt: true,
+                reply: false,
+            },
+        )
+        .map(TemplateInput::into_owned)
 }
 
 fn call(args: Json) -> Json {
@@ -107,7 +109,7 @@ fn vllm_reasoning_and_parts() {
     )
     .unwrap();
     assert_eq!(
-        Json::Array(got.messages),
+        Json::Array(got.messages.into_owned()),
         json!([{"role": "system", "content": "d"}, {"role": "user", "content": "u"}])
     );
 }
@@ -227,6 +229,6 @@ fn sglang_rules() {
 fn transformers_passes_everything_through() {
     let msgs = json!([{"role": "assistant", "content": null, "reasoning_content": "r", "x": 1}]);
     let got = prepare(ServerProfile::Transformers, msgs.clone(), Some(json!([]))).unwrap();
-    assert_eq!(Json::Array(got.messages), msgs);
+    assert_eq!(Json::Array(got.messages.into_owned()), msgs);
     assert_eq!(got.tools, Some(json!([])));
 }

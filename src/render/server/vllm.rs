@@ -423,7 +423,7 @@ pub fn prepare(
     template: &str,
     format: ContentFormat,
     req: &Request,
-) -> Result<TemplateInput, ServerError> {
+) -> Result<TemplateInput<'static>, ServerError> {
     let mut conv = req
         .messages
         .iter()
@@ -496,7 +496,7 @@ pub fn prepare(
     };
     kwargs.shift_remove("documents");
     Ok(TemplateInput {
-        messages: conv,
+        messages: conv.into(),
         tools,
         documents,
         kwargs,
