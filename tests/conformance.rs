@@ -164,13 +164,6 @@ fn tokenizers_both_ways(path: &Path) -> [Tokenizer; 2] {
     [plain, second]
 }
 
-fn report(name: &str, text: &str) {
-    let dir = common::repo_root().join("target/conformance");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), text).unwrap();
-    eprintln!("{text}");
-}
-
 fn obj(v: &Json) -> Map<String, Json> {
     v.as_object().cloned().unwrap_or_default()
 }
@@ -284,7 +277,7 @@ fn model_directories_render_like_transformers() {
         "  models fully matching: {passing}/{}\n",
         per_model.len()
     ));
-    report("models.txt", &text);
+    common::keep_report("models.txt", &text);
     assert!(
         all_pass,
         "every model directory must match transformers:\n{text}"
@@ -330,7 +323,7 @@ fn template_collection_renders_like_transformers() {
         per_template.len(),
         100.0 * passing as f64 / per_template.len() as f64
     ));
-    report("templates.txt", &text);
+    common::keep_report("templates.txt", &text);
     assert_eq!(
         wrong, 0,
         "kvaudit rendered something other than transformers:\n{text}"
@@ -495,7 +488,7 @@ fn scenario_alignment_matches_transformers() {
         text.push_str(line);
         text.push('\n');
     }
-    report("scenarios.txt", &text);
+    common::keep_report("scenarios.txt", &text);
     assert!(failures.is_empty(), "{text}");
 }
 
@@ -533,7 +526,7 @@ fn fixture_templates_render_like_transformers() {
             text.push_str(&format!("      {p}\n"));
         }
     }
-    report("fixtures.txt", &text);
+    common::keep_report("fixtures.txt", &text);
     assert_eq!(per_template.len(), 2, "{text}");
     assert!(
         per_template.values().all(|t| t.pass == t.total),
@@ -742,7 +735,7 @@ fn extra_templates_align_like_transformers() {
         per_template.len(),
         matching + refused
     ));
-    report("templates-extra.txt", &text);
+    common::keep_report("templates-extra.txt", &text);
     assert_eq!(per_template.len(), 246, "{text}");
     assert_eq!(differing, 0, "kvaudit differs from transformers:\n{text}");
 }
@@ -1009,7 +1002,7 @@ fn render_command_prints_what_transformers_renders() {
     for f in &failures {
         text.push_str(&format!("    {f}\n"));
     }
-    report("render.txt", &text);
+    common::keep_report("render.txt", &text);
     assert!(failures.is_empty(), "{text}");
     assert!(prompts_total > 0 && held_total > 0, "{text}");
 }

@@ -104,6 +104,18 @@ fn random_texts(seed: u64, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Where `ours` first differs from `reference`, the ids of `text`, if it does.
+fn difference(label: &str, ours: &[u32], reference: &[u32], text: &str) -> Option<String> {
+    (ours != reference).then(|| {
+        let at = ours
+            .iter()
+            .zip(reference)
+            .take_while(|(a, b)| a == b)
+            .count();
+        format!("{label}: first difference at id {at} of {text:?}")
+    })
+}
+
 #[derive(Default)]
 struct Tally {
     texts: usize,
@@ -118,15 +130,8 @@ impl Tally {
         let reference = reference.encode_pipeline(text).unwrap();
         self.texts += 1;
         self.ids += reference.len();
-        if ours != reference {
-            let at = ours
-                .iter()
-                .zip(&reference)
-                .take_while(|(a, b)| a == b)
-                .count();
-            self.mismatches
-                .push(format!("{label}: first difference at id {at} of {text:?}"));
-        }
+        self.mismatches
+            .extend(difference(label, &ours, &reference, text));
     }
 }
 
@@ -194,10 +199,7 @@ fn reference_tokenizers_encode_like_the_crate_pipeline() {
         assert!(t.texts > RANDOM + records.len(), "{model}: too few texts");
         failures.extend(t.mismatches.iter().take(5).map(|m| format!("{model}: {m}")));
     }
-    eprintln!("{report}");
-    let out = common::repo_root().join("target/conformance");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("direct-tokenize.txt"), &report).unwrap();
+    common::keep_report("direct-tokenize.txt", &report);
     assert!(
         failures.is_empty(),
         "the direct encoder differs from the crate's pipeline:\n{}",
@@ -224,21 +226,26 @@ fn pipeline(json: &mut Json, normalizer: Json, steps: Vec<Json>) {
     json["pre_tokenizer"] = json!({"type": "Sequence", "pretokenizers": steps});
 }
 
+/// `normalizer`, then one isolating regex split, then a plain `ByteLevel`.
+fn one_split(normalizer: Json, pattern: &'static str) -> Change {
+    Box::new(move |j: &mut Json| {
+        pipeline(
+            j,
+            normalizer,
+            vec![
+                split(json!({"Regex": pattern}), "Isolated", false),
+                byte_level(false),
+            ],
+        )
+    })
+}
+
 #[test]
 fn fixture_pipelines_the_direct_encoder_takes_encode_like_the_crate() {
     let shapes: Vec<(&str, Change)> = vec![
         (
             "NFC, Qwen split",
-            Box::new(|j: &mut Json| {
-                pipeline(
-                    j,
-                    json!({"type": "NFC"}),
-                    vec![
-                        split(json!({"Regex": QWEN_SPLIT}), "Isolated", false),
-                        byte_level(false),
-                    ],
-                )
-            }),
+            one_split(json!({"type": "NFC"}), QWEN_SPLIT),
         ),
         (
             "raw CR/LF in the pattern, normalized added tokens",
@@ -465,16 +472,8 @@ impl TakeOvers {
         self.prompts += 1;
         self.ids += whole.len();
         self.taken += e.taken_over();
-        if e.ids() != whole {
-            let at = e
-                .ids()
-                .iter()
-                .zip(&whole)
-                .take_while(|(a, b)| a == b)
-                .count();
-            self.mismatches
-                .push(format!("{label}: first difference at id {at} of {next:?}"));
-        }
+        self.mismatches
+            .extend(difference(label, e.ids(), &whole, next));
     }
 }
 
@@ -561,10 +560,7 @@ fn prompts_take_over_the_replies_they_repeat_exactly() {
     }
     report.push_str(&taking.join("\n"));
     report.push('\n');
-    eprintln!("{report}");
-    let out = common::repo_root().join("target/conformance");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("take-over.txt"), &report).unwrap();
+    common::keep_report("take-over.txt", &report);
     assert!(
         failures.is_empty(),
         "taking over a reply's ids differs from encoding the whole prompt:\n{}",
@@ -606,46 +602,15 @@ fn fixture_take_overs_agree_with_whole_texts_at_every_junction() {
     let shapes: Vec<(&str, Change)> = vec![
         (
             "NFC, Qwen split",
-            Box::new(|j: &mut Json| {
-                pipeline(
-                    j,
-                    json!({"type": "NFC"}),
-                    vec![
-                        split(json!({"Regex": QWEN_SPLIT}), "Isolated", false),
-                        byte_level(false),
-                    ],
-                )
-            }),
+            one_split(json!({"type": "NFC"}), QWEN_SPLIT),
         ),
         (
             "Qwen split, no normalizer",
-            Box::new(|j: &mut Json| {
-                pipeline(
-                    j,
-                    Json::Null,
-                    vec![
-                        split(json!({"Regex": QWEN_SPLIT}), "Isolated", false),
-                        byte_level(false),
-                    ],
-                )
-            }),
+            one_split(Json::Null, QWEN_SPLIT),
         ),
         (
             "a split without look-around",
-            Box::new(|j: &mut Json| {
-                pipeline(
-                    j,
-                    Json::Null,
-                    vec![
-                        split(
-                            json!({"Regex": r" ?\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+"}),
-                            "Isolated",
-                            false,
-                        ),
-                        byte_level(false),
-                    ],
-                )
-            }),
+            one_split(Json::Null, r" ?\p{L}+|\s+|\p{N}|[^\s\p{L}\p{N}]+"),
         ),
     ];
     for (shape, change) in shapes {

@@ -167,11 +167,7 @@ fn corpus_prompts_encode_alike_whole_and_after_the_previous_prompt() {
         );
         assert!(t.reused > 0, "{model}: no prompt reused any id");
     }
-    // Shown with --nocapture; also kept beside the conformance reports.
-    eprintln!("{report}");
-    let out = common::repo_root().join("target/conformance");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("incremental-tokenize.txt"), &report).unwrap();
+    common::keep_report("incremental-tokenize.txt", &report);
     assert!(
         failures.is_empty(),
         "encode_after differs from encode:\n{}",

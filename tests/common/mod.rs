@@ -331,3 +331,12 @@ pub fn tiny_tokenizer(
     let tok = kvaudit::tokenize::Tokenizer::load(&file, None).unwrap();
     (dir, tok)
 }
+
+/// A differential test's report: shown with --nocapture and kept as
+/// target/conformance/`name` beside the other conformance reports (CI prints them).
+pub fn keep_report(name: &str, report: &str) {
+    eprintln!("{report}");
+    let out = repo_root().join("target/conformance");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join(name), report).unwrap();
+}
