@@ -588,17 +588,7 @@ pub fn quick_conversation(q: &QuickTurn) -> Conversation {
     }
     messages.push(reply);
     messages.push(json!({"role": "user", "content": q.follow_up}));
-    Conversation {
-        source: q.source.clone(),
-        messages,
-        tools: None,
-        documents: None,
-        template_kwargs: Default::default(),
-        kwargs_per_prompt: Vec::new(),
-        tools_per_prompt: Vec::new(),
-        clock: None,
-        resend: q.resend,
-    }
+    Conversation::of_messages(&q.source, messages, q.resend)
 }
 
 pub fn probe_conversations(system: Option<&str>, resend: ResendMode) -> Vec<Conversation> {

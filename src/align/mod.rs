@@ -155,7 +155,10 @@ pub fn align_plan(
         let rewrite = if lcp < held.len() {
             let rerendered = |text: &Option<String>| -> Result<Option<Vec<u32>>, AlignError> {
                 match text {
-                    Some(text) => Ok(Some(tok.encode_after(text, Some(&prompt))?.into_ids())),
+                    Some(text) => Ok(Some(
+                        tok.encode_after_reusing(text, Some(&prompt), Some(&reply))?
+                            .into_ids(),
+                    )),
                     None => Ok(None),
                 }
             };
@@ -250,7 +253,8 @@ fn check_ids_say_the_text(
     })
 }
 
-fn views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {
+/// Each id with the text it decodes to on its own.
+pub fn views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {
     ids.iter()
         .map(|&id| TokenView {
             id,

@@ -383,12 +383,27 @@ pub fn ignored_input_warnings(
     warnings
 }
 
+impl From<Resend> for ResendMode {
+    fn from(r: Resend) -> ResendMode {
+        match r {
+            Resend::Content => ResendMode::Content,
+            Resend::Raw => ResendMode::Raw,
+            Resend::ReasoningField => ResendMode::ReasoningField,
+        }
+    }
+}
+
+/// A `--conversation` file, `-` for standard input.
+fn read_conversation(path: &std::path::Path) -> Result<Conversation> {
+    Ok(if path.as_os_str() == "-" {
+        Conversation::from_reader(std::io::stdin().lock(), "stdin")?
+    } else {
+        Conversation::from_file(path)?
+    })
+}
+
 pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
-    let resend = match args.resend {
-        Resend::Content => ResendMode::Content,
-        Resend::Raw => ResendMode::Raw,
-        Resend::ReasoningField => ResendMode::ReasoningField,
-    };
+    let resend: ResendMode = args.resend.into();
     if !args.conversation.is_empty() {
         let stdin = std::path::Path::new("-");
         if args.conversation.iter().filter(|p| *p == stdin).count() > 1 {
@@ -397,14 +412,7 @@ pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
         return args
             .conversation
             .iter()
-            .map(|p| {
-                if p == stdin {
-                    Conversation::from_reader(std::io::stdin().lock(), "stdin")
-                } else {
-                    Conversation::from_file(p)
-                }
-                .map_err(Into::into)
-            })
+            .map(|p| read_conversation(p))
             .collect();
     }
     let Some(user) = &args.user else {
@@ -732,17 +740,9 @@ pub fn probe_settings(
 /// The conversation `probe` sends: `--conversation FILE`, the quick form (`--user`, then each
 /// `--follow-up`), or the built-in probe (the question, then its three follow-ups in turn).
 pub fn probe_conversation(args: &crate::cli::ProbeArgs) -> Result<Conversation> {
-    let resend = match args.resend {
-        Resend::Content => ResendMode::Content,
-        Resend::Raw => ResendMode::Raw,
-        Resend::ReasoningField => ResendMode::ReasoningField,
-    };
+    let resend = args.resend.into();
     if let Some(path) = &args.conversation {
-        let mut conv = if path.as_os_str() == "-" {
-            Conversation::from_reader(std::io::stdin().lock(), "stdin")?
-        } else {
-            Conversation::from_file(path)?
-        };
+        let mut conv = read_conversation(path)?;
         conv.resend = resend;
         return Ok(conv);
     }
@@ -770,17 +770,7 @@ pub fn probe_conversation(args: &crate::cli::ProbeArgs) -> Result<Conversation> 
         }
         messages.push(serde_json::json!({"role": "user", "content": text}));
     }
-    Ok(Conversation {
-        source: source.to_string(),
-        messages,
-        tools: None,
-        documents: None,
-        template_kwargs: Map::new(),
-        kwargs_per_prompt: Vec::new(),
-        tools_per_prompt: Vec::new(),
-        clock: None,
-        resend,
-    })
+    Ok(Conversation::of_messages(source, messages, resend))
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ pub mod wire;
 use anyhow::{Context, Result};
 use serde_json::{Map, Value as Json, json};
 
-use crate::align::{Drift, TokenView, Transition};
+use crate::align::{Drift, TokenView, Transition, views};
 use crate::audit::{AuditSettings, Auditor, ModelInfo};
 use crate::model::ModelFiles;
 use crate::render::{Conversation, ResendMode, ServerProfile};
@@ -285,18 +285,9 @@ fn reply_ids(ids: &[u32], stops: &[u32]) -> Vec<u32> {
     ids[..end].to_vec()
 }
 
-fn token_views(tok: &Tokenizer, ids: &[u32]) -> Vec<TokenView> {
-    ids.iter()
-        .map(|&id| TokenView {
-            id,
-            text: tok.decode(&[id]),
-        })
-        .collect()
-}
-
 /// First position where two id lists differ (the shorter one's end when one extends the other).
 fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
-    let at = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let at = crate::align::common_prefix(a, b);
     (at < a.len() || at < b.len()).then_some(at)
 }
 
@@ -437,8 +428,8 @@ pub fn run(
         let prompt_divergence = server_ids.as_ref().and_then(|server| {
             first_difference(server, &request.prompt_ids).map(|at| PromptDivergence {
                 position: at,
-                server: token_views(tok, &server[at..(at + CONTEXT).min(server.len())]),
-                kvaudit: token_views(
+                server: views(tok, &server[at..(at + CONTEXT).min(server.len())]),
+                kvaudit: views(
                     tok,
                     &request.prompt_ids[at..(at + CONTEXT).min(request.prompt_ids.len())],
                 ),

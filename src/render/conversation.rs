@@ -166,6 +166,21 @@ struct ConversationFile {
 }
 
 impl Conversation {
+    /// Plain messages with nothing else set: no tools, documents, kwargs or clock of their own.
+    pub fn of_messages(source: &str, messages: Vec<Json>, resend: ResendMode) -> Conversation {
+        Conversation {
+            source: source.to_string(),
+            messages,
+            tools: None,
+            documents: None,
+            template_kwargs: Map::new(),
+            kwargs_per_prompt: Vec::new(),
+            tools_per_prompt: Vec::new(),
+            clock: None,
+            resend,
+        }
+    }
+
     /// The kwargs of prompt `index` (0-based): `template_kwargs`, then that prompt's own.
     pub fn kwargs_at(&self, index: usize) -> Map<String, Json> {
         let mut kwargs = self.template_kwargs.clone();

@@ -37,12 +37,6 @@ impl Reply {
     pub fn ids(&self) -> &[u32] {
         &self.ids
     }
-
-    /// Whether a later text can take over these ids (the pipeline allows it and the reply
-    /// ends with a long enough run of text).
-    pub fn can_be_taken_over(&self) -> bool {
-        self.tail.is_some()
-    }
 }
 pub use prepared::cache_dir;
 
@@ -391,15 +385,18 @@ impl Tokenizer {
     }
 }
 
+/// A tokenizer with the crate's wrapper types and either BPE model (its own or the prepared one).
+type Pipeline<M> = tokenizers::TokenizerImpl<
+    M,
+    tokenizers::NormalizerWrapper,
+    tokenizers::PreTokenizerWrapper,
+    tokenizers::PostProcessorWrapper,
+    tokenizers::DecoderWrapper,
+>;
+
 /// The splitter of a pipeline that encodes its pieces independently, else None.
 fn splitter_for<M: tokenizers::Model>(
-    t: &tokenizers::TokenizerImpl<
-        M,
-        tokenizers::NormalizerWrapper,
-        tokenizers::PreTokenizerWrapper,
-        tokenizers::PostProcessorWrapper,
-        tokenizers::DecoderWrapper,
-    >,
+    t: &Pipeline<M>,
     dropout: bool,
 ) -> Option<incremental::Splitter> {
     // A pre-tokenizer that cannot be inspected is treated as one that breaks piecewise encoding.
@@ -424,15 +421,7 @@ fn splitter_for<M: tokenizers::Model>(
 }
 
 /// The direct encoder of a pipeline it reproduces, else None.
-fn direct_for<M: tokenizers::Model>(
-    t: &tokenizers::TokenizerImpl<
-        M,
-        tokenizers::NormalizerWrapper,
-        tokenizers::PreTokenizerWrapper,
-        tokenizers::PostProcessorWrapper,
-        tokenizers::DecoderWrapper,
-    >,
-) -> Option<direct::Direct> {
+fn direct_for<M: tokenizers::Model>(t: &Pipeline<M>) -> Option<direct::Direct> {
     if t.get_truncation().is_some() || t.get_padding().is_some() {
         return None;
     }
