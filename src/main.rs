@@ -5,6 +5,11 @@ use clap::Parser;
 use kvaudit::cli::{Cli, Command};
 use kvaudit::commands::{self, Outcome};
 
+// The audit allocates many small, short-lived token and text buffers per conversation on
+// every worker; mimalloc's thread-local free lists serve them faster than glibc's malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
