@@ -69,6 +69,8 @@ enum Matcher {
         head: regex::Regex,
         /// `^\s+$`, the same `\s` as the pattern's.
         space: regex::Regex,
+        /// Where `X` is a known one, ASCII pieces are found without the automaton.
+        ascii: Option<super::ascii_split::AsciiSplit>,
     },
 }
 
@@ -94,7 +96,13 @@ impl Matcher {
             let all = regex_automata::meta::Regex::new(&format!("{x}|{newline}|\\s+")).ok()?;
             let head = regex::Regex::new(&format!("^(?:{x}|{newline})")).ok()?;
             let space = regex::Regex::new(r"^\s+$").ok()?;
-            return Some(Matcher::Tail { all, head, space });
+            let ascii = super::ascii_split::for_head(x);
+            return Some(Matcher::Tail {
+                all,
+                head,
+                space,
+                ascii,
+            });
         }
         if free(source) {
             return regex::Regex::new(source).ok().map(Matcher::Plain);
@@ -120,9 +128,21 @@ impl Matcher {
                     f(m.start(), m.end())?;
                 }
             }
-            Matcher::Tail { all, head, space } => {
+            Matcher::Tail {
+                all,
+                head,
+                space,
+                ascii,
+            } => {
                 let mut at = 0;
                 while at < text.len() {
+                    // A piece always advances; the guard keeps a slip there from looping.
+                    let hand = ascii.and_then(|a| a.piece(text.as_bytes(), at));
+                    if let Some(end) = hand.filter(|&end| end > at) {
+                        f(at, end)?;
+                        at = end;
+                        continue;
+                    }
                     // These patterns match at almost every position, and a search anchored
                     // where the last match ended finds the same leftmost match without the
                     // reverse scan an unanchored search needs for its start.
@@ -625,6 +645,66 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 256);
+    }
+
+    fn pieces(m: &Matcher, text: &str) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let _ = m.each(text, |s, e| -> Result<(), ()> {
+            out.push((s, e));
+            Ok(())
+        });
+        out
+    }
+
+    /// Random texts over every ASCII byte and the non-ASCII characters each hand rule must
+    /// leave to the regex (letters, a fold of `s`, Unicode spaces and digits, a mark, CJK, an
+    /// emoji), each split with and without the hand path.
+    #[test]
+    fn ascii_split_gives_the_regex_pieces() {
+        let mut alphabet: Vec<String> = (0u8..128).map(|b| char::from(b).to_string()).collect();
+        for s in [
+            "é", "ſ", "K", "\u{a0}", "\u{85}", "\u{3000}", "\u{2028}", "٣", "①",
+        ] {
+            alphabet.push(s.into());
+        }
+        for s in [
+            "\u{301}", "中", "😀", "'s", "'S", "'re", "'VE", "'ll", "'Ll", "'d", "'m", "'t",
+        ] {
+            alphabet.push(s.into());
+        }
+        for s in [
+            "  ", " \n", "\r\n", "\n\n", "\t", " a", "ab", "12", "1234", " (", "\u{a0} ",
+        ] {
+            alphabet.push(s.into());
+        }
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for (x, _) in super::super::ascii_split::KNOWN {
+            for tail in TAILS {
+                let pattern = format!("{x}{tail}");
+                let fast = Matcher::new(&pattern).expect("a tail pattern");
+                let mut slow = Matcher::new(&pattern).expect("a tail pattern");
+                match &mut slow {
+                    Matcher::Tail { ascii, .. } => {
+                        assert!(ascii.is_some(), "{pattern:?} is not recognised");
+                        *ascii = None;
+                    }
+                    _ => panic!("{pattern:?} is not a tail pattern"),
+                }
+                for _ in 0..50_000 {
+                    let len = next() % 12;
+                    let text: String = (0..len)
+                        .map(|_| alphabet[(next() % alphabet.len() as u64) as usize].as_str())
+                        .collect();
+                    assert_eq!(pieces(&fast, &text), pieces(&slow, &text), "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub enum TokenizeError {
     Encode(String),
 }
 
+mod ascii_split;
 mod direct;
 mod incremental;
 mod prepared;
