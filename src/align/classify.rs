@@ -58,13 +58,26 @@ pub struct Evidence<'a> {
     pub lcp: usize,
 }
 
+/// Bytes of the longest common prefix of whole characters: the first differing byte, moved
+/// back to the character boundary before it (the bytes before it are the same in both, so
+/// are their boundaries). Compared in 8-byte words, since a prompt repeats the last one whole.
 fn text_common_prefix(a: &str, b: &str) -> usize {
-    let mut n = 0;
-    for ((i, x), y) in a.char_indices().zip(b.chars()) {
-        if x != y {
-            break;
-        }
-        n = i + x.len_utf8();
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    let words = x.len().min(y.len()) / 8;
+    let word =
+        |s: &[u8], i: usize| u64::from_le_bytes(s[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+    let start = (0..words)
+        .find(|&i| word(x, i) != word(y, i))
+        .unwrap_or(words)
+        * 8;
+    let mut n = start
+        + x[start..]
+            .iter()
+            .zip(&y[start..])
+            .take_while(|(p, q)| p == q)
+            .count();
+    while !a.is_char_boundary(n) {
+        n -= 1;
     }
     n
 }
@@ -149,6 +162,29 @@ pub fn classify(e: &Evidence) -> RewriteClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_common_prefix_stops_before_the_first_differing_character() {
+        assert_eq!(text_common_prefix("", "abc"), 0);
+        assert_eq!(text_common_prefix("abc", "abc"), 3);
+        assert_eq!(text_common_prefix("abc", "abcdef"), 3);
+        // é and è share their first byte: the prefix ends before the character.
+        assert_eq!(text_common_prefix("aé", "aè"), 1);
+        let long = "0123456789abcdefghij".repeat(3);
+        for at in 0..long.len() {
+            let mut other = long.clone().into_bytes();
+            other[at] = b'#';
+            let other = String::from_utf8(other).unwrap();
+            assert_eq!(text_common_prefix(&long, &other), at);
+        }
+        let wide = "日本語のテキスト".repeat(2);
+        let cut = "日本語のテキスト日本語のテ";
+        assert_eq!(text_common_prefix(&wide, &format!("{cut}X")), cut.len());
+        assert_eq!(
+            text_common_prefix(&wide, &format!("{cut}\u{30AD}")),
+            cut.len() + 3
+        );
+    }
 
     fn ev<'a>(prompt: &'a str, generated: &'a str, next: &'a str) -> Evidence<'a> {
         Evidence {

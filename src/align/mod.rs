@@ -88,6 +88,16 @@ pub struct AlignOptions {
     pub block_sizes: Vec<usize>,
     /// Tokens shown on each side of a divergence.
     pub context: usize,
+    pub sides: Sides,
+}
+
+/// Which rewrites get [`Transition::sides`] (each is [`SIDE_WINDOW`] token texts a side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sides {
+    Every,
+    /// Only a conversation's first: a corpus shows no other, and on a template that rewrites
+    /// every turn the texts of the rest were a twentieth of its run.
+    First,
 }
 
 impl Default for AlignOptions {
@@ -95,6 +105,7 @@ impl Default for AlignOptions {
         AlignOptions {
             block_sizes: vec![16, 64],
             context: 4,
+            sides: Sides::Every,
         }
     }
 }
@@ -201,7 +212,9 @@ pub fn align_plan(
             common_prefix_tokens: lcp,
             prompt_tokens: prompt_ids.len(),
             before: views(tok, &held[before_start..lcp]),
-            sides: if rewrite.is_some() {
+            sides: if rewrite.is_some()
+                && (options.sides == Sides::Every || !out.iter().any(|t| t.rewrite.is_some()))
+            {
                 let end = |ids: &[u32]| (lcp + SIDE_WINDOW).min(ids.len());
                 [
                     views(tok, &held[lcp..end(&held)]),

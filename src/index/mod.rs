@@ -686,11 +686,21 @@ impl Index {
         let Some(pod_id) = self.pods.get(pod) else {
             return 0;
         };
-        let keys = self.request_keys(model, tokens);
-        keys.iter()
-            .take_while(|k| {
+        // The same keys as `request_keys`, hashed only up to the first miss: a prompt past
+        // its cached prefix would otherwise be hashed whole for nothing.
+        let model = self
+            .cfg
+            .model_name
+            .clone()
+            .unwrap_or_else(|| model.to_string());
+        let mut key = self.root(&model);
+        let bs = self.cfg.block_size;
+        tokens
+            .chunks_exact(bs)
+            .take_while(|chunk| {
+                key = self.hasher.hash(key, Some(chunk), hash::Extra::None);
                 self.data
-                    .get(k)
+                    .get(&key)
                     .is_some_and(|c| c.iter().any(|e| e.pod == pod_id))
             })
             .count()

@@ -74,6 +74,10 @@ pub struct ChatRenderer {
     special_tokens: Map<String, Json>,
     /// The content formats vLLM and SGLang detect for this template, read on first use.
     formats: std::sync::OnceLock<server::ContentFormats>,
+    /// The reply layout and stop strings the template's markers imply: looked up in its text
+    /// once, not for every conversation of a corpus.
+    reply_format: std::sync::OnceLock<reply::ReplyFormat>,
+    stops: std::sync::OnceLock<Vec<String>>,
 }
 
 /// Why a request through a server profile did not render.
@@ -97,12 +101,26 @@ impl ChatRenderer {
             source: source::normalize_newlines(source).into_owned(),
             special_tokens,
             formats: std::sync::OnceLock::new(),
+            reply_format: std::sync::OnceLock::new(),
+            stops: std::sync::OnceLock::new(),
         })
     }
 
     /// The template text (used to find the family's markers).
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// [`reply::ReplyFormat::detect`] of the template.
+    pub fn reply_format(&self) -> reply::ReplyFormat {
+        *self
+            .reply_format
+            .get_or_init(|| reply::ReplyFormat::detect(&self.source))
+    }
+
+    /// [`reply::stop_strings`] of the template.
+    pub fn stops(&self) -> &[String] {
+        self.stops.get_or_init(|| reply::stop_strings(self))
     }
 
     /// The variables a keyword argument can set: what the template reads, less what every

@@ -255,8 +255,8 @@ pub fn plan_turns(
 
     let format = options
         .reply_format
-        .unwrap_or_else(|| ReplyFormat::detect(renderer.source()));
-    let mut stops = stop_strings(renderer);
+        .unwrap_or_else(|| renderer.reply_format());
+    let mut stops = renderer.stops().to_vec();
     for s in &options.extra_stops {
         if !s.is_empty() && !stops.contains(s) {
             stops.push(s.clone());
