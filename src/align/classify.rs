@@ -58,24 +58,11 @@ pub struct Evidence<'a> {
     pub lcp: usize,
 }
 
-/// Bytes of the longest common prefix of whole characters: the first differing byte, moved
-/// back to the character boundary before it (the bytes before it are the same in both, so
-/// are their boundaries). Compared in 8-byte words, since a prompt repeats the last one whole.
+/// Bytes of the longest common prefix of whole characters: the common bytes, moved back to
+/// the character boundary before the first that differs (the bytes before it are the same in
+/// both, so are their boundaries), rather than a walk that decodes every character.
 fn text_common_prefix(a: &str, b: &str) -> usize {
-    let (x, y) = (a.as_bytes(), b.as_bytes());
-    let words = x.len().min(y.len()) / 8;
-    let word =
-        |s: &[u8], i: usize| u64::from_le_bytes(s[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-    let start = (0..words)
-        .find(|&i| word(x, i) != word(y, i))
-        .unwrap_or(words)
-        * 8;
-    let mut n = start
-        + x[start..]
-            .iter()
-            .zip(&y[start..])
-            .take_while(|(p, q)| p == q)
-            .count();
+    let mut n = super::common_prefix(a.as_bytes(), b.as_bytes());
     while !a.is_char_boundary(n) {
         n -= 1;
     }

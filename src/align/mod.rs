@@ -96,7 +96,7 @@ pub struct AlignOptions {
 pub enum Sides {
     Every,
     /// Only a conversation's first: a corpus shows no other, and on a template that rewrites
-    /// every turn the texts of the rest were a twentieth of its run.
+    /// every turn (Qwen3-8B) the texts of the rest were 5% of a corpus profile.
     First,
 }
 
@@ -110,7 +110,7 @@ impl Default for AlignOptions {
     }
 }
 
-pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 

@@ -171,15 +171,30 @@ impl KeyHasher {
         features: Option<&[Option<Vec<String>>]>,
         out: &mut Vec<u64>,
     ) {
+        out.extend(self.chain(parent, tokens, block_size, features));
+    }
+
+    /// [`keys`](Self::keys), each hashed only when it is asked for (a lookup that stops at
+    /// its first miss hashes no further).
+    pub fn chain<'a>(
+        &'a self,
+        parent: u64,
+        tokens: &'a [u32],
+        block_size: usize,
+        features: Option<&'a [Option<Vec<String>>]>,
+    ) -> impl Iterator<Item = u64> + 'a {
         let mut prev = parent;
-        for (i, chunk) in tokens.chunks_exact(block_size).enumerate() {
-            let extra = match features.and_then(|f| f.get(i)).and_then(|f| f.as_deref()) {
-                Some(list) => Extra::Features(list),
-                None => Extra::None,
-            };
-            prev = self.hash(prev, Some(chunk), extra);
-            out.push(prev);
-        }
+        tokens
+            .chunks_exact(block_size)
+            .enumerate()
+            .map(move |(i, chunk)| {
+                let extra = match features.and_then(|f| f.get(i)).and_then(|f| f.as_deref()) {
+                    Some(list) => Extra::Features(list),
+                    None => Extra::None,
+                };
+                prev = self.hash(prev, Some(chunk), extra);
+                prev
+            })
     }
 }
 

@@ -672,13 +672,18 @@ impl Index {
 
     /// Request keys of a token sequence from the model's root.
     pub fn request_keys(&mut self, model: &str, tokens: &[u32]) -> Vec<u64> {
+        let root = self.request_root(model);
+        self.hasher.keys(root, tokens, self.cfg.block_size, None)
+    }
+
+    /// The parent of a request's first key: the configured model name wins over the caller's.
+    fn request_root(&mut self, model: &str) -> u64 {
         let model = self
             .cfg
             .model_name
             .clone()
             .unwrap_or_else(|| model.to_string());
-        let root = self.root(&model);
-        self.hasher.keys(root, tokens, self.cfg.block_size, None)
+        self.root(&model)
     }
 
     /// `CachedBlockCount`: consecutive keys from the first where `pod` has any entry.
@@ -686,21 +691,14 @@ impl Index {
         let Some(pod_id) = self.pods.get(pod) else {
             return 0;
         };
-        // The same keys as `request_keys`, hashed only up to the first miss: a prompt past
-        // its cached prefix would otherwise be hashed whole for nothing.
-        let model = self
-            .cfg
-            .model_name
-            .clone()
-            .unwrap_or_else(|| model.to_string());
-        let mut key = self.root(&model);
-        let bs = self.cfg.block_size;
-        tokens
-            .chunks_exact(bs)
-            .take_while(|chunk| {
-                key = self.hasher.hash(key, Some(chunk), hash::Extra::None);
+        // The keys of `request_keys`, hashed only up to the first miss: a prompt past its
+        // cached prefix would otherwise be hashed whole for nothing.
+        let root = self.request_root(model);
+        self.hasher
+            .chain(root, tokens, self.cfg.block_size, None)
+            .take_while(|k| {
                 self.data
-                    .get(&key)
+                    .get(k)
                     .is_some_and(|c| c.iter().any(|e| e.pod == pod_id))
             })
             .count()

@@ -656,7 +656,7 @@ fn common_prefix_len(a: &str, b: &str) -> usize {
 }
 
 /// Strings that end a generated turn: the eos token and the turn-end markers the template writes.
-pub fn stop_strings(renderer: &ChatRenderer) -> Vec<String> {
+pub(super) fn stop_strings(renderer: &ChatRenderer) -> Vec<String> {
     let mut stops: Vec<String> = Vec::new();
     if let Some(eos) = renderer.special_token("eos_token") {
         stops.push(eos.to_string());

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Benchmark: `kvaudit corpus` as built at several commits, on one corpus, runs alternating.
+
+    python3 benches/corpus_builds.py REV [REV ...] [--runs N] [--jobs N] [--models a,b]
+
+On a shared machine whose speed drifts, comparing two builds timed minutes apart says little;
+here each round runs every build once, in turn, and the median over rounds is reported per
+build. Each REV is checked out into a temporary worktree and built with --release into one
+shared target directory (under target/, so dependencies build once). Outputs are compared:
+a build whose `corpus --format json` differs from the first REV's (apart from the input
+path) is reported as such. The corpus is benches/corpus.py's (10,000 conversations, seed 1).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import corpus as corpus_bench  # noqa: E402
+
+SHARED = os.path.join(ROOT, "..", "shared")
+
+
+def build(rev, work, target):
+    tree = os.path.join(work, rev)
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-f", tree, rev],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--target-dir", target],
+                   cwd=tree, check=True)
+    exe = os.path.join(work, f"kvaudit-{rev}")
+    os.replace(os.path.join(target, "release", "kvaudit"), exe)
+    return tree, exe
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("revs", nargs="+")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--conversations", type=int, default=10000)
+    ap.add_argument("--models", default="qwen3-8b,llama-3.1-8b-instruct")
+    args = ap.parse_args()
+    target = os.path.join(ROOT, "target", "bench-builds")
+    with tempfile.TemporaryDirectory() as work:
+        trees = []
+        try:
+            exes = {}
+            for rev in args.revs:
+                tree, exe = build(rev, work, target)
+                trees.append(tree)
+                exes[rev] = exe
+            corpus = os.path.join(work, "corpus.jsonl")
+            corpus_bench.build_corpus(corpus, args.conversations, 1)
+            for name in args.models.split(","):
+                model = os.path.join(SHARED, "models", name)
+                base = ["corpus", "--model", model, corpus, "--now", "2026-01-15T10:00:00",
+                        "--format", "json", "--jobs", str(args.jobs)]
+                outputs = {}
+                for rev, exe in exes.items():
+                    # Warm-up: the prepared tokenizer is written on a first run.
+                    out = subprocess.run([exe] + base, capture_output=True).stdout
+                    report = json.loads(out)
+                    report.pop("input", None)
+                    outputs[rev] = report
+                walls = {rev: [] for rev in exes}
+                for _ in range(args.runs):
+                    for rev, exe in exes.items():
+                        start = time.perf_counter()
+                        subprocess.run([exe] + base, stdout=subprocess.DEVNULL)
+                        walls[rev].append(time.perf_counter() - start)
+                first = args.revs[0]
+                print(f"model {name}, --jobs {args.jobs}, medians of {args.runs} alternating runs:")
+                for rev in args.revs:
+                    same = "same output" if outputs[rev] == outputs[first] else "OUTPUT DIFFERS"
+                    median = statistics.median(walls[rev])
+                    ratio = statistics.median(walls[first]) / median
+                    print(f"  {rev:>12}: {median:.2f} s ({ratio:.2f}x {first}), {same}")
+        finally:
+            for tree in trees:
+                subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tree],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    main()
