@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
 use serde_json::Value as Json;
 use tokenizers::AddedToken;
-use unicode_normalization_alignments::UnicodeNormalization;
+use unicode_normalization_alignments::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 /// What turns one pre-tokenized word into ids (the BPE model).
 pub trait WordIds {
@@ -521,11 +521,14 @@ impl Direct {
         if raw.is_empty() {
             return Ok(());
         }
-        let text: Cow<str> = if self.nfc && !raw.is_ascii() {
-            Cow::Owned(raw.nfc().map(|(c, _)| c).collect())
-        } else {
-            Cow::Borrowed(raw)
-        };
+        // Most non-ASCII text is already NFC, which the quick check (UAX #15, the same crate
+        // and tables as the crate's normalizer) proves without decomposing and recomposing.
+        let text: Cow<str> =
+            if self.nfc && !raw.is_ascii() && is_nfc_quick(raw.chars()) != IsNormalized::Yes {
+                Cow::Owned(raw.nfc().map(|(c, _)| c).collect())
+            } else {
+                Cow::Borrowed(raw)
+            };
         if let Some(k) = keep {
             k.push_str(&text);
         }
