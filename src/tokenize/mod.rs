@@ -24,6 +24,7 @@ mod direct;
 mod incremental;
 mod prepared;
 mod scan;
+mod short_words;
 
 pub use incremental::Encoded;
 

@@ -22,6 +22,7 @@ use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Model, Token, TokenizerImpl};
 
 use super::scan;
+use super::short_words::{self, Key, ShortWords};
 
 // v04: the body checksum is seeded with the source key, and the offsets of the vocabulary and
 // merges in tokenizer.json are kept for the spot check.
@@ -46,10 +47,11 @@ pub struct FastBpe {
     vocab_size: usize,
     /// Open addressing: slot -> id, EMPTY32 when free; keyed by xxh3 of the token text.
     vocab_table: Vec<u32>,
-    /// Open addressing: slot -> (left id << 32 | right id), EMPTY64 when free.
-    merge_keys: Vec<u64>,
-    /// rank << 32 | merged id, beside `merge_keys`.
-    merge_vals: Vec<u64>,
+    /// Open addressing: slot -> (left id << 32 | right id, rank << 32 | merged id), the key
+    /// EMPTY64 when free. Key and value share a slot (the file keeps them in two tables):
+    /// merging a word's first sight is a chain of lookups that each miss the cache, and a
+    /// hit then costs one miss, not two.
+    merges: Vec<(u64, u64)>,
     unk_token: Option<String>,
     fuse_unk: bool,
     byte_fallback: bool,
@@ -66,7 +68,8 @@ pub struct FastBpe {
 /// with its own cache). Pieces of up to 256 bytes are kept because a conversation tokenizes
 /// each reply twice (alone, and inside the next prompt) and a CJK sentence is one piece of 6
 /// bytes per character. Bounded by what the entries hold (cleared past 24 MiB per thread),
-/// so hostile text of long distinct words cannot grow it.
+/// so hostile text of long distinct words cannot grow it. [`FastBpe::word_ids`] keeps the
+/// words of up to 15 bytes and 4 ids in a table of its own ([`ShortWords`], at most 8 MiB).
 const WORD_CACHE_BYTES: usize = 24 << 20;
 const WORD_CACHE_MAX_LEN: usize = 256;
 /// Words of up to this many symbols are merged by [`FastBpe::merge_small`].
@@ -85,6 +88,9 @@ type WordCache = rustc_hash::FxHashMap<u64, ModelWords>;
 struct ModelWords {
     words: rustc_hash::FxHashMap<Box<str>, Merged>,
     bytes: usize,
+    /// The ids of short words for [`FastBpe::word_ids`], which needs no offsets (bounded on
+    /// its own, see [`ShortWords`]).
+    short: ShortWords,
 }
 
 thread_local! {
@@ -125,15 +131,14 @@ impl FastBpe {
 
     fn merge(&self, left: u32, right: u32) -> Option<(u32, u32)> {
         let key = (left as u64) << 32 | right as u64;
-        let mask = self.merge_keys.len() - 1;
+        let mask = self.merges.len() - 1;
         let mut slot = merge_slot(key, mask);
         loop {
-            let k = self.merge_keys[slot];
+            let (k, v) = self.merges[slot];
             if k == EMPTY64 {
                 return None;
             }
             if k == key {
-                let v = self.merge_vals[slot];
                 return Some(((v >> 32) as u32, v as u32));
             }
             slot = (slot + 1) & mask;
@@ -297,10 +302,28 @@ impl FastBpe {
         if word.is_empty() {
             return Ok(());
         }
+        // A word's ids do not depend on the path that found them, so a short word is looked
+        // up here first, even before the vocabulary of an `ignore_merges` model (whose probe
+        // reads three tables).
+        let short = Key::new(word);
+        if let Some(key) = short
+            && WORD_CACHE.with(|c| {
+                c.borrow()
+                    .get(&self.cache_key)
+                    .and_then(|cache| cache.short.get(key))
+                    .map(|ids| out.extend(ids))
+                    .is_some()
+            })
+        {
+            return Ok(());
+        }
         if self.ignore_merges
             && let Some(id) = self.lookup(word)
         {
             out.push(id);
+            if let Some(key) = short {
+                remember_short(self.cache_key, key, &[id]);
+            }
             return Ok(());
         }
         if word.len() > WORD_CACHE_MAX_LEN {
@@ -322,10 +345,26 @@ impl FastBpe {
             .into_iter()
             .map(|(id, s, e)| (id, s as u32, e as u32))
             .collect();
+        let start = out.len();
         out.extend(merged.iter().map(|&(id, _, _)| id));
-        remember(self.cache_key, word, merged);
+        match short {
+            Some(key) if merged.len() <= short_words::MAX_IDS => {
+                remember_short(self.cache_key, key, &out[start..])
+            }
+            _ => remember(self.cache_key, word, merged),
+        }
         Ok(())
     }
+}
+
+fn remember_short(model: u64, key: Key, ids: &[u32]) {
+    WORD_CACHE.with(|c| {
+        c.borrow_mut()
+            .entry(model)
+            .or_default()
+            .short
+            .insert(key, ids)
+    });
 }
 
 fn remember(model: u64, word: &str, merged: Merged) {
@@ -772,8 +811,7 @@ pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, Str
         tok_len,
         vocab_size,
         vocab_table,
-        merge_keys,
-        merge_vals,
+        merges: merge_keys.into_iter().zip(merge_vals).collect(),
         unk_token: model
             .get("unk_token")
             .and_then(Json::as_str)
@@ -864,7 +902,7 @@ fn spot_check(bpe: &FastBpe, source: &[u8], spans: &Spans) -> Option<()> {
         more = s.more(b'}')?;
     }
     let Some(merges_at) = spans.merges_at else {
-        return bpe.merge_keys.iter().all(|&k| k == EMPTY64).then_some(());
+        return bpe.merges.iter().all(|&(k, _)| k == EMPTY64).then_some(());
     };
     let mut s = scan::Scan::new(source, merges_at);
     let mut more = s.open(b'[', b']')?;
