@@ -55,6 +55,10 @@ def main():
                 tree, exe = build(rev, work, target)
                 trees.append(tree)
                 exes[rev] = exe
+            # A cache of prepared tokenizers per build: builds on either side of a format
+            # change would otherwise rebuild each other's files inside the timed runs.
+            envs = {rev: dict(os.environ, KVAUDIT_TOKENIZER_CACHE=os.path.join(work, f"cache-{rev}"))
+                    for rev in exes}
             corpus = os.path.join(work, "corpus.jsonl")
             corpus_bench.build_corpus(corpus, args.conversations, 1)
             for name in args.models.split(","):
@@ -64,7 +68,7 @@ def main():
                 outputs = {}
                 for rev, exe in exes.items():
                     # Warm-up: the prepared tokenizer is written on a first run.
-                    out = subprocess.run([exe] + base, capture_output=True).stdout
+                    out = subprocess.run([exe] + base, capture_output=True, env=envs[rev]).stdout
                     report = json.loads(out)
                     report.pop("input", None)
                     outputs[rev] = report
@@ -72,7 +76,7 @@ def main():
                 for _ in range(args.runs):
                     for rev, exe in exes.items():
                         start = time.perf_counter()
-                        subprocess.run([exe] + base, stdout=subprocess.DEVNULL)
+                        subprocess.run([exe] + base, stdout=subprocess.DEVNULL, env=envs[rev])
                         walls[rev].append(time.perf_counter() - start)
                 first = args.revs[0]
                 print(f"model {name}, --jobs {args.jobs}, medians of {args.runs} alternating runs:")

@@ -121,6 +121,8 @@ for target in ["frames_reader", "replay_bytes"]:
 # Conversations: the project's own fixtures plus a few edge cases.
 fx = os.path.join(ROOT, "fixtures", "conversations")
 for name in sorted(os.listdir(fx)):
+    if not os.path.isfile(os.path.join(fx, name)):
+        continue
     with open(os.path.join(fx, name), "rb") as f:
         write("conversation_json", name, f.read())
 write("conversation_json", "tools-now.json",
@@ -151,8 +153,9 @@ write("template_render", "methods.jinja",
       "{{ strftime_now('%Y-%m-%d') }}{% for k, v in {'a': 1}.items() %}{{ k }}{{ v }}{% endfor %}"
       "{{ messages|length }}{{ messages[-1].content|indent(4) }}{% generation %}x{% endgeneration %}")
 
-# Prepared tokenizer bodies (after the 32-byte header the harness adds): sha256, rest JSON,
-# vocab size, ids, blob, starts, lengths, vocab table, merge table.
+# Prepared tokenizer bodies (after the 32-byte header the harness adds): sha256, where the
+# vocabulary and merges start in tokenizer.json (the harness's is `{}`: offset 0, and no
+# merges), rest JSON, vocab size, ids, blob, starts, lengths, vocab table, merge table.
 def u64(v):
     return struct.pack("<Q", v)
 
@@ -169,13 +172,14 @@ E32 = 0xFFFFFFFF
 E64 = 0xFFFFFFFFFFFFFFFF
 rest = b'{"model":{"type":"BPE","unk_token":null,"byte_fallback":false},"added_tokens":[{"id":2,"content":"<s>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},"decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true}}'
 blob = b"ab<s>"
-body = (by(b"0" * 64) + by(rest) + u64(3) + u64(3) + by(blob)
+SPANS = u64(0) + u64(E64)
+body = (by(b"0" * 64) + SPANS + by(rest) + u64(3) + u64(3) + by(blob)
         + u32s([0, 1, 2]) + u32s([1, 1, 3])
         + u64(4) + u32s([0, 1, E32, 2])
         + u64(2) + u64(0) + u64(E64) + u64(2) + u64(0))
 write("prepared_tokenizer", "tiny.body", body)
 write("prepared_tokenizer", "no-merges.body",
-      by(b"") + by(b'{"model":{}}') + u64(0) + u64(0) + by(b"") + u64(1) + u32s([E32]) + u64(1) + u64(E64) + u64(0))
+      by(b"") + SPANS + by(b'{"model":{}}') + u64(0) + u64(0) + by(b"") + u64(1) + u32s([E32]) + u64(1) + u64(E64) + u64(0))
 
 # seeds/prepared_tokenizer/tiny-plain.body is not written here: it is the prepared form of the
 # project fixture fixtures/models/tiny-plain/tokenizer.json without its 32-byte header, made with

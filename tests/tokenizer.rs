@@ -534,3 +534,17 @@ fn a_forged_cache_file_with_a_full_table_does_not_hang() {
         .expect("loading a full table hung");
     assert!(!prepared);
 }
+
+/// The fuzz harness seals its bodies with `prepared_file`: it must give the very file the
+/// cache holds, or the harness would explore a header that `load` refuses (as it did while
+/// it kept a copy of an old magic).
+#[test]
+fn prepared_file_seals_a_body_as_the_cache_does() {
+    let src = common::fixtures().join("models/tiny-think/tokenizer.json");
+    let cache = tempfile::tempdir().unwrap();
+    Tokenizer::load(&src, Some(cache.path())).unwrap();
+    let data = std::fs::read(cache_file(cache.path())).unwrap();
+    let source = std::fs::read(&src).unwrap();
+    assert_eq!(kvaudit::tokenize::prepared_file(&data[32..], &source), data);
+    assert_ne!(kvaudit::tokenize::prepared_file(&data[32..], b"{}"), data);
+}

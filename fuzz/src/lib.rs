@@ -239,18 +239,11 @@ pub fn template_render(data: &[u8]) {
 /// The tokenizer.json the prepared files are keyed to: not a tokenizer, so a prepared file
 /// that does not load makes `Tokenizer::load` fail at once instead of building one.
 const SOURCE_JSON: &[u8] = b"{}";
-const MAGIC: &[u8; 8] = b"KVTOKv02";
 
 /// A prepared-tokenizer file whose header (magic, source key, body checksum) is valid for
-/// `body`, so the fuzzer explores the body instead of the checksum.
+/// `body`, made by kvaudit itself so that it follows the format's version.
 pub fn prepared_file(body: &[u8]) -> Vec<u8> {
-    let key = xxhash_rust::xxh3::xxh3_128(SOURCE_JSON);
-    let mut data = Vec::with_capacity(32 + body.len());
-    data.extend_from_slice(MAGIC);
-    data.extend_from_slice(&key.to_le_bytes());
-    data.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
-    data.extend_from_slice(body);
-    data
+    kvaudit::tokenize::prepared_file(body, SOURCE_JSON)
 }
 
 /// The input is the body of a prepared-tokenizer file (after magic, key and checksum), loaded

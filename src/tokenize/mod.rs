@@ -40,7 +40,7 @@ impl Reply {
         &self.ids
     }
 }
-pub use prepared::cache_dir;
+pub use prepared::{cache_dir, prepared_file};
 
 enum Inner {
     Crate(Box<tokenizers::Tokenizer>),

@@ -6,6 +6,8 @@
 //! key, its length and its ids sit in one slot: a lookup is one integer compare in one cache
 //! line.
 
+use super::prepared::table_slot;
+
 /// A word of 1 to 15 bytes, zero-padded, its length in the last byte: equal keys are equal
 /// words (the length tells `"a"` from `"a\0"`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -25,10 +27,10 @@ impl Key {
         Some(Key(u128::from_le_bytes(buf)))
     }
 
+    /// Both halves folded so that every byte reaches the top bits [`table_slot`] takes.
     fn slot(self, mask: usize) -> usize {
         let (lo, hi) = (self.0 as u64, (self.0 >> 64) as u64);
-        let h = (lo ^ hi.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        (h >> 32) as usize & mask
+        table_slot(lo ^ hi.wrapping_mul(0xD6E8_FEB8_6659_FD93), mask)
     }
 }
 
@@ -38,7 +40,8 @@ pub const MAX_IDS: usize = 4;
 const NO_ID: u32 = u32::MAX;
 /// A key no word has (its length byte is 0): a free slot.
 const FREE: u128 = 0;
-/// Slots at first, and at most: 8 MiB per thread and model. Past three quarters full the
+/// Slots at first, and at most: 8 MiB per thread and model (12 MiB while the last doubling
+/// copies the 4 MiB table before it). Past three quarters full the
 /// table doubles, or at the largest size starts over, so hostile text of distinct words
 /// cannot grow it. (A fuller table is a smaller one: more of it stays in the cache, and the
 /// probes of linear probing read neighbouring slots.)
@@ -87,8 +90,8 @@ impl ShortWords {
         }
     }
 
-    /// Keep `ids` for `key` when they fit in a slot (1 to [`MAX_IDS`] ids); `key` must not
-    /// be stored yet.
+    /// Keep `ids` for `key` when they fit in a slot (1 to [`MAX_IDS`] ids, none of them
+    /// `NO_ID`); a key stored already gets the new ids.
     pub fn insert(&mut self, key: Key, ids: &[u32]) {
         if ids.is_empty() || ids.len() > MAX_IDS || ids.contains(&NO_ID) {
             return;
@@ -99,30 +102,51 @@ impl ShortWords {
         let mut slot = EMPTY;
         slot.key = key.0;
         slot.ids[..ids.len()].copy_from_slice(ids);
-        self.place(slot);
-        self.used += 1;
+        if self.place(slot) {
+            self.used += 1;
+        }
     }
 
-    fn place(&mut self, slot: Slot) {
+    /// Put `slot` where its key is, or else in the first free slot from its own: whether the
+    /// key is new.
+    fn place(&mut self, slot: Slot) -> bool {
         let mask = self.slots.len() - 1;
         let mut at = Key(slot.key).slot(mask);
-        while self.slots[at].key != FREE {
+        loop {
+            let here = self.slots[at].key;
+            if here == FREE || here == slot.key {
+                self.slots[at] = slot;
+                return here == FREE;
+            }
             at = (at + 1) & mask;
         }
-        self.slots[at] = slot;
     }
 
     fn grow(&mut self) {
-        let size = (self.slots.len() * 2).clamp(MIN_SLOTS, MAX_SLOTS);
-        let old = std::mem::replace(&mut self.slots, vec![EMPTY; size]);
         self.used = 0;
-        if old.len() == MAX_SLOTS {
+        // At the largest size the table starts over in place, without a second 8 MiB.
+        if self.slots.len() == MAX_SLOTS {
+            self.slots.fill(EMPTY);
             return;
         }
+        let size = (self.slots.len() * 2).max(MIN_SLOTS);
+        let old = std::mem::replace(&mut self.slots, vec![EMPTY; size]);
         for slot in old.into_iter().filter(|s| s.key != FREE) {
-            self.place(slot);
-            self.used += 1;
+            if self.place(slot) {
+                self.used += 1;
+            }
         }
+    }
+
+    /// How far each stored key sits from its own slot, the largest.
+    #[cfg(test)]
+    fn longest_displacement(&self) -> usize {
+        let mask = self.slots.len() - 1;
+        (0..self.slots.len())
+            .filter(|&at| self.slots[at].key != FREE)
+            .map(|at| at.wrapping_sub(Key(self.slots[at].key).slot(mask)) & mask)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -156,6 +180,36 @@ mod tests {
         assert_eq!(get(&t, "five"), None);
         assert_eq!(get(&t, "none"), None);
         assert_eq!(get(&t, "hell"), None);
+        // An id that would read as an unused place is not stored.
+        t.insert(Key::new("max").unwrap(), &[1, NO_ID]);
+        assert_eq!(get(&t, "max"), None);
+        // A key stored again takes the new ids and one slot.
+        t.insert(Key::new("hello").unwrap(), &[8, 9]);
+        assert_eq!(get(&t, "hello"), Some(vec![8, 9]));
+        assert_eq!(t.used, 2);
+    }
+
+    #[test]
+    fn words_that_differ_late_or_in_length_spread_over_the_table() {
+        // Byte-level words as the tokenizer sees them ("Ġ" is a space): same leading bytes,
+        // differing only in the 7th and 8th bytes or in length. A slot taken from the
+        // product's middle bits put the 676 of the first kind in 4 slots.
+        let mut t = ShortWords::default();
+        let mut n = 0;
+        for a in b'a'..=b'z' {
+            for b in b'a'..=b'z' {
+                let w = format!("\u{120}play{}{}", a as char, b as char);
+                t.insert(Key::new(&w).unwrap(), &[n]);
+                t.insert(Key::new(&w[..w.len() - 1]).unwrap(), &[n]);
+                n += 1;
+            }
+        }
+        assert_eq!(t.slots.len(), MIN_SLOTS);
+        assert!(
+            t.longest_displacement() <= 8,
+            "{}",
+            t.longest_displacement()
+        );
     }
 
     #[test]
@@ -170,6 +224,7 @@ mod tests {
         assert!((0..n).all(|i| get(&t, &word(i)) == Some(vec![i as u32, 1])));
         t.insert(Key::new("over").unwrap(), &[9]);
         assert_eq!(t.used, 1);
+        assert_eq!(t.slots.len(), MAX_SLOTS);
         assert_eq!(get(&t, "over"), Some(vec![9]));
         assert_eq!(get(&t, &word(0)), None);
     }
