@@ -19,17 +19,45 @@ use unicode_normalization_alignments::{IsNormalized, UnicodeNormalization, is_nf
 
 /// What turns one pre-tokenized word into ids (the BPE model).
 pub trait WordIds {
-    fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<(), String>;
+    /// The model's ids for one piece of raw text, appended to `out`: the ids of its
+    /// byte-level form (which `scratch` may be used to build).
+    fn piece_ids(
+        &self,
+        piece: &str,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String>;
+}
+
+/// `piece`'s bytes in the byte-level alphabet, written over `scratch`.
+fn byte_level<'s>(piece: &str, scratch: &'s mut String) -> &'s str {
+    scratch.clear();
+    scratch.extend(piece.bytes().map(|b| BYTE_CHARS[b as usize]));
+    scratch
 }
 
 impl WordIds for super::prepared::FastBpe {
-    fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<(), String> {
-        super::prepared::FastBpe::word_ids(self, word, out).map_err(|e| e.to_string())
+    fn piece_ids(
+        &self,
+        piece: &str,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        // The mapping is one to one, so the raw piece names the word: a word the model has
+        // seen is found without mapping it.
+        super::prepared::FastBpe::word_ids(self, piece, move || byte_level(piece, scratch), out)
+            .map_err(|e| e.to_string())
     }
 }
 
 impl WordIds for tokenizers::ModelWrapper {
-    fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> Result<(), String> {
+    fn piece_ids(
+        &self,
+        piece: &str,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        let word = byte_level(piece, scratch);
         let tokens = tokenizers::Model::tokenize(self, word).map_err(|e| e.to_string())?;
         out.extend(tokens.iter().map(|t| t.id));
         Ok(())
@@ -385,6 +413,47 @@ impl Direct {
         Ok((ids, taken))
     }
 
+    /// The ids of `gap`, a text with no added token that is matched on the raw text (its
+    /// caller's scan for them cut it out), appended to `out`, taking over the ids of `reply`
+    /// as [`encode_reusing`](Self::encode_reusing) does; how many were taken over.
+    pub fn encode_gap(
+        &self,
+        gap: &str,
+        words: &dyn WordIds,
+        reply: Option<(&[u32], &Tail)>,
+        out: &mut Vec<u32>,
+    ) -> Result<usize, String> {
+        let mut taken = 0;
+        let mut scratch = String::new();
+        let reply = reply.map(|(ids, tail)| (ids, tail, &mut taken));
+        self.run(gap, words, reply, &mut scratch, out, None)?;
+        Ok(taken)
+    }
+
+    /// One run between added tokens.
+    fn run(
+        &self,
+        gap: &str,
+        words: &dyn WordIds,
+        reply: Option<(&[u32], &Tail, &mut usize)>,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+        keep: Option<&mut Tail>,
+    ) -> Result<(), String> {
+        let keep = keep.map(|k| {
+            k.first_id = out.len();
+            k.normalized.clear();
+            &mut k.normalized
+        });
+        if let Some((ids, tail, taken)) = reply
+            && let Some(n) = self.take_over(gap, ids, tail, words, scratch, out)?
+        {
+            *taken += n;
+            return Ok(());
+        }
+        self.normalized(gap, words, scratch, out, keep)
+    }
+
     fn encode_with(
         &self,
         text: &str,
@@ -395,18 +464,10 @@ impl Direct {
         let mut out = Vec::with_capacity(text.len() / 3);
         let mut scratch = String::new();
         let mut run = |gap: &str, out: &mut Vec<u32>, keep: Option<&mut Tail>| {
-            let keep = keep.map(|k| {
-                k.first_id = out.len();
-                k.normalized.clear();
-                &mut k.normalized
-            });
-            if let Some((ids, tail, taken)) = reply.as_mut()
-                && let Some(n) = self.take_over(gap, ids, tail, words, &mut scratch, out)?
-            {
-                **taken += n;
-                return Ok(());
-            }
-            self.normalized(gap, words, &mut scratch, out, keep)
+            let reply = reply
+                .as_mut()
+                .map(|(ids, tail, taken)| (*ids, *tail, &mut **taken));
+            self.run(gap, words, reply, &mut scratch, out, keep)
         };
         match &self.raw_added {
             Some(trie) => {
@@ -560,9 +621,7 @@ impl Direct {
             return Ok(());
         }
         let Some(split) = self.splits.get(step) else {
-            scratch.clear();
-            scratch.extend(piece.bytes().map(|b| BYTE_CHARS[b as usize]));
-            return words.word_ids(scratch, out);
+            return words.piece_ids(piece, scratch, out);
         };
         let mut prev = 0;
         split.matcher.each(piece, |start, end| {

@@ -153,14 +153,15 @@ impl Splitter {
         })
     }
 
-    /// `text` encoded piece by piece after the longest prefix of `base` it can take over:
-    /// each piece ends just past an added token the scan matches (or at the end of the text),
-    /// so `encode` sees what it would see as part of the whole text.
+    /// `text` encoded after the longest prefix of `base` it can take over, one gap at a time:
+    /// `encode` appends the ids of the text between two added tokens the scan matches (which
+    /// holds none, or the scan would have matched it first), and the matched token's own id
+    /// follows. That is the crate's split, so the encoder of a gap need not scan it again.
     pub fn encode<E>(
         &self,
         text: &str,
         base: Option<&Encoded>,
-        mut encode: impl FnMut(&str) -> Result<Vec<u32>, E>,
+        mut encode: impl FnMut(&str, &mut Vec<u32>) -> Result<(), E>,
     ) -> Result<Encoded, E> {
         let resume = base.and_then(|b| Some((b, self.resumes_at(b, text)?)));
         let (mut ids, mut cuts, start) = match resume {
@@ -174,13 +175,12 @@ impl Splitter {
         let tail = &text[start..];
         let mut from = 0;
         for m in self.trie.leftmost_find_iter(tail) {
-            ids.extend(encode(&tail[from..m.end()])?);
+            encode(&tail[from..m.start()], &mut ids)?;
+            ids.push(m.value());
             from = m.end();
             cuts.push((start + from, ids.len()));
         }
-        if from < tail.len() {
-            ids.extend(encode(&tail[from..])?);
-        }
+        encode(&tail[from..], &mut ids)?;
         Ok(Encoded {
             text: text.to_string(),
             ids,

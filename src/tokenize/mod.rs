@@ -183,6 +183,29 @@ impl Tokenizer {
         self.direct().is_some_and(direct::Direct::reuses)
     }
 
+    /// [`encode_reusing`](Self::encode_reusing) of a text the splitter's scan found no
+    /// added token in, appended to `out`: the direct encoder's scan for them is skipped.
+    fn encode_gap_reusing(
+        &self,
+        gap: &str,
+        reply: Option<&Reply>,
+        out: &mut Vec<u32>,
+    ) -> Result<usize, TokenizeError> {
+        if gap.is_empty() {
+            return Ok(0);
+        }
+        let Some(d) = self.direct() else {
+            out.extend(self.encode_pipeline(gap)?);
+            return Ok(0);
+        };
+        let reply = reply.and_then(|r| Some((r.ids.as_slice(), r.tail.as_ref()?)));
+        match &self.inner {
+            Inner::Crate(t) => d.encode_gap(gap, t.get_model(), reply, out),
+            Inner::Prepared(t) => d.encode_gap(gap, t.get_model(), reply, out),
+        }
+        .map_err(TokenizeError::Encode)
+    }
+
     /// The ids of `text`, and how many of them were taken over from `reply`.
     fn encode_reusing(
         &self,
@@ -234,14 +257,16 @@ impl Tokenizer {
         reply: Option<&Reply>,
     ) -> Result<Encoded, TokenizeError> {
         let mut taken = 0;
-        let mut encode = |piece: &str| {
-            let (ids, n) = self.encode_reusing(piece, reply)?;
-            taken += n;
-            Ok::<_, TokenizeError>(ids)
-        };
         let mut encoded = match self.splitter() {
-            Some(s) => s.encode(text, base, &mut encode)?,
-            None => incremental::whole(encode(text)?),
+            Some(s) => s.encode(text, base, |gap, ids| {
+                taken += self.encode_gap_reusing(gap, reply, ids)?;
+                Ok::<_, TokenizeError>(())
+            })?,
+            None => {
+                let (ids, n) = self.encode_reusing(text, reply)?;
+                taken = n;
+                incremental::whole(ids)
+            }
         };
         encoded.set_taken_over(taken);
         Ok(encoded)

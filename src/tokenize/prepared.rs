@@ -70,7 +70,8 @@ pub struct FastBpe {
 /// each reply twice (alone, and inside the next prompt) and a CJK sentence is one piece of 6
 /// bytes per character. Bounded by what the entries hold (cleared past 24 MiB per thread),
 /// so hostile text of long distinct words cannot grow it. [`FastBpe::word_ids`] keeps the
-/// words of up to 15 bytes and 4 ids in a table of its own ([`ShortWords`], at most 8 MiB).
+/// words named by up to 15 bytes (the raw piece, not its byte-level form: a space is one
+/// byte, not two) and of up to 4 ids in a table of its own ([`ShortWords`], at most 8 MiB).
 const WORD_CACHE_BYTES: usize = 24 << 20;
 const WORD_CACHE_MAX_LEN: usize = 256;
 /// Words of up to this many symbols are merged by [`FastBpe::merge_small`].
@@ -305,16 +306,23 @@ impl FastBpe {
         }
     }
 
-    /// The ids [`Model::tokenize`] gives for `word`, appended to `out`, without building a
-    /// token string per id; the same word cache.
-    pub fn word_ids(&self, word: &str, out: &mut Vec<u32>) -> tokenizers::Result<()> {
-        if word.is_empty() {
+    /// The ids [`Model::tokenize`] gives for the word `word()` makes, appended to `out`,
+    /// without building a token string per id; the same word cache. `name` identifies the
+    /// word (one name, one word: the caller's raw text before a one-to-one mapping), so a
+    /// short word is looked up by its name and the word is made only when it is not found.
+    pub fn word_ids<'w>(
+        &self,
+        name: &str,
+        word: impl FnOnce() -> &'w str,
+        out: &mut Vec<u32>,
+    ) -> tokenizers::Result<()> {
+        if name.is_empty() {
             return Ok(());
         }
         // A word's ids do not depend on the path that found them, so a short word is looked
         // up here first, even before the vocabulary of an `ignore_merges` model (whose probe
         // reads three tables).
-        let short = Key::new(word);
+        let short = Key::new(name);
         if let Some(key) = short
             && WORD_CACHE.with(|c| {
                 c.borrow()
@@ -326,6 +334,7 @@ impl FastBpe {
         {
             return Ok(());
         }
+        let word = word();
         if self.ignore_merges
             && let Some(id) = self.lookup(word)
         {
