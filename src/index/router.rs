@@ -35,12 +35,23 @@ const POD: &str = "decode-0";
 
 /// A stand-in for vLLM's chained block hash (only identity and chaining matter to llm-d).
 fn engine_hash(parent: u64, tokens: &[u32]) -> u64 {
-    let mut bytes = Vec::with_capacity(8 + tokens.len() * 4);
-    bytes.extend_from_slice(&parent.to_le_bytes());
-    for t in tokens {
-        bytes.extend_from_slice(&t.to_le_bytes());
+    // Blocks of up to 64 tokens are laid out on the stack: an allocation per block was most
+    // of this function's cost.
+    const ON_STACK: usize = 64;
+    let mut stack = [0u8; 8 + 4 * ON_STACK];
+    let mut heap = Vec::new();
+    let len = 8 + 4 * tokens.len();
+    let bytes: &mut [u8] = if tokens.len() <= ON_STACK {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0);
+        &mut heap
+    };
+    bytes[..8].copy_from_slice(&parent.to_le_bytes());
+    for (b, t) in bytes[8..].chunks_exact_mut(4).zip(tokens) {
+        b.copy_from_slice(&t.to_le_bytes());
     }
-    xxhash_rust::xxh3::xxh3_64(&bytes) | 1 << 63
+    xxhash_rust::xxh3::xxh3_64(bytes) | 1 << 63
 }
 
 fn stored(blocks: &[&[u32]], parent: Option<u64>, bs: usize) -> (Event, u64) {
@@ -105,13 +116,15 @@ pub fn simulate(
     let events = generation_events(prompt_tokens, held, ebs);
     let emitted = events.len();
     // One engine step per event, as vLLM publishes them.
+    let mut batch = Batch {
+        ts: 0.0,
+        events: Vec::with_capacity(1),
+        data_parallel_rank: Some(0),
+        wire: BatchWire::Array(3),
+    };
     for ev in events {
-        let batch = Batch {
-            ts: 0.0,
-            events: vec![ev],
-            data_parallel_rank: Some(0),
-            wire: BatchWire::Array(3),
-        };
+        batch.events.clear();
+        batch.events.push(ev);
         index.apply(POD, &model, &batch, Engine::Vllm);
     }
     let lcp = held.iter().zip(next).take_while(|(a, b)| a == b).count();
@@ -139,6 +152,21 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_hash_is_the_xxh3_of_the_parent_and_token_bytes() {
+        for n in [0usize, 1, 16, 63, 64, 65, 200] {
+            let tokens: Vec<u32> = (0..n as u32)
+                .map(|i| i.wrapping_mul(2_654_435_761))
+                .collect();
+            let mut bytes = 7u64.to_le_bytes().to_vec();
+            for t in &tokens {
+                bytes.extend_from_slice(&t.to_le_bytes());
+            }
+            let whole = xxhash_rust::xxh3::xxh3_64(&bytes) | 1 << 63;
+            assert_eq!(engine_hash(7, &tokens), whole, "{n} tokens");
+        }
+    }
 
     fn settings(index_bs: usize) -> RouterSettings {
         let mut index = IndexConfig::new(index_bs);
