@@ -176,19 +176,33 @@ fn opt(v: &Json) -> Option<&Json> {
     (!v.is_null()).then_some(v)
 }
 
+/// The case rendered from its messages, and again from the messages converted to template
+/// values beforehand (as a conversation's prompts are rendered): the two must agree.
 fn render_case(renderer: &ChatRenderer, case: &Json) -> Result<String, String> {
     let msgs = messages(case);
     let kwargs = obj(&case["kwargs"]);
-    renderer
-        .render(&RenderInput {
-            messages: &msgs,
-            tools: opt(&case["tools"]),
-            documents: opt(&case["documents"]),
-            kwargs: &kwargs,
-            add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap_or(false),
-            now: parse_time(case["now"].as_str().unwrap()).unwrap(),
-        })
-        .map_err(|e| e.to_string())
+    let values: Vec<_> = msgs.iter().map(kvaudit::render::template_value).collect();
+    let render = |message_values| {
+        renderer
+            .render(&RenderInput {
+                messages: &msgs,
+                message_values,
+                tools: opt(&case["tools"]),
+                documents: opt(&case["documents"]),
+                kwargs: &kwargs,
+                add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap_or(false),
+                now: parse_time(case["now"].as_str().unwrap()).unwrap(),
+            })
+            .map_err(|e| e.to_string())
+    };
+    let plain = render(None);
+    let converted = render(Some(&values));
+    if plain != converted {
+        return Err(format!(
+            "rendering from converted messages gives {converted:?}, from the messages {plain:?}"
+        ));
+    }
+    plain
 }
 
 #[derive(Default)]

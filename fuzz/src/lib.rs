@@ -218,6 +218,7 @@ pub fn template_render(data: &[u8]) {
     let input = match &conv {
         Some(c) => RenderInput {
             messages: &c.messages,
+            message_values: None,
             tools: c.tools.as_ref(),
             documents: c.documents.as_ref(),
             kwargs: &c.template_kwargs,
@@ -226,6 +227,7 @@ pub fn template_render(data: &[u8]) {
         },
         None => RenderInput {
             messages: &default_messages,
+            message_values: None,
             tools: None::<&Json>,
             documents: None,
             kwargs: &no_kwargs,

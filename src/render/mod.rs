@@ -26,6 +26,9 @@ use serde_json::{Map, Value as Json};
 #[derive(Debug, Clone, Copy)]
 pub struct RenderInput<'a> {
     pub messages: &'a [Json],
+    /// `messages`, each already converted to a template value (what the context would
+    /// convert it to), when the caller keeps them.
+    pub message_values: Option<&'a [Value]>,
     pub tools: Option<&'a Json>,
     pub documents: Option<&'a Json>,
     pub kwargs: &'a Map<String, Json>,
@@ -59,12 +62,21 @@ impl serde::Serialize for Context<'_> {
                 m.serialize_entry(k, v)?;
             }
         }
-        m.serialize_entry("messages", input.messages)?;
+        // A `Value` serialized into a value passes through as it is.
+        match input.message_values {
+            Some(values) => m.serialize_entry("messages", values)?,
+            None => m.serialize_entry("messages", input.messages)?,
+        }
         m.serialize_entry("tools", input.tools.unwrap_or(&Json::Null))?;
         m.serialize_entry("documents", input.documents.unwrap_or(&Json::Null))?;
         m.serialize_entry("add_generation_prompt", &input.add_generation_prompt)?;
         m.end()
     }
+}
+
+/// A message as the template context holds it (what [`RenderInput::message_values`] keeps).
+pub fn template_value(message: &Json) -> Value {
+    Value::from(Serde(message))
 }
 
 /// A chat template bound to a model's special tokens.
@@ -155,6 +167,21 @@ impl ChatRenderer {
         request: &server::Request,
         now: NaiveDateTime,
     ) -> Result<String, RequestError> {
+        self.render_converted(profile, request, None, now)
+    }
+
+    /// [`render_request`](Self::render_request) with the request's messages already converted
+    /// to template values (`values[i]` is `Value::from_serialize(&request.messages[i])`): they
+    /// stand in for the messages when the server profile passes the messages through as
+    /// they are, which is what saves a conversation's history from being converted again for
+    /// every prompt.
+    pub fn render_converted(
+        &self,
+        profile: ServerProfile,
+        request: &server::Request,
+        values: Option<&[Value]>,
+        now: NaiveDateTime,
+    ) -> Result<String, RequestError> {
         // transformers takes content as given: no need to read the template's syntax tree.
         let formats = match profile {
             ServerProfile::Transformers => server::ContentFormats {
@@ -166,9 +193,13 @@ impl ChatRenderer {
                 .get_or_init(|| server::ContentFormats::detect(&self.source)),
         };
         let input = profile.prepare(&self.source, &formats, request)?;
+        let passed_through = matches!(&input.messages, std::borrow::Cow::Borrowed(m)
+            if std::ptr::eq(*m, request.messages));
+        let message_values = values.filter(|v| passed_through && v.len() == input.messages.len());
         let render = |tools: Option<&Json>| {
             self.render(&RenderInput {
                 messages: &input.messages,
+                message_values,
                 tools,
                 documents: input.documents.as_ref(),
                 kwargs: &input.kwargs,

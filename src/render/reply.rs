@@ -1,6 +1,7 @@
 //! From a conversation to its prompts and generations: what the decode server held after each
 //! assistant turn, and what the next prompt is.
 
+use minijinja::Value;
 use serde_json::{Map, Value as Json};
 
 use super::conversation::{Clock, Conversation};
@@ -263,8 +264,14 @@ pub fn plan_turns(
         }
     }
     let rendered_bytes = std::cell::Cell::new(0usize);
-    // Prompt `at` rendered with the kwargs and tools of request `req`.
-    let render_as = |history: &[Json], agp: bool, at: usize, req: usize, clock: &Clock| {
+    // Prompt `at` rendered with the kwargs and tools of request `req`; `values` are the
+    // history's messages as template values when they are at hand (see `render_converted`).
+    let render_as = |history: &[Json],
+                     values: Option<&[Value]>,
+                     agp: bool,
+                     at: usize,
+                     req: usize,
+                     clock: &Clock| {
         let kwargs = options.kwargs_at(conv, req);
         let request = Request {
             messages: history,
@@ -277,7 +284,7 @@ pub fn plan_turns(
             reply: !agp,
         };
         let text = renderer
-            .render_request(options.server, &request, clock.at(at))
+            .render_converted(options.server, &request, values, clock.at(at))
             .map_err(|e| match e {
                 RequestError::Render(source) => PlanError::Render {
                     prompt: at + 1,
@@ -298,11 +305,15 @@ pub fn plan_turns(
         rendered_bytes.set(total);
         Ok(text)
     };
-    let render = |history: &[Json], agp: bool, at: usize, clock: &Clock| {
-        render_as(history, agp, at, at, clock)
-    };
+    let render =
+        |history: &[Json], values: Option<&[Value]>, agp: bool, at: usize, clock: &Clock| {
+            render_as(history, values, agp, at, at, clock)
+        };
 
     let mut history: Vec<Json> = Vec::with_capacity(msgs.len());
+    // Each history message converted to a template value once, not again for every prompt
+    // that repeats it.
+    let mut values: Vec<Value> = Vec::with_capacity(msgs.len());
     let mut turns: Vec<Turn> = Vec::new();
     let mut prompts: Vec<String> = Vec::new();
     // How much of `history` each prompt was rendered from.
@@ -310,10 +321,11 @@ pub fn plan_turns(
     for msg in msgs {
         if role(msg) != "assistant" {
             history.push(clean(msg));
+            values.push(super::template_value(&history[history.len() - 1]));
             continue;
         }
         let k = turns.len();
-        let prompt = render(&history, true, k, clock)?;
+        let prompt = render(&history, Some(&values), true, k, clock)?;
         let obj = msg.as_object().cloned().unwrap_or_default();
         let content = obj
             .get("content")
@@ -346,7 +358,7 @@ pub fn plan_turns(
                 None,
                 sent_reasoning,
             ));
-            let rendered = render(&with_call, false, k, clock)?;
+            let rendered = render(&with_call, None, false, k, clock)?;
             tool_call_generation(
                 format,
                 &prompt,
@@ -374,6 +386,7 @@ pub fn plan_turns(
             Some(&generated),
             reasoning.as_deref(),
         ));
+        values.push(super::template_value(&history[history.len() - 1]));
         turns.push(Turn {
             prompt: prompt.clone(),
             generated,
@@ -385,7 +398,7 @@ pub fn plan_turns(
         prompt_history.push(history.len() - 1);
     }
     if has_final {
-        prompts.push(render(&history, true, turns.len(), clock)?);
+        prompts.push(render(&history, Some(&values), true, turns.len(), clock)?);
         prompt_history.push(history.len());
     }
 
@@ -396,6 +409,7 @@ pub fn plan_turns(
         next_with_held_request.push(match prompts.get(k + 1) {
             Some(_) if options.request_differs(conv, k, k + 1) => Some(render_as(
                 &history[..prompt_history[k + 1]],
+                Some(&values[..prompt_history[k + 1]]),
                 true,
                 k + 1,
                 k,
@@ -409,6 +423,7 @@ pub fn plan_turns(
                 let frozen = Clock::Fixed(clock.at(k));
                 Some(render(
                     &history[..prompt_history[k + 1]],
+                    Some(&values[..prompt_history[k + 1]]),
                     true,
                     k + 1,
                     &frozen,
