@@ -367,6 +367,17 @@ impl<'a> Auditor<'a> {
         &self.model
     }
 
+    /// [`crate::align::divergence_views`] of a transition it audited, with its context.
+    pub fn divergence_views(
+        &self,
+        t: &Transition,
+    ) -> (
+        Vec<crate::align::TokenView>,
+        [Vec<crate::align::TokenView>; 2],
+    ) {
+        crate::align::divergence_views(self.tok, t, self.settings.align.context)
+    }
+
     /// One conversation, exactly as `diff-turns` audits it.
     pub fn audit(&self, conv: &Conversation) -> Result<ConversationAudit> {
         audit_conversation(&self.planner, self.tok, conv, self.settings)

@@ -91,13 +91,53 @@ pub struct AlignOptions {
     pub sides: Sides,
 }
 
-/// Which rewrites get [`Transition::sides`] (each is [`SIDE_WINDOW`] token texts a side).
+/// Whether transitions get their texts around the divergence ([`Transition::before`], and
+/// [`Transition::sides`] on a rewrite, each [`SIDE_WINDOW`] token texts a side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sides {
     Every,
-    /// Only a conversation's first: a corpus shows no other, and on a template that rewrites
-    /// every turn (Qwen3-8B) the texts of the rest were 5% of a corpus profile.
-    First,
+    /// None: a corpus shows the texts of its worst conversations only, and decodes those from
+    /// the ids when it keeps one ([`divergence_views`]); decoding them for every conversation
+    /// was 5% of a corpus profile on a template that rewrites every turn (Qwen3-8B).
+    Skip,
+}
+
+/// The texts [`align_plan`] gives a transition with [`Sides::Every`]: `context` tokens before
+/// the divergence, and from it on, each side's (held, next) on a rewrite.
+pub fn divergence_views(
+    tok: &Tokenizer,
+    t: &Transition,
+    context: usize,
+) -> (Vec<TokenView>, [Vec<TokenView>; 2]) {
+    context_views(
+        tok,
+        &t.held_ids,
+        &t.next_ids,
+        t.common_prefix_tokens,
+        context,
+        t.rewrite.is_some(),
+    )
+}
+
+fn context_views(
+    tok: &Tokenizer,
+    held: &[u32],
+    next: &[u32],
+    lcp: usize,
+    context: usize,
+    rewrite: bool,
+) -> (Vec<TokenView>, [Vec<TokenView>; 2]) {
+    let before = views(tok, &held[lcp.saturating_sub(context)..lcp]);
+    let sides = if rewrite {
+        let end = |ids: &[u32]| (lcp + SIDE_WINDOW).min(ids.len());
+        [
+            views(tok, &held[lcp..end(held)]),
+            views(tok, &next[lcp..end(next)]),
+        ]
+    } else {
+        Default::default()
+    };
+    (before, sides)
 }
 
 impl Default for AlignOptions {
@@ -203,7 +243,12 @@ pub fn align_plan(
                 tokens: uncached_tokens(next.len(), lcp, held.len(), b),
             })
             .collect();
-        let before_start = lcp.saturating_sub(options.context);
+        let (before, sides) = match options.sides {
+            Sides::Every => {
+                context_views(tok, &held, &next, lcp, options.context, rewrite.is_some())
+            }
+            Sides::Skip => Default::default(),
+        };
         out.push(Transition {
             from_prompt: k + 1,
             to_prompt: k + 2,
@@ -211,18 +256,8 @@ pub fn align_plan(
             next_prompt_tokens: next.len(),
             common_prefix_tokens: lcp,
             prompt_tokens: prompt_ids.len(),
-            before: views(tok, &held[before_start..lcp]),
-            sides: if rewrite.is_some()
-                && (options.sides == Sides::Every || !out.iter().any(|t| t.rewrite.is_some()))
-            {
-                let end = |ids: &[u32]| (lcp + SIDE_WINDOW).min(ids.len());
-                [
-                    views(tok, &held[lcp..end(&held)]),
-                    views(tok, &next[lcp..end(&next)]),
-                ]
-            } else {
-                Default::default()
-            },
+            before,
+            sides,
             rewrite,
             retokenization_drift: drift,
             uncached,

@@ -15,7 +15,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     super::note_cached_model(&files, args.model.offline);
     let corpus_settings = corpus_settings(args, &files)?;
     settings.align.block_sizes = corpus_settings.block_sizes.clone();
-    settings.align.sides = crate::align::Sides::First;
+    settings.align.sides = crate::align::Sides::Skip;
     settings.remedies = args.remedies;
     if !args.no_router {
         settings.router = Some(router_settings(&args.router, &args.model.model)?);

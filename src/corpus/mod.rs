@@ -20,7 +20,7 @@ use std::sync::{Condvar, Mutex};
 
 use anyhow::Result;
 
-use crate::align::Transition;
+use crate::align::{TokenView, Transition};
 use crate::audit::{Auditor, ConversationAudit, ModelInfo};
 use crate::render::Conversation;
 use alternatives::{Assumptions, Costs, TransitionTokens};
@@ -314,6 +314,7 @@ impl Tally {
         audit: &ConversationAudit,
         costs: &[Vec<Costs>],
         settings: &CorpusSettings,
+        auditor: &Auditor,
     ) {
         self.conversations += 1;
         let mut worst = Worst {
@@ -325,6 +326,7 @@ impl Tally {
             uncached: vec![0; settings.block_sizes.len()],
             divergence: None,
         };
+        let mut first_rewrite = None;
         for (i, t) in audit.transitions.iter().enumerate() {
             self.transitions += 1;
             worst.next_tokens += t.next_prompt_tokens as u64;
@@ -335,9 +337,7 @@ impl Tally {
                 self.transitions_with_rewrite += 1;
                 *self.classes.entry(r.class.name()).or_default() += 1;
                 worst.rewrites += 1;
-                if worst.divergence.is_none() {
-                    worst.divergence = Some(divergence(t));
-                }
+                first_rewrite.get_or_insert(t);
             }
             for (j, block) in self.blocks.iter_mut().enumerate() {
                 let b = block.block_size;
@@ -384,6 +384,12 @@ impl Tally {
         if let Some(text) = sessions::first_user_text(&conv.messages) {
             self.sessions
                 .add(&text, order, audit.transitions.len() as u64);
+        }
+        // Its texts are decoded only when the conversation is among the worst so far.
+        if let Some(t) = first_rewrite
+            && self.keeps(&worst, settings.worst)
+        {
+            worst.divergence = Some(divergence(t, auditor.divergence_views(t)));
         }
         self.keep_worst(worst, settings.worst);
     }
@@ -442,12 +448,19 @@ impl Tally {
         }
     }
 
-    fn keep_worst(&mut self, w: Worst, k: usize) {
-        if k == 0 {
-            return;
-        }
+    /// Where `w` goes among the worst kept: before every conversation it ranks above.
+    fn worst_place(&self, w: &Worst) -> usize {
         let rank = |w: &Worst| (std::cmp::Reverse(w.uncached.first().copied()), w.order);
-        let at = self.worst.partition_point(|x| rank(x) < rank(&w));
+        self.worst.partition_point(|x| rank(x) < rank(w))
+    }
+
+    /// Whether [`keep_worst`](Self::keep_worst) keeps `w`.
+    fn keeps(&self, w: &Worst, k: usize) -> bool {
+        self.worst_place(w) < k
+    }
+
+    fn keep_worst(&mut self, w: Worst, k: usize) {
+        let at = self.worst_place(&w);
         if at < k {
             self.worst.insert(at, w);
             self.worst.truncate(k);
@@ -514,16 +527,19 @@ fn tokens(t: &Transition, block_size: usize) -> TransitionTokens {
     }
 }
 
-fn divergence(t: &Transition) -> Divergence {
-    let text = |v: &[crate::align::TokenView]| v.iter().map(|x| x.text.as_str()).collect();
+fn divergence(
+    t: &Transition,
+    (before, [held, next]): (Vec<TokenView>, [Vec<TokenView>; 2]),
+) -> Divergence {
+    let text = |v: &[TokenView]| v.iter().map(|x| x.text.as_str()).collect();
     let r = t.rewrite.as_ref().expect("called on a rewrite");
     Divergence {
         from_prompt: t.from_prompt,
         position: r.position,
         class: r.class.name(),
-        before: text(&t.before),
-        held: text(&t.sides[0]),
-        next: text(&t.sides[1]),
+        before: text(&before),
+        held: text(&held),
+        next: text(&next),
     }
 }
 
@@ -649,7 +665,7 @@ where
                                     Err(_) => failed.store(true, Ordering::Relaxed),
                                 }
                             }
-                            tally.add(order, &conv, &audit, &costs, settings);
+                            tally.add(order, &conv, &audit, &costs, settings, auditor);
                         }
                         Err(e) => tally.skipped.add(
                             failure_reason(&e),
