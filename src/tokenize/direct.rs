@@ -27,7 +27,20 @@ pub trait WordIds {
         scratch: &mut String,
         out: &mut Vec<u32>,
     ) -> Result<(), String>;
+
+    /// `f` with a [`piece_ids`](Self::piece_ids) for many pieces, which may hold state
+    /// (a thread's word cache) for as long as `f` runs.
+    fn with_pieces(
+        &self,
+        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut scratch = String::new();
+        f(&mut |piece, out| self.piece_ids(piece, &mut scratch, out))
+    }
 }
+
+/// Appends the ids of one piece of raw text.
+pub type PieceIds<'a> = dyn FnMut(&str, &mut Vec<u32>) -> Result<(), String> + 'a;
 
 /// `piece`'s bytes in the byte-level alphabet, written over `scratch`.
 fn byte_level<'s>(piece: &str, scratch: &'s mut String) -> &'s str {
@@ -47,6 +60,19 @@ impl WordIds for super::prepared::FastBpe {
         // seen is found without mapping it.
         super::prepared::FastBpe::word_ids(self, piece, move || byte_level(piece, scratch), out)
             .map_err(|e| e.to_string())
+    }
+
+    fn with_pieces(
+        &self,
+        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.with_words(|words| {
+            let mut scratch = String::new();
+            f(&mut |piece, out| {
+                self.word_ids_in(words, piece, || byte_level(piece, &mut scratch), out)
+                    .map_err(|e| e.to_string())
+            })
+        })
     }
 }
 
@@ -623,6 +649,9 @@ impl Direct {
         let Some(split) = self.splits.get(step) else {
             return words.piece_ids(piece, scratch, out);
         };
+        if step + 1 == self.splits.len() {
+            return self.last_split(split, piece, words, out);
+        }
         let mut prev = 0;
         split.matcher.each(piece, |start, end| {
             if matches!(split.keep, Keep::All | Keep::Gaps) {
@@ -638,6 +667,36 @@ impl Direct {
             self.pieces(step + 1, &piece[prev..], words, scratch, out)?;
         }
         Ok(())
+    }
+
+    /// The last split step over `piece`: its pieces are words, looked up with the word
+    /// cache held for the whole piece.
+    fn last_split(
+        &self,
+        split: &Split,
+        piece: &str,
+        words: &dyn WordIds,
+        out: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        let gaps = matches!(split.keep, Keep::All | Keep::Gaps);
+        let matches = matches!(split.keep, Keep::All | Keep::Matches);
+        words.with_pieces(&mut |ids| {
+            let mut prev = 0;
+            split.matcher.each(piece, |start, end| {
+                if gaps && prev < start {
+                    ids(&piece[prev..start], out)?;
+                }
+                if matches && start < end {
+                    ids(&piece[start..end], out)?;
+                }
+                prev = end;
+                Ok::<(), String>(())
+            })?;
+            if gaps && prev < piece.len() {
+                ids(&piece[prev..], out)?;
+            }
+            Ok(())
+        })
     }
 }
 

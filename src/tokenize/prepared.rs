@@ -84,10 +84,34 @@ const WORD_CACHE_ENTRY_OVERHEAD: usize = 48;
 
 type Merged = Box<[(u32, u32, u32)]>;
 
-type WordCache = rustc_hash::FxHashMap<u64, ModelWords>;
-
+/// Each model's words, by the model's cache key, the one used last first: a thread works for
+/// one model at a time, and the lookup is per word, so it is one compare rather than a hash
+/// map's probe.
 #[derive(Default)]
-struct ModelWords {
+struct WordCache(Vec<(u64, ModelWords)>);
+
+impl WordCache {
+    fn get(&mut self, model: u64) -> Option<&mut ModelWords> {
+        let at = self.0.iter().position(|(k, _)| *k == model)?;
+        if at > 0 {
+            self.0.swap(0, at);
+        }
+        Some(&mut self.0[0].1)
+    }
+
+    fn entry(&mut self, model: u64) -> &mut ModelWords {
+        if self.get(model).is_none() {
+            self.0.push((model, ModelWords::default()));
+            let last = self.0.len() - 1;
+            self.0.swap(0, last);
+        }
+        &mut self.0[0].1
+    }
+}
+
+/// One thread's cache of one model's words.
+#[derive(Default)]
+pub struct ModelWords {
     words: rustc_hash::FxHashMap<Box<str>, Merged>,
     bytes: usize,
     /// The ids of short words for [`FastBpe::word_ids`], which needs no offsets (bounded on
@@ -106,7 +130,9 @@ static NEXT_CACHE_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// bits 17 and up, as v04 did, let the merge slot see the right id and 4 bits of the left one,
 /// and a hit on Qwen3's merges took 6.7 probes on average (1.2 now).
 pub(super) fn table_slot(x: u64, mask: usize) -> usize {
-    let bits = mask.count_ones();
+    // The mask is 2^bits - 1: its trailing ones are a bit scan, where `count_ones` is a
+    // dozen instructions on a CPU without popcnt (the x86-64 baseline this is built for).
+    let bits = mask.trailing_ones();
     if bits == 0 {
         return 0;
     }
@@ -316,6 +342,25 @@ impl FastBpe {
         word: impl FnOnce() -> &'w str,
         out: &mut Vec<u32>,
     ) -> tokenizers::Result<()> {
+        self.with_words(|words| self.word_ids_in(words, name, word, out))
+    }
+
+    /// `f` with this thread's cache of this model's words, borrowed once for all the words
+    /// `f` looks up (a lookup per word through the thread-local was a fifth of its cost).
+    /// `f` must not tokenize with this model any other way meanwhile: the borrow is
+    /// exclusive, and a second one would panic.
+    pub fn with_words<T>(&self, f: impl FnOnce(&mut ModelWords) -> T) -> T {
+        WORD_CACHE.with(|c| f(c.borrow_mut().entry(self.cache_key)))
+    }
+
+    /// [`word_ids`](Self::word_ids) with the cache at hand.
+    pub fn word_ids_in<'w>(
+        &self,
+        words: &mut ModelWords,
+        name: &str,
+        word: impl FnOnce() -> &'w str,
+        out: &mut Vec<u32>,
+    ) -> tokenizers::Result<()> {
         if name.is_empty() {
             return Ok(());
         }
@@ -323,15 +368,8 @@ impl FastBpe {
         // up here first, even before the vocabulary of an `ignore_merges` model (whose probe
         // reads three tables).
         let short = Key::new(name);
-        if let Some(key) = short
-            && WORD_CACHE.with(|c| {
-                c.borrow()
-                    .get(&self.cache_key)
-                    .and_then(|cache| cache.short.get(key))
-                    .map(|ids| out.extend(ids))
-                    .is_some()
-            })
-        {
+        if let Some(ids) = short.and_then(|key| words.short.get(key)) {
+            out.extend(ids);
             return Ok(());
         }
         let word = word();
@@ -340,7 +378,7 @@ impl FastBpe {
         {
             out.push(id);
             if let Some(key) = short {
-                remember_short(self.cache_key, key, &[id]);
+                words.short.insert(key, &[id]);
             }
             return Ok(());
         }
@@ -348,14 +386,8 @@ impl FastBpe {
             out.extend(self.merge_word(word)?.into_iter().map(|(id, _, _)| id));
             return Ok(());
         }
-        let hit = WORD_CACHE.with(|c| {
-            c.borrow()
-                .get(&self.cache_key)
-                .and_then(|cache| cache.words.get(word))
-                .map(|m| out.extend(m.iter().map(|&(id, _, _)| id)))
-                .is_some()
-        });
-        if hit {
+        if let Some(m) = words.words.get(word) {
+            out.extend(m.iter().map(|&(id, _, _)| id));
             return Ok(());
         }
         let merged: Merged = self
@@ -367,36 +399,24 @@ impl FastBpe {
         out.extend(merged.iter().map(|&(id, _, _)| id));
         match short {
             Some(key) if merged.len() <= short_words::MAX_IDS => {
-                remember_short(self.cache_key, key, &out[start..])
+                words.short.insert(key, &out[start..])
             }
-            _ => remember(self.cache_key, word, merged),
+            _ => words.remember(word, merged),
         }
         Ok(())
     }
 }
 
-fn remember_short(model: u64, key: Key, ids: &[u32]) {
-    WORD_CACHE.with(|c| {
-        c.borrow_mut()
-            .entry(model)
-            .or_default()
-            .short
-            .insert(key, ids)
-    });
-}
-
-fn remember(model: u64, word: &str, merged: Merged) {
-    WORD_CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        let cache = c.entry(model).or_default();
+impl ModelWords {
+    fn remember(&mut self, word: &str, merged: Merged) {
         let size = word.len() + std::mem::size_of_val(&*merged) + WORD_CACHE_ENTRY_OVERHEAD;
-        if cache.bytes + size > WORD_CACHE_BYTES {
-            cache.words.clear();
-            cache.bytes = 0;
+        if self.bytes + size > WORD_CACHE_BYTES {
+            self.words.clear();
+            self.bytes = 0;
         }
-        cache.bytes += size;
-        cache.words.insert(Box::from(word), merged);
-    });
+        self.bytes += size;
+        self.words.insert(Box::from(word), merged);
+    }
 }
 
 impl Model for FastBpe {
@@ -430,8 +450,8 @@ impl Model for FastBpe {
                 .collect());
         }
         let cached = WORD_CACHE.with(|c| {
-            c.borrow()
-                .get(&self.cache_key)
+            c.borrow_mut()
+                .get(self.cache_key)
                 .and_then(|cache| cache.words.get(sequence))
                 .map(|m| m.iter().map(token).collect::<Vec<_>>())
         });
@@ -444,7 +464,7 @@ impl Model for FastBpe {
             .map(|(id, s, e)| (id, s as u32, e as u32))
             .collect();
         let tokens = merged.iter().map(token).collect();
-        remember(self.cache_key, sequence, merged);
+        self.with_words(|w| w.remember(sequence, merged));
         Ok(tokens)
     }
 
