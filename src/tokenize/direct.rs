@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
+use super::added_scan::AddedScan;
 use serde_json::Value as Json;
 use tokenizers::AddedToken;
 use unicode_normalization_alignments::{IsNormalized, UnicodeNormalization, is_nfc_quick};
@@ -232,9 +232,9 @@ impl Matcher {
 
 pub struct Direct {
     /// Added tokens matched in the raw text (`normalized: false`).
-    raw_added: Option<DoubleArrayAhoCorasick<u32>>,
+    raw_added: Option<AddedScan>,
     /// Added tokens matched in the normalized text, by their normalized content.
-    normalized_added: Option<DoubleArrayAhoCorasick<u32>>,
+    normalized_added: Option<AddedScan>,
     nfc: bool,
     splits: Vec<Split>,
     /// Whether a text can take over the ids of a reply it repeats (see [`Direct::take_over`]).
@@ -351,10 +351,11 @@ impl Direct {
                 s.to_string()
             }
         };
-        let trie = |normalized: bool| -> Option<Option<DoubleArrayAhoCorasick<u32>>> {
-            let patterns: Vec<(String, u32)> = added
+        // Patterns that do not build leave the crate's own scan to decide.
+        let trie = |normalized: bool| -> Option<Option<AddedScan>> {
+            let patterns = added
                 .iter()
-                .filter(|(_, t)| t.normalized == normalized && !t.content.is_empty())
+                .filter(|(_, t)| t.normalized == normalized)
                 .map(|(id, t)| {
                     let content = if normalized {
                         normalize(&t.content)
@@ -362,17 +363,8 @@ impl Direct {
                         t.content.clone()
                     };
                     (content, *id)
-                })
-                .collect();
-            if patterns.is_empty() {
-                return Some(None);
-            }
-            // Duplicate patterns do not build; the crate's own scan is then left to decide.
-            DoubleArrayAhoCorasickBuilder::new()
-                .match_kind(MatchKind::LeftmostLongest)
-                .build_with_values(patterns)
-                .ok()
-                .map(Some)
+                });
+            AddedScan::new(patterns).ok()
         };
         let normalized_added = trie(true)?;
         // One split of the GPT-4 kind, isolating its matches: after a place where that split
@@ -496,12 +488,12 @@ impl Direct {
             self.run(gap, words, reply, &mut scratch, out, keep)
         };
         match &self.raw_added {
-            Some(trie) => {
+            Some(scan) => {
                 let mut from = 0;
-                for m in trie.leftmost_find_iter(text) {
-                    run(&text[from..m.start()], &mut out, None)?;
-                    out.push(m.value());
-                    from = m.end();
+                for m in scan.find_iter(text) {
+                    run(&text[from..m.start], &mut out, None)?;
+                    out.push(m.id);
+                    from = m.end;
                 }
                 run(&text[from..], &mut out, keep.as_deref_mut())?;
             }
@@ -620,12 +612,12 @@ impl Direct {
             k.push_str(&text);
         }
         match &self.normalized_added {
-            Some(trie) => {
+            Some(scan) => {
                 let mut from = 0;
-                for m in trie.leftmost_find_iter(text.as_ref()) {
-                    self.pieces(0, &text[from..m.start()], words, scratch, out)?;
-                    out.push(m.value());
-                    from = m.end();
+                for m in scan.find_iter(&text) {
+                    self.pieces(0, &text[from..m.start], words, scratch, out)?;
+                    out.push(m.id);
+                    from = m.end;
                 }
                 self.pieces(0, &text[from..], words, scratch, out)
             }

@@ -15,9 +15,10 @@
 //! match then moves with the text around it), truncation or padding (which act on the whole
 //! text), and BPE dropout (random, so no encoding repeats another).
 
-use daachorse::{DoubleArrayAhoCorasick, DoubleArrayAhoCorasickBuilder, MatchKind};
 use serde_json::Value as Json;
 use tokenizers::AddedToken;
+
+use super::added_scan::AddedScan;
 
 /// A text's ids, with the places where a later text that shares a prefix with it can take
 /// them over.
@@ -59,12 +60,10 @@ impl Encoded {
     }
 }
 
-/// The scan the crate's added vocabulary does over the raw text, rebuilt with the same
-/// library and match kind from the same patterns (the non-normalized added tokens).
+/// The scan the crate's added vocabulary does over the raw text, rebuilt from the same
+/// patterns (the non-normalized added tokens).
 pub struct Splitter {
-    trie: DoubleArrayAhoCorasick<u32>,
-    /// Bytes of the longest pattern.
-    longest: usize,
+    scan: AddedScan,
 }
 
 /// Why texts cannot be encoded piecewise with this tokenizer, if they cannot.
@@ -111,17 +110,12 @@ impl Splitter {
     /// None when no added token splits the raw text (nothing to resume at), or when the
     /// patterns do not build (the crate would have refused them too).
     pub fn new(added: &[(u32, AddedToken)]) -> Option<Splitter> {
-        let patterns: Vec<(&str, u32)> = added
+        let patterns = added
             .iter()
-            .filter(|(_, t)| !t.normalized && !t.content.is_empty())
-            .map(|(id, t)| (t.content.as_str(), *id))
-            .collect();
-        let longest = patterns.iter().map(|(p, _)| p.len()).max()?;
-        let trie = DoubleArrayAhoCorasickBuilder::new()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build_with_values(patterns)
-            .ok()?;
-        Some(Splitter { trie, longest })
+            .filter(|(_, t)| !t.normalized)
+            .map(|(id, t)| (t.content.as_str(), *id));
+        let scan = AddedScan::new(patterns).ok()??;
+        Some(Splitter { scan })
     }
 
     /// The last cut of `base` that `text` also splits at, as an index into `base.cuts`.
@@ -140,17 +134,11 @@ impl Splitter {
             .find(|&i| !self.crosses(text.as_bytes(), base.cuts[i].0))
     }
 
-    /// Whether an occurrence of a pattern in `text` starts before `at` and ends after it. The
-    /// leftmost-longest match in the window from each start finds the longest occurrence
-    /// there when one starts there.
+    /// Whether an occurrence of a pattern in `text` starts before `at` and ends after it (the
+    /// longest occurrence from each start is the one to look at).
     fn crosses(&self, text: &[u8], at: usize) -> bool {
-        (at.saturating_sub(self.longest - 1)..at).any(|start| {
-            let window = &text[start..(start + self.longest).min(text.len())];
-            self.trie
-                .leftmost_find_iter(window)
-                .next()
-                .is_some_and(|m| m.start() == 0 && start + m.end() > at)
-        })
+        (at.saturating_sub(self.scan.longest() - 1)..at)
+            .any(|start| self.scan.at(text, start).is_some_and(|m| m.end > at))
     }
 
     /// `text` encoded after the longest prefix of `base` it can take over, one gap at a time:
@@ -174,10 +162,10 @@ impl Splitter {
         let reused = ids.len();
         let tail = &text[start..];
         let mut from = 0;
-        for m in self.trie.leftmost_find_iter(tail) {
-            encode(&tail[from..m.start()], &mut ids)?;
-            ids.push(m.value());
-            from = m.end();
+        for m in self.scan.find_iter(tail) {
+            encode(&tail[from..m.start], &mut ids)?;
+            ids.push(m.id);
+            from = m.end;
             cuts.push((start + from, ids.len()));
         }
         encode(&tail[from..], &mut ids)?;

@@ -19,6 +19,7 @@ pub enum TokenizeError {
     Encode(String),
 }
 
+mod added_scan;
 mod ascii_split;
 mod direct;
 mod incremental;
