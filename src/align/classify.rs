@@ -50,7 +50,9 @@ pub struct Evidence<'a> {
     pub generated_text: &'a str,
     pub next_text: &'a str,
     pub reasoning: Option<&'a str>,
-    pub system: Option<&'a str>,
+    /// The conversation's system prompt, trimmed, when it is not empty: a searcher built
+    /// once per conversation (a long prompt costs as much to prepare as to look for).
+    pub system: Option<&'a memchr::memmem::Finder<'a>>,
     /// Token LCP against the next prompt rendered at the held prompt's time.
     pub lcp_same_day: Option<usize>,
     /// Token LCP against the next prompt rendered with the held prompt's kwargs and tools.
@@ -67,6 +69,14 @@ fn text_common_prefix(a: &str, b: &str) -> usize {
         n -= 1;
     }
     n
+}
+
+/// The searcher [`Evidence::system`] takes: for the system prompt trimmed, if anything is left.
+pub fn system_finder(system: Option<&str>) -> Option<memchr::memmem::Finder<'_>> {
+    system
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(memchr::memmem::Finder::new)
 }
 
 /// Where the reasoning block of a generated text ends (byte offset), if it has one.
@@ -107,10 +117,12 @@ pub fn classify(e: &Evidence) -> RewriteClass {
     let at = text_common_prefix(held, next);
     let prompt_len = e.prompt_text.len();
 
-    if let Some(system) = e.system.map(str::trim).filter(|s| !s.is_empty())
-        && let (Some(h), Some(n)) = (held.find(system), next.find(system))
-        && h != n
+    // A first occurrence before the divergence rules the class out without looking in the
+    // next prompt.
+    if let Some(system) = e.system
+        && let Some(h) = system.find(held.as_bytes())
         && at <= h
+        && system.find(next.as_bytes()).is_some_and(|n| n != h)
     {
         return RewriteClass::SystemMoved;
     }
@@ -239,8 +251,14 @@ mod tests {
             "A.",
             "<s>[INST]Q[/INST]A.</s>[INST]SYS\n\nF[/INST]",
         );
-        e.system = Some("SYS");
+        let system = system_finder(Some(" SYS\n"));
+        e.system = system.as_ref();
         assert_eq!(classify(&e), RewriteClass::SystemMoved);
+        // Where both prompts start with the system prompt, it did not move.
+        let mut e = ev("SYS<u>Q<a>", "A.", "SYS<u>Q<a>B.");
+        e.system = system.as_ref();
+        assert_ne!(classify(&e), RewriteClass::SystemMoved);
+        assert!(system_finder(Some(" \n")).is_none());
         let mut e = ev("D15<u>Q<a>", "A.", "D16<u>Q<a>A.");
         e.lcp = 1;
         e.lcp_same_day = Some(9);

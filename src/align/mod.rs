@@ -171,6 +171,7 @@ pub fn align_plan(
     // ids: each prompt mostly repeats the one before, and tokenizing every prompt whole is
     // most of the work on long conversations.
     let mut carried: Option<(usize, Encoded)> = None;
+    let system = classify::system_finder(plan.system.as_deref());
     for (k, turn) in plan.turns.iter().enumerate() {
         let Some(next_text) = &plan.next_prompts[k] else {
             continue;
@@ -221,7 +222,7 @@ pub fn align_plan(
                 generated_text: &turn.generated,
                 next_text,
                 reasoning: turn.reasoning.as_deref(),
-                system: plan.system.as_deref(),
+                system: system.as_ref(),
                 lcp_same_day: next_same_day.map(|ids| common_prefix(&held, &ids)),
                 lcp_same_request: next_same_request.map(|ids| common_prefix(&held, &ids)),
                 lcp,
