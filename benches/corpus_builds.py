@@ -9,6 +9,11 @@ build. Each REV is checked out into a temporary worktree and built with --releas
 shared target directory (under target/, so dependencies build once). Outputs are compared:
 a build whose `corpus --format json` differs from the first REV's (apart from the input
 path) is reported as such. The corpus is benches/corpus.py's (10,000 conversations, seed 1).
+
+With --instructions, each build instead runs once under valgrind's callgrind and the
+instructions it executed are reported: a count that does not depend on what else the machine
+is doing (the same binary, input and environment give the same count), for steps too small to
+see through the VM's noise. It is slow (about 60x), so use it with --conversations 2000.
 """
 import argparse
 import json
@@ -38,6 +43,16 @@ def build(rev, work, target):
     return tree, exe
 
 
+def instructions(cmd, env):
+    """Instructions `cmd` executes, all threads, as callgrind counts them."""
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + cmd,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+    for line in p.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1].strip())
+    sys.exit(f"no instruction count from callgrind: {p.stderr[-2000:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("revs", nargs="+")
@@ -45,6 +60,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--conversations", type=int, default=10000)
     ap.add_argument("--models", default="qwen3-8b,llama-3.1-8b-instruct")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions under callgrind instead of timing")
     args = ap.parse_args()
     target = os.path.join(ROOT, "target", "bench-builds")
     with tempfile.TemporaryDirectory() as work:
@@ -72,13 +89,21 @@ def main():
                     report = json.loads(out)
                     report.pop("input", None)
                     outputs[rev] = report
+                first = args.revs[0]
+                if args.instructions:
+                    print(f"model {name}, --jobs {args.jobs}, instructions (callgrind):")
+                    counts = {rev: instructions([exe] + base, envs[rev]) for rev, exe in exes.items()}
+                    for rev in args.revs:
+                        same = "same output" if outputs[rev] == outputs[first] else "OUTPUT DIFFERS"
+                        print(f"  {rev:>12}: {counts[rev]:,} "
+                              f"({counts[rev] / counts[first]:.3f} of {first}), {same}")
+                    continue
                 walls = {rev: [] for rev in exes}
                 for _ in range(args.runs):
                     for rev, exe in exes.items():
                         start = time.perf_counter()
                         subprocess.run([exe] + base, stdout=subprocess.DEVNULL, env=envs[rev])
                         walls[rev].append(time.perf_counter() - start)
-                first = args.revs[0]
                 print(f"model {name}, --jobs {args.jobs}, medians of {args.runs} alternating runs:")
                 for rev in args.revs:
                     same = "same output" if outputs[rev] == outputs[first] else "OUTPUT DIFFERS"
