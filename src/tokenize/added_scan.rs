@@ -151,13 +151,7 @@ mod tests {
             "<", "|", "im_start", "im_end", "|>", ">", "think", "/", "[", "INST", "]", "s", "SYS",
             "a", "b", "c", "d", "x", " ", "é", "\n",
         ];
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::tokenize::xorshift(0x9E37_79B9_7F4A_7C15u64);
         for set in sets {
             let scan = AddedScan::new(set.iter().enumerate().map(|(i, p)| (*p, i as u32)))
                 .ok()

@@ -790,13 +790,7 @@ mod tests {
         ] {
             alphabet.push(s.into());
         }
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::tokenize::xorshift(0x2545_F491_4F6C_DD1Du64);
         for (x, _) in super::super::ascii_split::KNOWN {
             for tail in TAILS {
                 let pattern = format!("{x}{tail}");

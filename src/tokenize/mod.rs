@@ -19,6 +19,18 @@ pub enum TokenizeError {
     Encode(String),
 }
 
+/// A xorshift generator for the unit tests' random texts (tests/common has the integration
+/// tests' own).
+#[cfg(test)]
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 mod added_scan;
 mod ascii_split;
 mod direct;
