@@ -96,7 +96,7 @@ pub struct AlignOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sides {
     Every,
-    /// None: a corpus shows the texts of its worst conversations only, and decodes those from
+    /// Neither: a corpus shows the texts of its worst conversations only, and decodes those from
     /// the ids when it keeps one ([`divergence_views`]); decoding them for every conversation
     /// was 5% of a corpus profile on a template that rewrites every turn (Qwen3-8B).
     Skip,

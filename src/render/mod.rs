@@ -171,7 +171,7 @@ impl ChatRenderer {
     }
 
     /// [`render_request`](Self::render_request) with the request's messages already converted
-    /// to template values (`values[i]` is `Value::from_serialize(&request.messages[i])`): they
+    /// to template values (`values[i]` is [`template_value`] of `request.messages[i]`): they
     /// stand in for the messages when the server profile passes the messages through as
     /// they are, which is what saves a conversation's history from being converted again for
     /// every prompt.

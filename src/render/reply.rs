@@ -201,6 +201,45 @@ impl PlanOptions {
     }
 }
 
+/// The messages a prompt is rendered from, with their template values when they are at hand
+/// (see [`ChatRenderer::render_converted`]).
+#[derive(Clone, Copy)]
+struct Messages<'a> {
+    json: &'a [Json],
+    values: Option<&'a [Value]>,
+}
+
+/// A conversation's history as [`plan_turns`] builds it: each message converted to a template
+/// value once as it is added, not again for every prompt that repeats it.
+#[derive(Default)]
+struct History {
+    messages: Vec<Json>,
+    values: Vec<Value>,
+}
+
+impl History {
+    fn push(&mut self, message: Json) {
+        self.values.push(super::template_value(&message));
+        self.messages.push(message);
+    }
+
+    fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    fn all(&self) -> Messages<'_> {
+        self.prefix(self.len())
+    }
+
+    /// The first `n` messages.
+    fn prefix(&self, n: usize) -> Messages<'_> {
+        Messages {
+            json: &self.messages[..n],
+            values: Some(&self.values[..n]),
+        }
+    }
+}
+
 pub fn plan_turns(
     conv: &Conversation,
     renderer: &ChatRenderer,
@@ -264,17 +303,11 @@ pub fn plan_turns(
         }
     }
     let rendered_bytes = std::cell::Cell::new(0usize);
-    // Prompt `at` rendered with the kwargs and tools of request `req`; `values` are the
-    // history's messages as template values when they are at hand (see `render_converted`).
-    let render_as = |history: &[Json],
-                     values: Option<&[Value]>,
-                     agp: bool,
-                     at: usize,
-                     req: usize,
-                     clock: &Clock| {
+    // Prompt `at` rendered with the kwargs and tools of request `req`.
+    let render_as = |history: Messages, agp: bool, at: usize, req: usize, clock: &Clock| {
         let kwargs = options.kwargs_at(conv, req);
         let request = Request {
-            messages: history,
+            messages: history.json,
             tools: conv.tools_at(req),
             documents: conv.documents.as_ref(),
             kwargs: &kwargs,
@@ -284,7 +317,7 @@ pub fn plan_turns(
             reply: !agp,
         };
         let text = renderer
-            .render_converted(options.server, &request, values, clock.at(at))
+            .render_converted(options.server, &request, history.values, clock.at(at))
             .map_err(|e| match e {
                 RequestError::Render(source) => PlanError::Render {
                     prompt: at + 1,
@@ -305,15 +338,11 @@ pub fn plan_turns(
         rendered_bytes.set(total);
         Ok(text)
     };
-    let render =
-        |history: &[Json], values: Option<&[Value]>, agp: bool, at: usize, clock: &Clock| {
-            render_as(history, values, agp, at, at, clock)
-        };
+    let render = |history: Messages, agp: bool, at: usize, clock: &Clock| {
+        render_as(history, agp, at, at, clock)
+    };
 
-    let mut history: Vec<Json> = Vec::with_capacity(msgs.len());
-    // Each history message converted to a template value once, not again for every prompt
-    // that repeats it.
-    let mut values: Vec<Value> = Vec::with_capacity(msgs.len());
+    let mut history = History::default();
     let mut turns: Vec<Turn> = Vec::new();
     let mut prompts: Vec<String> = Vec::new();
     // How much of `history` each prompt was rendered from.
@@ -321,11 +350,10 @@ pub fn plan_turns(
     for msg in msgs {
         if role(msg) != "assistant" {
             history.push(clean(msg));
-            values.push(super::template_value(&history[history.len() - 1]));
             continue;
         }
         let k = turns.len();
-        let prompt = render(&history, Some(&values), true, k, clock)?;
+        let prompt = render(history.all(), true, k, clock)?;
         let obj = msg.as_object().cloned().unwrap_or_default();
         let content = obj
             .get("content")
@@ -350,7 +378,7 @@ pub fn plan_turns(
             let sent_reasoning = given_reasoning
                 .as_deref()
                 .filter(|_| format != ReplyFormat::Plain && !thinking_off);
-            let mut with_call = history.clone();
+            let mut with_call = history.messages.clone();
             with_call.push(history_message(
                 &obj,
                 conv.resend,
@@ -358,7 +386,11 @@ pub fn plan_turns(
                 None,
                 sent_reasoning,
             ));
-            let rendered = render(&with_call, None, false, k, clock)?;
+            let with_call = Messages {
+                json: &with_call,
+                values: None,
+            };
+            let rendered = render(with_call, false, k, clock)?;
             tool_call_generation(
                 format,
                 &prompt,
@@ -386,7 +418,6 @@ pub fn plan_turns(
             Some(&generated),
             reasoning.as_deref(),
         ));
-        values.push(super::template_value(&history[history.len() - 1]));
         turns.push(Turn {
             prompt: prompt.clone(),
             generated,
@@ -398,7 +429,7 @@ pub fn plan_turns(
         prompt_history.push(history.len() - 1);
     }
     if has_final {
-        prompts.push(render(&history, Some(&values), true, turns.len(), clock)?);
+        prompts.push(render(history.all(), true, turns.len(), clock)?);
         prompt_history.push(history.len());
     }
 
@@ -408,8 +439,7 @@ pub fn plan_turns(
     for k in 0..turns.len() {
         next_with_held_request.push(match prompts.get(k + 1) {
             Some(_) if options.request_differs(conv, k, k + 1) => Some(render_as(
-                &history[..prompt_history[k + 1]],
-                Some(&values[..prompt_history[k + 1]]),
+                history.prefix(prompt_history[k + 1]),
                 true,
                 k + 1,
                 k,
@@ -422,8 +452,7 @@ pub fn plan_turns(
             Some(_) if clock.at(k) != clock.at(k + 1) => {
                 let frozen = Clock::Fixed(clock.at(k));
                 Some(render(
-                    &history[..prompt_history[k + 1]],
-                    Some(&values[..prompt_history[k + 1]]),
+                    history.prefix(prompt_history[k + 1]),
                     true,
                     k + 1,
                     &frozen,

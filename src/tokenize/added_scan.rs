@@ -19,6 +19,17 @@ pub struct Found {
     pub id: u32,
 }
 
+impl Found {
+    /// The automaton's match `m` in a text that starts at byte `at` of the whole.
+    fn of(m: daachorse::Match<u32>, at: usize) -> Found {
+        Found {
+            start: at + m.start(),
+            end: at + m.end(),
+            id: m.value(),
+        }
+    }
+}
+
 pub struct AddedScan {
     trie: DoubleArrayAhoCorasick<u32>,
     /// Bytes of the longest pattern.
@@ -68,11 +79,7 @@ impl AddedScan {
             .leftmost_find_iter(window)
             .next()
             .filter(|m| m.start() == 0)
-            .map(|m| Found {
-                start: at,
-                end: at + m.end(),
-                id: m.value(),
-            })
+            .map(|m| Found::of(m, at))
     }
 
     /// The matches of the crate's scan over `text`, in order.
@@ -85,11 +92,7 @@ impl AddedScan {
         let mut from = 0;
         std::iter::from_fn(move || {
             if let Some(it) = plain.as_mut() {
-                return it.next().map(|m| Found {
-                    start: m.start(),
-                    end: m.end(),
-                    id: m.value(),
-                });
+                return it.next().map(|m| Found::of(m, 0));
             }
             let starts = self.starts.as_deref().unwrap_or_default();
             while from < bytes.len() {
@@ -122,11 +125,7 @@ mod tests {
     fn plain(scan: &AddedScan, text: &str) -> Vec<Found> {
         scan.trie
             .leftmost_find_iter(text)
-            .map(|m| Found {
-                start: m.start(),
-                end: m.end(),
-                id: m.value(),
-            })
+            .map(|m| Found::of(m, 0))
             .collect()
     }
 

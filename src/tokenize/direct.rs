@@ -101,6 +101,16 @@ enum Keep {
     Gaps,
 }
 
+impl Keep {
+    fn gaps(self) -> bool {
+        matches!(self, Keep::All | Keep::Gaps)
+    }
+
+    fn matches(self) -> bool {
+        matches!(self, Keep::All | Keep::Matches)
+    }
+}
+
 struct Split {
     matcher: Matcher,
     keep: Keep,
@@ -646,16 +656,16 @@ impl Direct {
         }
         let mut prev = 0;
         split.matcher.each(piece, |start, end| {
-            if matches!(split.keep, Keep::All | Keep::Gaps) {
+            if split.keep.gaps() {
                 self.pieces(step + 1, &piece[prev..start], words, scratch, out)?;
             }
-            if matches!(split.keep, Keep::All | Keep::Matches) {
+            if split.keep.matches() {
                 self.pieces(step + 1, &piece[start..end], words, scratch, out)?;
             }
             prev = end;
             Ok::<(), String>(())
         })?;
-        if matches!(split.keep, Keep::All | Keep::Gaps) {
+        if split.keep.gaps() {
             self.pieces(step + 1, &piece[prev..], words, scratch, out)?;
         }
         Ok(())
@@ -670,8 +680,7 @@ impl Direct {
         words: &dyn WordIds,
         out: &mut Vec<u32>,
     ) -> Result<(), String> {
-        let gaps = matches!(split.keep, Keep::All | Keep::Gaps);
-        let matches = matches!(split.keep, Keep::All | Keep::Matches);
+        let (gaps, matches) = (split.keep.gaps(), split.keep.matches());
         words.with_pieces(&mut |ids| {
             let mut prev = 0;
             split.matcher.each(piece, |start, end| {

@@ -91,20 +91,16 @@ type Merged = Box<[(u32, u32, u32)]>;
 struct WordCache(Vec<(u64, ModelWords)>);
 
 impl WordCache {
-    fn get(&mut self, model: u64) -> Option<&mut ModelWords> {
-        let at = self.0.iter().position(|(k, _)| *k == model)?;
-        if at > 0 {
-            self.0.swap(0, at);
-        }
-        Some(&mut self.0[0].1)
-    }
-
+    /// This model's words, moved to the front (made empty the first time).
     fn entry(&mut self, model: u64) -> &mut ModelWords {
-        if self.get(model).is_none() {
-            self.0.push((model, ModelWords::default()));
-            let last = self.0.len() - 1;
-            self.0.swap(0, last);
-        }
+        let at = match self.0.iter().position(|(k, _)| *k == model) {
+            Some(at) => at,
+            None => {
+                self.0.push((model, ModelWords::default()));
+                self.0.len() - 1
+            }
+        };
+        self.0.swap(0, at);
         &mut self.0[0].1
     }
 }
@@ -449,10 +445,9 @@ impl Model for FastBpe {
                 .map(|(id, s, e)| token(&(id, s as u32, e as u32)))
                 .collect());
         }
-        let cached = WORD_CACHE.with(|c| {
-            c.borrow_mut()
-                .get(self.cache_key)
-                .and_then(|cache| cache.words.get(sequence))
+        let cached = self.with_words(|w| {
+            w.words
+                .get(sequence)
                 .map(|m| m.iter().map(token).collect::<Vec<_>>())
         });
         if let Some(tokens) = cached {
