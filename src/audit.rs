@@ -529,10 +529,13 @@ fn audit_conversation(
     };
     let template = planned.template;
     let routers = match &settings.router {
-        Some(r) => transitions
-            .iter()
-            .map(|t| crate::index::router::simulate(r, t.prompt_tokens, &t.held_ids, &t.next_ids))
-            .collect(),
+        Some(r) => {
+            let mut sim = crate::index::router::Simulator::new(r);
+            transitions
+                .iter()
+                .map(|t| sim.run(t.prompt_tokens, &t.held_ids, &t.next_ids))
+                .collect()
+        }
         None => Vec::new(),
     };
     Ok(ConversationAudit {

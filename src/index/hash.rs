@@ -196,6 +196,61 @@ impl KeyHasher {
                 prev
             })
     }
+
+    /// [`chain`](Self::chain) without features, each key taken from `memo` when it has it.
+    pub fn chain_memo<'a>(
+        &'a self,
+        memo: &'a mut KeyMemo,
+        parent: u64,
+        tokens: &'a [u32],
+        block_size: usize,
+    ) -> impl Iterator<Item = u64> + 'a {
+        let mut prev = parent;
+        tokens.chunks_exact(block_size).map(move |chunk| {
+            prev = memo.key(self, prev, chunk);
+            prev
+        })
+    }
+}
+
+/// Keys already computed, by parent and block: the prompts of one conversation repeat each
+/// other's blocks, and a CBOR-FNV key is a pass over every token's encoding, where a repeat
+/// costs one probe and a compare of the block's tokens. The key of a block is a function of its
+/// parent and its tokens alone (no extra features are remembered), so a hit is the key itself.
+#[derive(Default)]
+pub struct KeyMemo {
+    /// Parent → where its last block's tokens sit in `tokens`, their count, and its key: one
+    /// block per parent (a prompt that forks from another replaces it).
+    by_parent: rustc_hash::FxHashMap<u64, (u32, u32, u64)>,
+    tokens: Vec<u32>,
+}
+
+/// Tokens the memo holds at most (4 MiB) before it starts over: one conversation's blocks,
+/// however long, cannot grow it without bound.
+const MEMO_TOKENS: usize = 1 << 20;
+
+impl KeyMemo {
+    /// `hasher.hash(parent, Some(block), Extra::None)`, from the memo when it has it.
+    pub fn key(&mut self, hasher: &KeyHasher, parent: u64, block: &[u32]) -> u64 {
+        if let Some(&(at, len, key)) = self.by_parent.get(&parent)
+            && len as usize == block.len()
+            && self.tokens[at as usize..][..len as usize] == *block
+        {
+            return key;
+        }
+        let key = hasher.hash(parent, Some(block), Extra::None);
+        if self.tokens.len() + block.len() > MEMO_TOKENS {
+            self.tokens.clear();
+            self.by_parent.clear();
+        }
+        // Both fit in u32: the arena holds at most MEMO_TOKENS tokens.
+        if block.len() <= MEMO_TOKENS {
+            let at = self.tokens.len() as u32;
+            self.tokens.extend_from_slice(block);
+            self.by_parent.insert(parent, (at, block.len() as u32, key));
+        }
+        key
+    }
 }
 
 #[cfg(test)]
@@ -204,6 +259,47 @@ mod tests {
 
     fn seq(a: u32, b: u32) -> Vec<u32> {
         (a..=b).collect()
+    }
+
+    #[test]
+    fn memo_keys_are_the_hashed_keys() {
+        let h = KeyHasher::new(HashAlgo::CborFnv, "");
+        let mut memo = KeyMemo::default();
+        let mut next = crate::tokenize::xorshift(0x9E37_79B9_7F4A_7C15);
+        // Few parents and few distinct blocks, so most lookups are repeats, some after a
+        // parent whose last block was another one or of another length.
+        for _ in 0..5_000 {
+            let parent = next() % 7;
+            let len = [4usize, 16, 64][(next() % 3) as usize];
+            let seed = (next() % 3) as u32;
+            let block: Vec<u32> = (0..len as u32).map(|i| i * 31 + seed).collect();
+            let want = h.hash(parent, Some(&block), Extra::None);
+            assert_eq!(memo.key(&h, parent, &block), want);
+        }
+        // A block shorter than the one stored after the same parent, and equal to its start.
+        let long: Vec<u32> = (0..16).collect();
+        memo.key(&h, 99, &long);
+        assert_eq!(
+            memo.key(&h, 99, &long[..4]),
+            h.hash(99, Some(&long[..4]), Extra::None)
+        );
+        let chained: Vec<u64> = h.chain_memo(&mut memo, 5, &long, 4).collect();
+        assert_eq!(chained, h.keys(5, &long, 4, None));
+    }
+
+    #[test]
+    fn memo_starts_over_when_full() {
+        let h = KeyHasher::new(HashAlgo::CborFnv, "");
+        let mut memo = KeyMemo::default();
+        let block = vec![1u32; 1 << 16];
+        for parent in 0..20u64 {
+            assert_eq!(
+                memo.key(&h, parent, &block),
+                h.hash(parent, Some(&block), Extra::None)
+            );
+            assert!(memo.tokens.len() <= MEMO_TOKENS);
+        }
+        assert!(memo.by_parent.len() < 20);
     }
 
     #[test]

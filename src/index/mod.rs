@@ -13,7 +13,7 @@ use crate::events::msgpack::{IntWidth, short_eq};
 use crate::events::{
     Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash,
 };
-pub use hash::{HashAlgo, KeyHasher};
+pub use hash::{HashAlgo, KeyHasher, KeyMemo};
 pub use reasons::{DropReason, Reason, SkipReason};
 pub use stats::{Counts, Stats};
 
@@ -154,6 +154,8 @@ pub struct Index {
     tiers: Interner,
     /// Request and engine keys of the store being applied (reused).
     scratch: (Vec<u64>, Vec<u64>),
+    /// Request keys hashed before, when asked for (see [`Index::remember_keys`]).
+    memo: Option<KeyMemo>,
     pub stats: Stats,
 }
 
@@ -326,8 +328,46 @@ impl Index {
                 t
             },
             scratch: Default::default(),
+            memo: None,
             stats: Stats::default(),
         }
+    }
+
+    /// Keep the request keys of the blocks hashed, and take them from there when a block
+    /// comes again after the same parent: for a router view that stores and looks up the
+    /// prompts of one conversation, each repeating the one before. A capture or a fleet
+    /// rarely repeats a block, so this is not the default.
+    pub fn remember_keys(&mut self) {
+        self.memo.get_or_insert_with(KeyMemo::default);
+    }
+
+    /// Back to the state of [`Index::new`] with the same configuration, keeping the maps'
+    /// room and the remembered keys (both depend only on the configuration).
+    pub fn reset(&mut self) {
+        // Every field named, so a new one cannot be forgotten here.
+        let Index {
+            cfg: _,
+            hasher: _,
+            roots: _,
+            data,
+            engine_to_request,
+            pod_state,
+            pods,
+            last_pod,
+            tiers,
+            scratch: _,
+            memo: _,
+            stats,
+        } = self;
+        data.clear();
+        engine_to_request.clear();
+        pod_state.clear();
+        pods.names.clear();
+        pods.ids.clear();
+        *last_pod = None;
+        tiers.names.truncate(1);
+        tiers.ids.retain(|_, id| *id == GPU_TIER);
+        *stats = Stats::default();
     }
 
     pub fn config(&self) -> &IndexConfig {
@@ -493,13 +533,18 @@ impl Index {
         let (mut request_keys, mut engine_keys) = std::mem::take(&mut self.scratch);
         request_keys.clear();
         engine_keys.clear();
-        self.hasher.keys_into(
-            parent_key,
-            &s.token_ids,
-            bs,
-            features.as_deref(),
-            &mut request_keys,
-        );
+        match (&mut self.memo, &features) {
+            (Some(memo), None) => {
+                request_keys.extend(self.hasher.chain_memo(memo, parent_key, &s.token_ids, bs))
+            }
+            _ => self.hasher.keys_into(
+                parent_key,
+                &s.token_ids,
+                bs,
+                features.as_deref(),
+                &mut request_keys,
+            ),
+        }
         engine_keys.extend(s.block_hashes.iter().map(WireHash::as_u64));
         if request_keys.is_empty() {
             if tokens == 0 && !engine_keys.is_empty() {
@@ -694,14 +739,24 @@ impl Index {
         // The keys of `request_keys`, hashed only up to the first miss: a prompt past its
         // cached prefix would otherwise be hashed whole for nothing.
         let root = self.request_root(model);
-        self.hasher
-            .chain(root, tokens, self.cfg.block_size, None)
-            .take_while(|k| {
-                self.data
-                    .get(k)
-                    .is_some_and(|c| c.iter().any(|e| e.pod == pod_id))
-            })
-            .count()
+        let bs = self.cfg.block_size;
+        let data = &self.data;
+        let held = |k: &u64| {
+            data.get(k)
+                .is_some_and(|c| c.iter().any(|e| e.pod == pod_id))
+        };
+        match &mut self.memo {
+            Some(memo) => self
+                .hasher
+                .chain_memo(memo, root, tokens, bs)
+                .take_while(held)
+                .count(),
+            None => self
+                .hasher
+                .chain(root, tokens, bs, None)
+                .take_while(held)
+                .count(),
+        }
     }
 
     /// Tokens a lookup of `tokens` finds for `pod`.

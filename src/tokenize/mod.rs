@@ -19,10 +19,10 @@ pub enum TokenizeError {
     Encode(String),
 }
 
-/// A xorshift generator for the unit tests' random texts (tests/common has the integration
+/// A xorshift generator for the unit tests' random inputs (tests/common has the integration
 /// tests' own).
 #[cfg(test)]
-fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+pub(crate) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
     move || {
         state ^= state << 13;
         state ^= state >> 7;
