@@ -14,7 +14,7 @@ use crate::align::{AlignOptions, RewriteClass, Transition, align_plan};
 use crate::finding::{Finding, FindingKind};
 use crate::model::{HubSettings, ModelFiles, fetch_detailed, is_hub_id};
 use crate::render::{
-    ChatRenderer, Clock, Conversation, ResendMode, plan_turns, reply::PlanOptions,
+    ChatRenderer, Clock, Conversation, ResendMode, field, plan_turns, reply::PlanOptions,
 };
 use crate::tokenize::{Tokenizer, sha256_hex};
 
@@ -391,7 +391,7 @@ impl<'a> Auditor<'a> {
         let index = conv
             .messages
             .iter()
-            .filter(|m| m.get("role").and_then(Json::as_str) == Some("assistant"))
+            .filter(|m| field(m, "role").and_then(Json::as_str) == Some("assistant"))
             .count();
         let kwargs = self.planner.options.kwargs_at(conv, index);
         let tools = conv.tools_at(index).cloned();
@@ -429,7 +429,7 @@ impl<'a> Auditor<'a> {
         let mut turns = planned.plan.turns.iter();
         let mut messages = Vec::with_capacity(conv.messages.len());
         for m in &conv.messages {
-            match (m.as_object(), m.get("role").and_then(Json::as_str)) {
+            match (m.as_object(), field(m, "role").and_then(Json::as_str)) {
                 (Some(obj), Some("assistant")) => {
                     let turn = turns
                         .next()

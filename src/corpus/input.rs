@@ -15,7 +15,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::render::Conversation;
 use crate::render::conversation::{
-    ConversationError, FIELDS, MAX_CONVERSATION_BYTES, MAX_MESSAGES,
+    ConversationError, FIELDS, MAX_CONVERSATION_BYTES, MAX_MESSAGES, entry, field,
 };
 
 /// How rows are laid out (`--format-in`).
@@ -780,8 +780,10 @@ fn sharegpt_row(value: Json) -> Result<Json, Unusable> {
         messages.push(message("system", Json::String(system)));
     }
     for (i, turn) in turns.into_iter().enumerate() {
-        let from = turn.get("from").and_then(Json::as_str).unwrap_or_default();
-        let value = match turn.get("value") {
+        let from = field(&turn, "from")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        let value = match field(&turn, "value") {
             Some(Json::String(s)) => Json::String(s.clone()),
             Some(Json::Null) | None => Json::String(String::new()),
             Some(_) => {
@@ -953,7 +955,7 @@ fn wildchat_row(value: Json) -> Result<Json, Unusable> {
 fn check_roles(value: &Json) -> Result<(), Unusable> {
     let messages = match value {
         Json::Array(m) => m,
-        Json::Object(o) => match o.get("messages") {
+        Json::Object(o) => match entry(o, "messages") {
             Some(Json::Array(m)) => m,
             _ => return Err(unusable("not_a_conversation", "no `messages` list")),
         },
@@ -974,7 +976,7 @@ fn check_roles(value: &Json) -> Result<(), Unusable> {
     let mut replied = false;
     let mut followed = false;
     for (i, m) in messages.iter().enumerate() {
-        let Some(role) = m.get("role").and_then(Json::as_str) else {
+        let Some(role) = field(m, "role").and_then(Json::as_str) else {
             return Err(unusable(
                 "not_a_conversation",
                 format!("message {i} has no string `role`"),

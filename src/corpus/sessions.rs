@@ -9,13 +9,15 @@ use std::collections::HashMap;
 use md5::{Digest, Md5};
 use serde_json::Value as Json;
 
+use crate::render::field;
+
 /// The text hashed: the first user message's content as the proxy reads it — a string as it
 /// is, other content (parts lists) as compact JSON.
 pub fn first_user_text(messages: &[Json]) -> Option<String> {
     let m = messages
         .iter()
-        .find(|m| m.get("role").and_then(Json::as_str) == Some("user"))?;
-    Some(match m.get("content") {
+        .find(|m| field(m, "role").and_then(Json::as_str) == Some("user"))?;
+    Some(match field(m, "content") {
         Some(Json::String(s)) => s.clone(),
         Some(Json::Null) | None => String::new(),
         Some(other) => other.to_string(),

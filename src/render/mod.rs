@@ -10,7 +10,7 @@ pub mod server;
 mod source;
 mod switches;
 
-pub use conversation::{Clock, Conversation, ConversationError, parse_time};
+pub use conversation::{Clock, Conversation, ConversationError, entry, field, parse_time};
 pub use env::{DEFAULT_FUEL, RenderError, TemplateEngine, strftime};
 pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
 pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};

@@ -4,7 +4,7 @@
 use minijinja::Value;
 use serde_json::{Map, Value as Json};
 
-use super::conversation::{Clock, Conversation};
+use super::conversation::{Clock, Conversation, entry, field};
 use super::server::{Request, ServerError, ServerProfile};
 use super::{ChatRenderer, RenderError, RequestError};
 
@@ -289,7 +289,9 @@ pub fn plan_turns(
                 });
             }
         }
-        let content = m.get("content").and_then(Json::as_str).map_or(0, str::len);
+        let content = field(m, "content")
+            .and_then(Json::as_str)
+            .map_or(0, str::len);
         history_bytes = history_bytes.saturating_add(content);
     }
 
@@ -354,65 +356,66 @@ pub fn plan_turns(
         }
         let k = turns.len();
         let prompt = render(history.all(), true, k, clock)?;
-        let obj = msg.as_object().cloned().unwrap_or_default();
-        let content = obj
-            .get("content")
+        let none = Map::new();
+        let obj = msg.as_object().unwrap_or(&none);
+        let content = entry(obj, "content")
             .and_then(Json::as_str)
             .unwrap_or("")
             .to_string();
         let given_reasoning = ["reasoning_content", "thinking", "reasoning"]
             .iter()
-            .find_map(|k| obj.get(*k).and_then(Json::as_str))
+            .find_map(|k| entry(obj, k).and_then(Json::as_str))
             .map(str::to_string);
-        let has_tool_calls = obj
-            .get("tool_calls")
+        let has_tool_calls = entry(obj, "tool_calls")
             .and_then(Json::as_array)
             .is_some_and(|a| !a.is_empty());
 
-        let (generated, reasoning) = if let Some(text) = obj.get("generated").and_then(Json::as_str)
-        {
-            (text.to_string(), extract_reasoning(format, &prompt, text))
-        } else if has_tool_calls {
-            // The model's tool call is what the template renders for it as the last message.
-            let thinking_off = prompt.trim_end().ends_with("</think>");
-            let sent_reasoning = given_reasoning
-                .as_deref()
-                .filter(|_| format != ReplyFormat::Plain && !thinking_off);
-            let mut with_call = history.messages.clone();
-            with_call.push(history_message(
-                &obj,
-                conv.resend,
-                options.server,
-                None,
-                sent_reasoning,
-            ));
-            let with_call = Messages {
-                json: &with_call,
-                values: None,
+        let (generated, reasoning) =
+            if let Some(text) = entry(obj, "generated").and_then(Json::as_str) {
+                (text.to_string(), extract_reasoning(format, &prompt, text))
+            } else if has_tool_calls {
+                // The model's tool call is what the template renders for it as the last message.
+                let thinking_off = prompt.trim_end().ends_with("</think>");
+                let sent_reasoning = given_reasoning
+                    .as_deref()
+                    .filter(|_| format != ReplyFormat::Plain && !thinking_off);
+                let mut with_call = history.messages.clone();
+                with_call.push(history_message(
+                    obj,
+                    conv.resend,
+                    options.server,
+                    None,
+                    sent_reasoning,
+                ));
+                let with_call = Messages {
+                    json: &with_call,
+                    values: None,
+                };
+                let rendered = render(with_call, false, k, clock)?;
+                tool_call_generation(
+                    format,
+                    &prompt,
+                    &rendered,
+                    &stops,
+                    given_reasoning.as_deref(),
+                )
+            } else if given_reasoning.is_none() && content.contains("</think>") {
+                // Content carries the raw reply, think block included.
+                let text = strip_prefilled_opener(&prompt, &content);
+                let reasoning = extract_reasoning(format, &prompt, &text);
+                (text, reasoning)
+            } else {
+                derive_generated(format, &prompt, &content, given_reasoning.as_deref())
             };
-            let rendered = render(with_call, false, k, clock)?;
-            tool_call_generation(
-                format,
-                &prompt,
-                &rendered,
-                &stops,
-                given_reasoning.as_deref(),
-            )
-        } else if given_reasoning.is_none() && content.contains("</think>") {
-            // Content carries the raw reply, think block included.
-            let text = strip_prefilled_opener(&prompt, &content);
-            let reasoning = extract_reasoning(format, &prompt, &text);
-            (text, reasoning)
-        } else {
-            derive_generated(format, &prompt, &content, given_reasoning.as_deref())
-        };
-        let generated_ids = obj.get("generated_ids").and_then(Json::as_array).map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_u64().map(|v| v as u32))
-                .collect::<Vec<u32>>()
-        });
+        let generated_ids = entry(obj, "generated_ids")
+            .and_then(Json::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_u64().map(|v| v as u32))
+                    .collect::<Vec<u32>>()
+            });
         history.push(history_message(
-            &obj,
+            obj,
             conv.resend,
             options.server,
             Some(&generated),
@@ -466,7 +469,7 @@ pub fn plan_turns(
     let system = msgs
         .iter()
         .find(|m| role(m) == "system")
-        .and_then(|m| m.get("content"))
+        .and_then(|m| field(m, "content"))
         .and_then(Json::as_str)
         .map(str::to_string);
     Ok(TurnPlan {
@@ -530,7 +533,7 @@ pub fn render_single_request(
 }
 
 fn role(m: &Json) -> &str {
-    m.get("role").and_then(Json::as_str).unwrap_or("")
+    field(m, "role").and_then(Json::as_str).unwrap_or("")
 }
 
 /// A message without kvaudit's own keys (`generated`, `generated_ids`): what a client sends.
