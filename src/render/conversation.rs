@@ -430,7 +430,11 @@ fn file_shape(value: Json) -> Result<ConversationFile, String> {
         serde_json::from_value(v).map_err(|e| format!("`{name}`: {e}"))
     }
     Ok(ConversationFile {
-        messages: typed("messages", field("messages"))?,
+        // A list is taken as it is: through serde every message would be rebuilt.
+        messages: match field("messages") {
+            Json::Array(messages) => messages,
+            other => typed("messages", other)?,
+        },
         tools: typed("tools", field("tools"))?,
         documents: typed("documents", field("documents"))?,
         template_kwargs: typed("template_kwargs", field("template_kwargs"))?,
