@@ -36,42 +36,65 @@ pub struct RenderInput<'a> {
     pub now: NaiveDateTime,
 }
 
-/// The template's variables, serialized straight from the borrowed inputs (a conversation's
-/// history is rendered once per prompt, so copying it into a JSON map first doubled the work):
-/// each name once, with the value the last of special tokens, kwargs, and the fixed four
-/// gives it.
-struct Context<'a> {
-    special_tokens: &'a Map<String, Json>,
-    input: &'a RenderInput<'a>,
+/// The template's variables: each name once, with the value the last of special tokens,
+/// kwargs, and the fixed four gives it. Looked up by name rather than built into a map for
+/// each render: a conversation's history is rendered once per prompt, and a map of the
+/// special tokens, the kwargs and the history cost a hashed insert per name and a copy of
+/// every value for each of them.
+#[derive(Debug)]
+struct Variables {
+    /// The values of [`FIXED`], in its order.
+    fixed: [Value; 4],
+    /// The kwargs, less the fixed names.
+    kwargs: Vec<(String, Value)>,
+    /// The renderer's special tokens, less the fixed names (kwargs over them at lookup).
+    special: std::sync::Arc<[(String, Value)]>,
 }
 
 const FIXED: [&str; 4] = ["messages", "tools", "documents", "add_generation_prompt"];
 
-impl serde::Serialize for Context<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let input = self.input;
-        let mut m = s.serialize_map(None)?;
-        for (k, v) in self.special_tokens {
-            if !input.kwargs.contains_key(k) && !FIXED.contains(&k.as_str()) {
-                m.serialize_entry(k, v)?;
-            }
-        }
-        for (k, v) in input.kwargs {
-            if !FIXED.contains(&k.as_str()) {
-                m.serialize_entry(k, v)?;
-            }
-        }
-        // A `Value` serialized into a value passes through as it is.
-        match input.message_values {
-            Some(values) => m.serialize_entry("messages", values)?,
-            None => m.serialize_entry("messages", input.messages)?,
-        }
-        m.serialize_entry("tools", input.tools.unwrap_or(&Json::Null))?;
-        m.serialize_entry("documents", input.documents.unwrap_or(&Json::Null))?;
-        m.serialize_entry("add_generation_prompt", &input.add_generation_prompt)?;
-        m.end()
+impl Variables {
+    fn find<'v>(list: &'v [(String, Value)], key: &str) -> Option<&'v Value> {
+        list.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
+}
+
+impl minijinja::value::Object for Variables {
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        self.get_value_by_str(key.as_str()?)
+    }
+
+    fn get_value_by_str(self: &std::sync::Arc<Self>, key: &str) -> Option<Value> {
+        if let Some(i) = FIXED.iter().position(|f| *f == key) {
+            return Some(self.fixed[i].clone());
+        }
+        Self::find(&self.kwargs, key)
+            .or_else(|| Self::find(&self.special, key))
+            .cloned()
+    }
+
+    /// The names in the order transformers' dict has them: special tokens a kwarg does not
+    /// replace, kwargs, then the fixed four.
+    fn enumerate(self: &std::sync::Arc<Self>) -> minijinja::value::Enumerator {
+        let special = self
+            .special
+            .iter()
+            .filter(|(k, _)| Self::find(&self.kwargs, k).is_none());
+        let names: Vec<Value> = special
+            .chain(&self.kwargs)
+            .map(|(k, _)| Value::from(k.as_str()))
+            .chain(FIXED.iter().map(|f| Value::from(*f)))
+            .collect();
+        minijinja::value::Enumerator::Values(names)
+    }
+}
+
+/// `map`'s entries as template values, less the fixed names.
+fn variable_values(map: &Map<String, Json>) -> Vec<(String, Value)> {
+    map.iter()
+        .filter(|(k, _)| !FIXED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), template_value(v)))
+        .collect()
 }
 
 /// A message as the template context holds it (what [`RenderInput::message_values`] keeps).
@@ -84,6 +107,8 @@ pub struct ChatRenderer {
     engine: TemplateEngine,
     source: String,
     special_tokens: Map<String, Json>,
+    /// `special_tokens` as template variables (see [`Variables`]).
+    special_values: std::sync::Arc<[(String, Value)]>,
     /// The content formats vLLM and SGLang detect for this template, read on first use.
     formats: std::sync::OnceLock<server::ContentFormats>,
     /// The reply layout and stop strings the template's markers imply: looked up in its text
@@ -111,6 +136,7 @@ impl ChatRenderer {
             engine: TemplateEngine::new(source, fuel)?,
             // The text Jinja2 compiles: the family's markers are looked up in it.
             source: source::normalize_newlines(source).into_owned(),
+            special_values: variable_values(&special_tokens).into(),
             special_tokens,
             formats: std::sync::OnceLock::new(),
             reply_format: std::sync::OnceLock::new(),
@@ -153,11 +179,22 @@ impl ChatRenderer {
     /// The variables transformers passes: special tokens, then caller kwargs over them, then
     /// messages, tools, documents and add_generation_prompt.
     pub fn render(&self, input: &RenderInput) -> Result<String, RenderError> {
-        let ctx = Context {
-            special_tokens: &self.special_tokens,
-            input,
+        let messages = match input.message_values {
+            Some(values) => Value::from(values.to_vec()),
+            None => Value::from(Serde(input.messages)),
         };
-        self.engine.render(Value::from(Serde(&ctx)), input.now)
+        let null = Json::Null;
+        let vars = Variables {
+            fixed: [
+                messages,
+                template_value(input.tools.unwrap_or(&null)),
+                template_value(input.documents.unwrap_or(&null)),
+                Value::from(input.add_generation_prompt),
+            ],
+            kwargs: variable_values(input.kwargs),
+            special: self.special_values.clone(),
+        };
+        self.engine.render(Value::from_object(vars), input.now)
     }
 
     /// Render `request` as `profile`'s server does: its preprocessing, then this template.
@@ -222,5 +259,75 @@ impl ChatRenderer {
             (Err(_), Some(retry)) => Ok(render(Some(retry))?),
             (Err(e), None) => Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use minijinja::value::Object;
+
+    fn map(v: Json) -> Map<String, Json> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn variables_are_the_fixed_four_over_kwargs_over_special_tokens() {
+        let special = map(serde_json::json!({
+            "bos_token": "<s>", "eos_token": "</s>", "messages": "never", "pad_token": null
+        }));
+        let renderer = ChatRenderer::new(
+            "{{ bos_token }}|{{ eos_token }}|{{ extra }}|{{ tools }}|{{ messages | length }}|\
+             {{ add_generation_prompt }}|{{ pad_token is none }}|{{ missing is defined }}",
+            special.clone(),
+            DEFAULT_FUEL,
+        )
+        .unwrap();
+        let kwargs = map(serde_json::json!({"eos_token": "<|end|>", "tools": "never", "extra": 3}));
+        let messages = [serde_json::json!({"role": "user", "content": "hi"})];
+        let values: Vec<Value> = messages.iter().map(template_value).collect();
+        for message_values in [None, Some(values.as_slice())] {
+            let text = renderer
+                .render(&RenderInput {
+                    messages: &messages,
+                    message_values,
+                    tools: None,
+                    documents: None,
+                    kwargs: &kwargs,
+                    add_generation_prompt: true,
+                    now: parse_time("2026-01-15T10:00:00").unwrap(),
+                })
+                .unwrap();
+            assert_eq!(text, "<s>|<|end|>|3|None|1|True|True|False");
+        }
+        // The names in the order of transformers' dict.
+        let vars = std::sync::Arc::new(Variables {
+            fixed: [
+                Value::UNDEFINED,
+                Value::UNDEFINED,
+                Value::UNDEFINED,
+                Value::from(true),
+            ],
+            kwargs: variable_values(&kwargs),
+            special: variable_values(&special).into(),
+        });
+        let names: Vec<String> = match vars.enumerate() {
+            minijinja::value::Enumerator::Values(v) => v.iter().map(|n| n.to_string()).collect(),
+            _ => Vec::new(),
+        };
+        assert_eq!(
+            names,
+            [
+                "bos_token",
+                "pad_token",
+                "eos_token",
+                "extra",
+                "messages",
+                "tools",
+                "documents",
+                "add_generation_prompt"
+            ]
+        );
+        assert_eq!(vars.get_value(&Value::from(1)), None);
     }
 }
