@@ -181,7 +181,7 @@ fn opt(v: &Json) -> Option<&Json> {
 fn render_case(renderer: &ChatRenderer, case: &Json) -> Result<String, String> {
     let msgs = messages(case);
     let kwargs = obj(&case["kwargs"]);
-    let values: Vec<_> = msgs.iter().map(kvaudit::render::template_value).collect();
+    let values: Vec<_> = msgs.iter().map(kvaudit::render::message_value).collect();
     let render = |message_values| {
         renderer
             .render(&RenderInput {

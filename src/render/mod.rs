@@ -97,9 +97,64 @@ fn variable_values(map: &Map<String, Json>) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// A message as the template context holds it (what [`RenderInput::message_values`] keeps).
-pub fn template_value(message: &Json) -> Value {
-    Value::from(Serde(message))
+/// A JSON value as the template context holds it.
+pub fn template_value(v: &Json) -> Value {
+    Value::from(Serde(v))
+}
+
+/// A message as the template context holds it (what [`RenderInput::message_values`] keeps):
+/// a [`Message`] when it is an object, else as [`template_value`] makes it.
+pub fn message_value(message: &Json) -> Value {
+    match message {
+        Json::Object(map) => Value::from_object(Message(
+            map.iter()
+                .map(|(k, v)| (k.clone(), template_value(v)))
+                .collect(),
+        )),
+        other => template_value(other),
+    }
+}
+
+/// A message's fields in their order. Templates look fields up as `message['role']`, which
+/// on minijinja's own map hashes the key with SipHash each time; a message has a handful of
+/// fields, so comparing them in order is cheaper, and converting one builds no hash table.
+/// It is a map to the template in every other way: its entries enumerate in order, and
+/// equality, `items()`, `tojson` and the rest go through them as for any map.
+struct Message(Vec<(String, Value)>);
+
+impl std::fmt::Debug for Message {
+    /// As minijinja's own map prints (`{"role": "user"}`), for `pprint`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (Value::from(k.as_str()), v)))
+            .finish()
+    }
+}
+
+impl minijinja::value::Object for Message {
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        self.get_value_by_str(key.as_str()?)
+    }
+
+    fn get_value_by_str(self: &std::sync::Arc<Self>, key: &str) -> Option<Value> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Values(
+            self.0
+                .iter()
+                .map(|(k, _)| Value::from(k.as_str()))
+                .collect(),
+        )
+    }
+
+    fn enumerator_len(self: &std::sync::Arc<Self>) -> Option<usize> {
+        Some(self.0.len())
+    }
 }
 
 /// A chat template bound to a model's special tokens.
@@ -181,7 +236,7 @@ impl ChatRenderer {
     pub fn render(&self, input: &RenderInput) -> Result<String, RenderError> {
         let messages = match input.message_values {
             Some(values) => Value::from(values.to_vec()),
-            None => Value::from(Serde(input.messages)),
+            None => Value::from(input.messages.iter().map(message_value).collect::<Vec<_>>()),
         };
         let null = Json::Null;
         let vars = Variables {
@@ -208,7 +263,7 @@ impl ChatRenderer {
     }
 
     /// [`render_request`](Self::render_request) with the request's messages already converted
-    /// to template values (`values[i]` is [`template_value`] of `request.messages[i]`): they
+    /// to template values (`values[i]` is [`message_value`] of `request.messages[i]`): they
     /// stand in for the messages when the server profile passes the messages through as
     /// they are, which is what saves a conversation's history from being converted again for
     /// every prompt.
@@ -285,7 +340,7 @@ mod tests {
         .unwrap();
         let kwargs = map(serde_json::json!({"eos_token": "<|end|>", "tools": "never", "extra": 3}));
         let messages = [serde_json::json!({"role": "user", "content": "hi"})];
-        let values: Vec<Value> = messages.iter().map(template_value).collect();
+        let values: Vec<Value> = messages.iter().map(message_value).collect();
         for message_values in [None, Some(values.as_slice())] {
             let text = renderer
                 .render(&RenderInput {
@@ -329,5 +384,45 @@ mod tests {
             ]
         );
         assert_eq!(vars.get_value(&Value::from(1)), None);
+    }
+
+    #[test]
+    fn a_message_object_renders_as_minijinja_map_of_it_does() {
+        let template = "{% set m = messages[0] %}{{ m['role'] }}|{{ m.content }}|{{ m | length }}|\
+            {{ m is mapping }}|{{ 'tool_calls' in m }}|{{ 'x' in m }}|{{ m.get('x', 'd') }}|\
+            {% for k, v in m.items() %}{{ k }}={{ v }};{% endfor %}|{% for k in m %}{{ k }},{% endfor %}|\
+            {{ m | tojson }}|{{ m | dictsort }}|{{ m == messages[1] }}|{{ m != messages[2] }}|\
+            {{ m }}|{{ m | pprint }}|{{ m.tool_calls[0].function.name }}|{{ m | list }}|\
+            {{ m.keys() | list }}|{{ m.values() | list | length }}|{% if m %}t{% endif %}|\
+            {{ messages[3] | length }}|{% if messages[3] %}t{% else %}f{% endif %}";
+        let renderer = ChatRenderer::new(template, Map::new(), DEFAULT_FUEL).unwrap();
+        let msg = serde_json::json!({"role": "assistant", "content": "hi", "z": null,
+            "tool_calls": [{"function": {"name": "f", "arguments": {"b": 1, "a": [2]}}}]});
+        let messages = [
+            msg.clone(),
+            msg,
+            serde_json::json!({"role": "user"}),
+            serde_json::json!({}),
+        ];
+        let render = |convert: fn(&Json) -> Value| {
+            let values: Vec<Value> = messages.iter().map(convert).collect();
+            renderer
+                .render(&RenderInput {
+                    messages: &messages,
+                    message_values: Some(&values),
+                    tools: None,
+                    documents: None,
+                    kwargs: &Map::new(),
+                    add_generation_prompt: false,
+                    now: parse_time("2026-01-15T10:00:00").unwrap(),
+                })
+                .unwrap()
+        };
+        let ours = render(message_value);
+        assert_eq!(ours, render(template_value));
+        assert!(
+            ours.starts_with("assistant|hi|4|True|True|False|d|role=assistant;"),
+            "{ours}"
+        );
     }
 }

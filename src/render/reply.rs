@@ -219,7 +219,7 @@ struct History {
 
 impl History {
     fn push(&mut self, message: Json) {
-        self.values.push(super::template_value(&message));
+        self.values.push(super::message_value(&message));
         self.messages.push(message);
     }
 
