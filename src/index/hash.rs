@@ -197,17 +197,21 @@ impl KeyHasher {
             })
     }
 
-    /// [`chain`](Self::chain) without features, each key taken from `memo` when it has it.
+    /// [`chain`](Self::chain) without features, each key taken from `memo` when there is one
+    /// and it has the key.
     pub fn chain_memo<'a>(
         &'a self,
-        memo: &'a mut KeyMemo,
+        mut memo: Option<&'a mut KeyMemo>,
         parent: u64,
         tokens: &'a [u32],
         block_size: usize,
     ) -> impl Iterator<Item = u64> + 'a {
         let mut prev = parent;
         tokens.chunks_exact(block_size).map(move |chunk| {
-            prev = memo.key(self, prev, chunk);
+            prev = match memo.as_deref_mut() {
+                Some(memo) => memo.key(self, prev, chunk),
+                None => self.hash(prev, Some(chunk), Extra::None),
+            };
             prev
         })
     }
@@ -239,12 +243,13 @@ impl KeyMemo {
             return key;
         }
         let key = hasher.hash(parent, Some(block), Extra::None);
-        if self.tokens.len() + block.len() > MEMO_TOKENS {
-            self.tokens.clear();
-            self.by_parent.clear();
-        }
-        // Both fit in u32: the arena holds at most MEMO_TOKENS tokens.
+        // A block past the bound is not kept (and does not clear what is).
         if block.len() <= MEMO_TOKENS {
+            if self.tokens.len() + block.len() > MEMO_TOKENS {
+                self.tokens.clear();
+                self.by_parent.clear();
+            }
+            // Both fit in u32: the arena holds at most MEMO_TOKENS tokens.
             let at = self.tokens.len() as u32;
             self.tokens.extend_from_slice(block);
             self.by_parent.insert(parent, (at, block.len() as u32, key));
@@ -283,8 +288,10 @@ mod tests {
             memo.key(&h, 99, &long[..4]),
             h.hash(99, Some(&long[..4]), Extra::None)
         );
-        let chained: Vec<u64> = h.chain_memo(&mut memo, 5, &long, 4).collect();
+        let chained: Vec<u64> = h.chain_memo(Some(&mut memo), 5, &long, 4).collect();
         assert_eq!(chained, h.keys(5, &long, 4, None));
+        let unmemoized: Vec<u64> = h.chain_memo(None, 5, &long, 4).collect();
+        assert_eq!(unmemoized, chained);
     }
 
     #[test]

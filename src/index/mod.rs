@@ -533,15 +533,18 @@ impl Index {
         let (mut request_keys, mut engine_keys) = std::mem::take(&mut self.scratch);
         request_keys.clear();
         engine_keys.clear();
-        match (&mut self.memo, &features) {
-            (Some(memo), None) => {
-                request_keys.extend(self.hasher.chain_memo(memo, parent_key, &s.token_ids, bs))
-            }
-            _ => self.hasher.keys_into(
+        match &features {
+            None => request_keys.extend(self.hasher.chain_memo(
+                self.memo.as_mut(),
                 parent_key,
                 &s.token_ids,
                 bs,
-                features.as_deref(),
+            )),
+            Some(f) => self.hasher.keys_into(
+                parent_key,
+                &s.token_ids,
+                bs,
+                Some(f.as_slice()),
                 &mut request_keys,
             ),
         }
@@ -739,24 +742,14 @@ impl Index {
         // The keys of `request_keys`, hashed only up to the first miss: a prompt past its
         // cached prefix would otherwise be hashed whole for nothing.
         let root = self.request_root(model);
-        let bs = self.cfg.block_size;
         let data = &self.data;
-        let held = |k: &u64| {
-            data.get(k)
-                .is_some_and(|c| c.iter().any(|e| e.pod == pod_id))
-        };
-        match &mut self.memo {
-            Some(memo) => self
-                .hasher
-                .chain_memo(memo, root, tokens, bs)
-                .take_while(held)
-                .count(),
-            None => self
-                .hasher
-                .chain(root, tokens, bs, None)
-                .take_while(held)
-                .count(),
-        }
+        self.hasher
+            .chain_memo(self.memo.as_mut(), root, tokens, self.cfg.block_size)
+            .take_while(|k| {
+                data.get(k)
+                    .is_some_and(|c| c.iter().any(|e| e.pod == pod_id))
+            })
+            .count()
     }
 
     /// Tokens a lookup of `tokens` finds for `pod`.

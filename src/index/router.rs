@@ -115,16 +115,6 @@ pub fn generation_events(prompt_tokens: usize, held: &[u32], bs: usize) -> Vec<E
         .collect()
 }
 
-/// [`Simulator::run`] on a fresh simulator: one transition on its own.
-pub fn simulate(
-    settings: &RouterSettings,
-    prompt_tokens: usize,
-    held: &[u32],
-    next: &[u32],
-) -> RouterView {
-    Simulator::new(settings).run(prompt_tokens, held, next)
-}
-
 /// The router views of one conversation's transitions, one after another. Each starts from
 /// an empty index, as on its own, but the index's maps are kept, and so are the request keys
 /// it hashed: prompt k+1 repeats the blocks of prompt k, so each block is hashed once per
@@ -239,13 +229,13 @@ mod tests {
         let held: Vec<u32> = (1..=128).collect();
         let events = generation_events(64, &held, 16);
         assert_eq!(events.len(), 5, "one prefill event, four decode blocks");
-        let v16 = simulate(&settings(16), 64, &held, &held);
+        let v16 = Simulator::new(&settings(16)).run(64, &held, &held);
         assert_eq!(
             (v16.index_visible_tokens, v16.engine_cached_tokens),
             (128, 112)
         );
         assert_eq!(v16.decision.verdict.name(), "decode-only");
-        let v64 = simulate(&settings(64), 64, &held, &held);
+        let v64 = Simulator::new(&settings(64)).run(64, &held, &held);
         assert_eq!(v64.index_visible_tokens, 64);
         assert_eq!(
             v64.events_skipped.get("incomplete_canonical_block"),
@@ -317,7 +307,7 @@ mod tests {
                 earlier.push(held.clone());
                 after.extend((0..(next() % 70)).map(|_| (next() % 50) as u32));
                 let alone = from_events(&s, prompt.len(), &held, &after);
-                assert_eq!(simulate(&s, prompt.len(), &held, &after), alone);
+                assert_eq!(Simulator::new(&s).run(prompt.len(), &held, &after), alone);
                 assert_eq!(sim.run(prompt.len(), &held, &after), alone);
                 prompt = after;
             }

@@ -57,14 +57,7 @@ pub const MAX_TEMPLATE_SOURCE: usize = 4 << 20;
 struct RenderState {
     now: Option<NaiveDateTime>,
     raised: Option<String>,
-    /// The length of this thread's last output: the room the next starts with. A
-    /// conversation's prompts each repeat the one before, so its renders grow the buffer
-    /// once rather than at every doubling.
-    last_len: usize,
 }
-
-/// The most room a render starts with: past it the buffer grows as it fills.
-const START_ROOM: usize = 64 << 10;
 
 thread_local! {
     static RENDER_STATE: std::cell::RefCell<RenderState> =
@@ -154,22 +147,20 @@ impl TemplateEngine {
 
     /// Render with `ctx` as the template's variables and `now` as the clock of `strftime_now`.
     pub fn render(&self, ctx: Value, now: NaiveDateTime) -> Result<String, RenderError> {
-        let room = RENDER_STATE.with_borrow_mut(|s| {
+        RENDER_STATE.with_borrow_mut(|s| {
             s.now = Some(now);
             s.raised = None;
-            s.last_len.min(START_ROOM)
         });
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| RenderError::Syntax(describe(&e, None)))?;
         let mut out = LimitedOutput {
-            text: Vec::with_capacity(room),
+            text: Vec::new(),
             limit: MAX_OUTPUT,
             exceeded: false,
         };
         let result = template.render_captured_to(ctx, &mut out).map(drop);
-        RENDER_STATE.with_borrow_mut(|s| s.last_len = out.text.len());
         if out.exceeded {
             return Err(RenderError::TooLarge(MAX_OUTPUT));
         }

@@ -53,10 +53,15 @@ struct Variables {
 
 const FIXED: [&str; 4] = ["messages", "tools", "documents", "add_generation_prompt"];
 
-impl Variables {
-    fn find<'v>(list: &'v [(String, Value)], key: &str) -> Option<&'v Value> {
-        list.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
+/// The value named `key` in `list`: the lookup of [`Variables`] and [`Message`], whose lists
+/// are a handful of names each, so a scan beats hashing the name.
+fn named<'v>(list: &'v [(String, Value)], key: &str) -> Option<&'v Value> {
+    list.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// `map`'s entries with their values as template values, in order.
+fn entries(map: &Map<String, Json>) -> impl Iterator<Item = (String, Value)> + '_ {
+    map.iter().map(|(k, v)| (k.clone(), template_value(v)))
 }
 
 impl minijinja::value::Object for Variables {
@@ -68,8 +73,8 @@ impl minijinja::value::Object for Variables {
         if let Some(i) = FIXED.iter().position(|f| *f == key) {
             return Some(self.fixed[i].clone());
         }
-        Self::find(&self.kwargs, key)
-            .or_else(|| Self::find(&self.special, key))
+        named(&self.kwargs, key)
+            .or_else(|| named(&self.special, key))
             .cloned()
     }
 
@@ -79,7 +84,7 @@ impl minijinja::value::Object for Variables {
         let special = self
             .special
             .iter()
-            .filter(|(k, _)| Self::find(&self.kwargs, k).is_none());
+            .filter(|(k, _)| named(&self.kwargs, k).is_none());
         let names: Vec<Value> = special
             .chain(&self.kwargs)
             .map(|(k, _)| Value::from(k.as_str()))
@@ -91,9 +96,8 @@ impl minijinja::value::Object for Variables {
 
 /// `map`'s entries as template values, less the fixed names.
 fn variable_values(map: &Map<String, Json>) -> Vec<(String, Value)> {
-    map.iter()
+    entries(map)
         .filter(|(k, _)| !FIXED.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), template_value(v)))
         .collect()
 }
 
@@ -106,11 +110,7 @@ pub fn template_value(v: &Json) -> Value {
 /// a [`Message`] when it is an object, else as [`template_value`] makes it.
 pub fn message_value(message: &Json) -> Value {
     match message {
-        Json::Object(map) => Value::from_object(Message(
-            map.iter()
-                .map(|(k, v)| (k.clone(), template_value(v)))
-                .collect(),
-        )),
+        Json::Object(map) => Value::from_object(Message(entries(map).collect())),
         other => template_value(other),
     }
 }
@@ -137,10 +137,7 @@ impl minijinja::value::Object for Message {
     }
 
     fn get_value_by_str(self: &std::sync::Arc<Self>, key: &str) -> Option<Value> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+        named(&self.0, key).cloned()
     }
 
     fn enumerate(self: &std::sync::Arc<Self>) -> minijinja::value::Enumerator {
