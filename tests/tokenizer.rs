@@ -411,9 +411,10 @@ fn a_cache_file_relabelled_from_another_model_is_rebuilt() {
     }
 }
 
-/// Byte offsets of a prepared file's merge table: (keys, values, slots). The layout is
-/// prepared.rs's: magic, key, checksum, then length-prefixed or counted fields.
-fn merge_table(data: &[u8]) -> (usize, usize, usize) {
+/// Byte offset of a prepared file's merge table and its number of slots, each slot a key and
+/// then its value. The layout is prepared.rs's: magic, key, checksum, then length-prefixed or
+/// counted fields.
+fn merge_table(data: &[u8]) -> (usize, usize) {
     let u64_at = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap()) as usize;
     let mut at = 32;
     at += 8 + u64_at(at); // sha256
@@ -425,17 +426,19 @@ fn merge_table(data: &[u8]) -> (usize, usize, usize) {
     at += n_ids * 8; // starts and lengths
     at += 8 + u64_at(at) * 4; // vocabulary table
     let slots = u64_at(at);
-    (at + 8, at + 8 + slots * 8, slots)
+    (at + 8, slots)
 }
 
 /// Exchange the ranks of the merges ranked `r1` and `r2`, and recompute the checksum as
 /// prepared.rs does (seeded with the key in the header): a deliberate forgery.
 fn swap_merge_ranks(data: &mut [u8], r1: u64, r2: u64) {
-    let (keys, vals, slots) = merge_table(data);
+    let (table, slots) = merge_table(data);
+    let key_at = |i: usize| table + i * 16;
+    let val_at = |i: usize| table + i * 16 + 8;
     let val = |data: &[u8], i: usize| {
-        u64::from_le_bytes(data[vals + i * 8..vals + i * 8 + 8].try_into().unwrap())
+        u64::from_le_bytes(data[val_at(i)..val_at(i) + 8].try_into().unwrap())
     };
-    let occupied = |data: &[u8], i: usize| data[keys + i * 8..keys + i * 8 + 8] != [0xff; 8];
+    let occupied = |data: &[u8], i: usize| data[key_at(i)..key_at(i) + 8] != [0xff; 8];
     let find = |data: &[u8], rank: u64| {
         (0..slots)
             .find(|&i| occupied(data, i) && val(data, i) >> 32 == rank)
@@ -448,7 +451,7 @@ fn swap_merge_ranks(data: &mut [u8], r1: u64, r2: u64) {
         (j, (vi & !0xffff_ffff) | (vj & 0xffff_ffff)),
     ];
     for (slot, v) in swapped {
-        data[vals + slot * 8..vals + slot * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        data[val_at(slot)..val_at(slot) + 8].copy_from_slice(&v.to_le_bytes());
     }
     reseal(data);
 }
@@ -514,9 +517,9 @@ fn a_forged_cache_file_with_a_full_table_does_not_hang() {
     Tokenizer::load(&src, Some(cache.path())).unwrap();
     let file = cache_file(cache.path());
     let mut data = std::fs::read(&file).unwrap();
-    let (keys, _, slots) = merge_table(&data);
+    let (table, slots) = merge_table(&data);
     for i in 0..slots {
-        let k = &mut data[keys + i * 8..keys + i * 8 + 8];
+        let k = &mut data[table + i * 16..table + i * 16 + 8];
         if k == [0xff; 8] {
             k.copy_from_slice(&(u64::MAX - 1 - i as u64).to_le_bytes());
         }

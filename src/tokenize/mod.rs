@@ -93,8 +93,7 @@ impl Tokenizer {
         // The cache only saves time: a file that cannot be read, is not a regular file, or
         // fails any check is ignored and rebuilt below.
         if let Some(file) = &cached
-            && let Ok(data) = crate::input::read_bounded(file, MAX_PREPARED)
-            && let Ok((tok, sha256)) = prepared::load(&data, key, &bytes)
+            && let Ok((tok, sha256)) = load_prepared(file, key, &bytes)
         {
             return Ok(Tokenizer {
                 inner: Inner::Prepared(Box::new(tok)),
@@ -478,6 +477,27 @@ fn direct_for<M: tokenizers::Model>(t: &Pipeline<M>) -> Option<direct::Direct> {
     direct::Direct::new(normalizer, pre_tokenizer, &added)
 }
 
+/// The prepared file at `file`, read as a regular file of at most `MAX_PREPARED` bytes (a file
+/// that grows while being read stops there too).
+fn load_prepared(
+    file: &Path,
+    key: u128,
+    source: &[u8],
+) -> Result<(prepared::FastTokenizer, String), String> {
+    use std::io::Read;
+    let f = crate::input::open_regular(file).map_err(|e| e.to_string())?;
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    if len > MAX_PREPARED {
+        return Err("prepared tokenizer too large".into());
+    }
+    prepared::load(
+        std::io::BufReader::new(f).take(MAX_PREPARED),
+        len,
+        key,
+        source,
+    )
+}
+
 /// A prepared form is kept only if it tokenizes the probe texts exactly like the crate.
 fn verify(
     reference: &tokenizers::Tokenizer,
@@ -486,7 +506,7 @@ fn verify(
     source: &[u8],
     json: &serde_json::Value,
 ) -> bool {
-    let Ok((fast, _)) = prepared::load(data, key, source) else {
+    let Ok((fast, _)) = prepared::load(data, data.len() as u64, key, source) else {
         return false;
     };
     if fast.get_vocab_size(true) != reference.get_vocab_size(true) {

@@ -26,8 +26,9 @@ use super::short_words::{self, Key, ShortWords};
 
 // v04: the body checksum is seeded with the source key, and the offsets of the vocabulary and
 // merges in tokenizer.json are kept for the spot check. v05: merge slots come from
-// [`table_slot`] (a v04 table, probed with it, would miss its merges).
-const MAGIC: &[u8; 8] = b"KVTOKv05";
+// [`table_slot`] (a v04 table, probed with it, would miss its merges). v06: each merge slot's
+// key and value are stored together, as the table in memory holds them.
+const MAGIC: &[u8; 8] = b"KVTOKv06";
 const EMPTY32: u32 = u32::MAX;
 const EMPTY64: u64 = u64::MAX;
 
@@ -558,39 +559,84 @@ impl Writer {
     }
 }
 
-struct Reader<'a> {
-    data: &'a [u8],
-    at: usize,
+/// The prepared file read in order straight into its tables, each chunk hashed for the body
+/// checksum on the way: a 20 MB file is neither held whole nor copied a second time (fresh
+/// memory costs the kernel's zeroing of every page, a third of a run's start-up).
+struct Reader<R> {
+    src: R,
+    sum: xxhash_rust::xxh3::Xxh3,
+    /// Bytes the file has left by its size: no count read from it allocates past that.
+    left: u64,
+    chunk: Vec<u8>,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let s = self.data.get(self.at..self.at.checked_add(n)?)?;
-        self.at += n;
-        Some(s)
+/// Bytes read and converted at a time: small enough to stay in the cache.
+const CHUNK: usize = 64 << 10;
+
+impl<R: std::io::Read> Reader<R> {
+    fn fill(&mut self, n: usize) -> Option<&[u8]> {
+        self.left = self.left.checked_sub(n as u64)?;
+        self.chunk.resize(n, 0);
+        self.src.read_exact(&mut self.chunk).ok()?;
+        self.sum.update(&self.chunk);
+        Some(&self.chunk)
     }
     fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+        Some(u64::from_le_bytes(self.fill(8)?.try_into().ok()?))
     }
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = self.u64()? as usize;
-        self.take(n)
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let mut out = Vec::with_capacity(self.room(n, 1)?);
+        while out.len() < n {
+            let step = (n - out.len()).min(CHUNK);
+            out.extend_from_slice(self.fill(step)?);
+        }
+        Some(out)
+    }
+    /// Room for `n` items of `size` bytes, if the file still holds them.
+    fn room(&self, n: usize, size: usize) -> Option<usize> {
+        (n.checked_mul(size)? as u64 <= self.left).then_some(n)
+    }
+    /// `n` little-endian items of `N` bytes each.
+    fn items<const N: usize, T>(
+        &mut self,
+        n: usize,
+        item: impl Fn([u8; N]) -> T,
+    ) -> Option<Vec<T>> {
+        let mut out = Vec::with_capacity(self.room(n, N)?);
+        while out.len() < n {
+            let step = (n - out.len()).min(CHUNK / N);
+            let raw = self.fill(step * N)?;
+            out.extend(
+                raw.chunks_exact(N)
+                    .map(|c| item(c.try_into().unwrap_or([0; N]))),
+            );
+        }
+        Some(out)
     }
     fn u32s(&mut self, n: usize) -> Option<Vec<u32>> {
-        let raw = self.take(n.checked_mul(4)?)?;
-        Some(
-            raw.chunks_exact(4)
-                .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
-                .collect(),
-        )
+        self.items(n, u32::from_le_bytes)
     }
-    fn u64s(&mut self, n: usize) -> Option<Vec<u64>> {
-        let raw = self.take(n.checked_mul(8)?)?;
-        Some(
-            raw.chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                .collect(),
-        )
+    /// `n` (key, value) pairs of u64.
+    fn u64_pairs(&mut self, n: usize) -> Option<Vec<(u64, u64)>> {
+        self.items(n, |b: [u8; 16]| {
+            let (k, v) = b.split_at(8);
+            let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            (word(k), word(v))
+        })
+    }
+    /// The body checksum of all that was read and of anything the file has after it (the
+    /// source is bounded by the caller).
+    fn finish(mut self) -> Option<u64> {
+        self.chunk.resize(CHUNK, 0);
+        loop {
+            match self.src.read(&mut self.chunk) {
+                Ok(0) => return Some(self.sum.digest()),
+                Ok(n) => self.sum.update(&self.chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
     }
 }
 
@@ -727,10 +773,8 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
         w.u32(*v);
     }
     w.u64(mtable_len as u64);
-    for v in &merge_keys {
-        w.u64(*v);
-    }
-    for v in &merge_vals {
+    for (k, v) in merge_keys.iter().zip(&merge_vals) {
+        w.u64(*k);
         w.u64(*v);
     }
     Ok(with_header(&w.0, key))
@@ -757,7 +801,11 @@ pub fn prepared_file(body: &[u8], source: &[u8]) -> Vec<u8> {
 /// The body checksum, seeded with the source's key: a body moved under another key (a file
 /// copied to another tokenizer's name with its header rewritten) no longer matches.
 pub fn body_sum(body: &[u8], key: u128) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(body, key as u64 ^ (key >> 64) as u64)
+    xxhash_rust::xxh3::xxh3_64_with_seed(body, sum_seed(key))
+}
+
+fn sum_seed(key: u128) -> u64 {
+    key as u64 ^ (key >> 64) as u64
 }
 
 /// Offset of the body checksum: after the magic and the source key.
@@ -781,21 +829,31 @@ const SPOT_CHECK: usize = 1024;
 /// entries and merges of `source` must be in the tables with the same ids and ranks (~1 ms).
 /// Not caught: a forged entry past those, a forged pipeline (normalizer, pre-tokenizer, added
 /// tokens), or a forged SHA-256, all of which the file carries under its checksum only.
-pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, String), String> {
+pub fn load(
+    mut src: impl std::io::Read,
+    len: u64,
+    key: u128,
+    source: &[u8],
+) -> Result<(FastTokenizer, String), String> {
     let bad = || "corrupt prepared tokenizer".to_string();
-    let mut r = Reader { data, at: 0 };
-    if r.take(8) != Some(MAGIC.as_slice()) {
+    let mut header = [0u8; CHECKSUM_AT + 8];
+    src.read_exact(&mut header).map_err(|_| bad())?;
+    if &header[..8] != MAGIC.as_slice() {
         return Err("not a prepared tokenizer of this version".into());
     }
-    let stored = u128::from_le_bytes(r.take(16).ok_or_else(bad)?.try_into().map_err(|_| bad())?);
+    let word = |at: usize, n: usize| header.get(at..at + n).ok_or_else(bad);
+    let stored = u128::from_le_bytes(word(8, 16)?.try_into().map_err(|_| bad())?);
     if stored != key {
         return Err("prepared for another tokenizer.json".into());
     }
-    let sum = r.u64().ok_or_else(bad)?;
-    if data.len() < CHECKSUM_AT + 8 || body_sum(&data[CHECKSUM_AT + 8..], key) != sum {
-        return Err(bad());
-    }
-    let sha256 = String::from_utf8(r.bytes().ok_or_else(bad)?.to_vec()).map_err(|_| bad())?;
+    let sum = u64::from_le_bytes(word(CHECKSUM_AT, 8)?.try_into().map_err(|_| bad())?);
+    let mut r = Reader {
+        src,
+        sum: xxhash_rust::xxh3::Xxh3::with_seed(sum_seed(key)),
+        left: len.saturating_sub(header.len() as u64),
+        chunk: Vec::with_capacity(CHUNK),
+    };
+    let sha256 = String::from_utf8(r.bytes().ok_or_else(bad)?).map_err(|_| bad())?;
     let vocab_at = r.u64().ok_or_else(bad)?;
     let merges_at = r.u64().ok_or_else(bad)?;
     let spans = Spans {
@@ -805,18 +863,21 @@ pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, Str
             .transpose()
             .map_err(|_| bad())?,
     };
-    let rest: Json =
-        serde_json::from_slice(r.bytes().ok_or_else(bad)?).map_err(|e| e.to_string())?;
+    let rest = r.bytes().ok_or_else(bad)?;
     let vocab_size = r.u64().ok_or_else(bad)? as usize;
-    let n_ids = r.u64().ok_or_else(bad)? as usize;
-    let blob = r.bytes().ok_or_else(bad)?.to_vec();
+    let n_ids = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
+    let blob = r.bytes().ok_or_else(bad)?;
     let tok_start = r.u32s(n_ids).ok_or_else(bad)?;
     let tok_len = r.u32s(n_ids).ok_or_else(bad)?;
-    let table_len = r.u64().ok_or_else(bad)? as usize;
+    let table_len = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
     let vocab_table = r.u32s(table_len).ok_or_else(bad)?;
-    let mtable_len = r.u64().ok_or_else(bad)? as usize;
-    let merge_keys = r.u64s(mtable_len).ok_or_else(bad)?;
-    let merge_vals = r.u64s(mtable_len).ok_or_else(bad)?;
+    let mtable_len = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
+    let merges = r.u64_pairs(mtable_len).ok_or_else(bad)?;
+    // Nothing read is used before the whole body is known to be what was written.
+    if r.finish() != Some(sum) {
+        return Err(bad());
+    }
+    let rest: Json = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
     if !table_len.is_power_of_two() || !mtable_len.is_power_of_two() {
         return Err(bad());
     }
@@ -830,17 +891,16 @@ pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, Str
     let ids_ok = vocab_table
         .iter()
         .all(|&id| id == EMPTY32 || (id as usize) < n_ids)
-        && merge_vals
+        && merges
             .iter()
-            .zip(&merge_keys)
-            .all(|(&v, &k)| k == EMPTY64 || ((v as u32) as usize) < n_ids);
+            .all(|&(k, v)| k == EMPTY64 || ((v as u32) as usize) < n_ids);
     // Probing stops only at a free slot: a full table would make a miss loop forever.
     let sparse = |used: usize, len: usize| used * 2 <= len;
     let sparse = sparse(
         vocab_table.iter().filter(|&&id| id != EMPTY32).count(),
         table_len,
     ) && sparse(
-        merge_keys.iter().filter(|&&k| k != EMPTY64).count(),
+        merges.iter().filter(|&&(k, _)| k != EMPTY64).count(),
         mtable_len,
     );
     if !in_blob || !ids_ok || !sparse {
@@ -855,7 +915,7 @@ pub fn load(data: &[u8], key: u128, source: &[u8]) -> Result<(FastTokenizer, Str
         tok_len,
         vocab_size,
         vocab_table,
-        merges: merge_keys.into_iter().zip(merge_vals).collect(),
+        merges,
         unk_token: model
             .get("unk_token")
             .and_then(Json::as_str)
