@@ -154,8 +154,9 @@ write("template_render", "methods.jinja",
       "{{ messages|length }}{{ messages[-1].content|indent(4) }}{% generation %}x{% endgeneration %}")
 
 # Prepared tokenizer bodies (after the 32-byte header the harness adds): sha256, where the
-# vocabulary and merges start in tokenizer.json (the harness's is `{}`: offset 0, and no
-# merges), rest JSON, vocab size, ids, blob, starts, lengths, vocab table, merge table.
+# vocabulary and merges start in tokenizer.json (in the harness's SOURCE_JSON, whose vocabulary
+# and merges are empty: 18 and 30; or E64 for no merges), rest JSON, vocab size, ids, blob, starts, lengths, vocab table, merge table (each
+# slot's key, then its value). Tables are at most half full, or the loader refuses them.
 def u64(v):
     return struct.pack("<Q", v)
 
@@ -172,17 +173,25 @@ E32 = 0xFFFFFFFF
 E64 = 0xFFFFFFFFFFFFFFFF
 rest = b'{"model":{"type":"BPE","unk_token":null,"byte_fallback":false},"added_tokens":[{"id":2,"content":"<s>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},"decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true}}'
 blob = b"ab<s>"
-SPANS = u64(0) + u64(E64)
+SPANS = u64(18) + u64(30)
 body = (by(b"0" * 64) + SPANS + by(rest) + u64(3) + u64(3) + by(blob)
         + u32s([0, 1, 2]) + u32s([1, 1, 3])
-        + u64(4) + u32s([0, 1, E32, 2])
-        + u64(2) + u64(0) + u64(E64) + u64(2) + u64(0))
+        + u64(8) + u32s([0, 1, E32, 2, E32, E32, E32, E32])
+        + u64(2) + u64(0) + u64(2) + u64(E64) + u64(0))
 write("prepared_tokenizer", "tiny.body", body)
 write("prepared_tokenizer", "no-merges.body",
-      by(b"") + SPANS + by(b'{"model":{}}') + u64(0) + u64(0) + by(b"") + u64(1) + u32s([E32]) + u64(1) + u64(E64) + u64(0))
+      by(b"") + u64(18) + u64(E64) + by(b'{"model":{}}') + u64(0) + u64(0) + by(b"") + u64(1) + u32s([E32]) + u64(1) + u64(E64) + u64(0))
 
-# seeds/prepared_tokenizer/tiny-plain.body is not written here: it is the prepared form of the
+# seeds/prepared_tokenizer/tiny-plain.body is not made here: it is the prepared form of the
 # project fixture fixtures/models/tiny-plain/tokenizer.json without its 32-byte header, made with
-#   KVAUDIT_TOKENIZER_CACHE=/tmp/c kvaudit keys -m fixtures/models/tiny-plain \
+#   KVAUDIT_TOKENIZER_CACHE=/tmp/c kvaudit keys -m fixtures/models/tiny-plain --model-name x \
 #       -c fixtures/conversations/tool-loop.json --offline
-#   python3 -c "import sys; sys.stdout.buffer.write(open(sys.argv[1],'rb').read()[32:])" /tmp/c/*.kvtok
+#   python3 -c "import sys; sys.stdout.buffer.write(open(sys.argv[1],'rb').read()[32:])" /tmp/c/*.kvtok \
+#       > fuzz/seeds/prepared_tokenizer/tiny-plain.body
+# and then this script points its offsets (after the 8 + 64 bytes of its SHA-256) at the
+# harness's empty vocabulary and merges, so that it loads with its real tables.
+plain = os.path.join(HERE, "seeds", "prepared_tokenizer", "tiny-plain.body")
+with open(plain, "rb") as f:
+    data = f.read()
+assert data[:8] == u64(64), "tiny-plain.body does not start with a SHA-256"
+write("prepared_tokenizer", "tiny-plain.body", data[:72] + SPANS + data[88:])

@@ -100,3 +100,16 @@ fn decode_events_seeds_reach_the_fast_path() {
     }
     assert!(pool.fast_decoded() > 0, "no seed event took the fast path");
 }
+
+/// The prepared_tokenizer seeds follow the current file format and the harness's source: each
+/// loads, so fuzzing mutates files the loader accepts, not only ones it refuses.
+#[test]
+fn prepared_tokenizer_seeds_load() {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/prepared_tokenizer");
+    for name in ["tiny.body", "no-merges.body", "tiny-plain.body"] {
+        let body = std::fs::read(seeds.join(name)).expect("seed");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let tok = harness::load_body(dir.path(), &body).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(tok.is_prepared(), "{name}");
+    }
+}

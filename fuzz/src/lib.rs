@@ -238,9 +238,11 @@ pub fn template_render(data: &[u8]) {
     let _ = renderer.render(&input);
 }
 
-/// The tokenizer.json the prepared files are keyed to: not a tokenizer, so a prepared file
-/// that does not load makes `Tokenizer::load` fail at once instead of building one.
-const SOURCE_JSON: &[u8] = b"{}";
+/// The tokenizer.json the prepared files are keyed to. Its vocabulary and merges are empty, so
+/// a body whose offsets point at them (18 and 30) passes the spot check and reaches the tables;
+/// its normalizer is not one, so a body that does not load makes `Tokenizer::load` fail at once
+/// instead of building a tokenizer from it.
+pub const SOURCE_JSON: &[u8] = br#"{"model":{"vocab":{},"merges":[]},"normalizer":7}"#;
 
 /// A prepared-tokenizer file whose header (magic, source key, body checksum) is valid for
 /// `body`, made by kvaudit itself so that it follows the format's version.
@@ -248,22 +250,30 @@ pub fn prepared_file(body: &[u8]) -> Vec<u8> {
     kvaudit::tokenize::prepared_file(body, SOURCE_JSON)
 }
 
-/// The input is the body of a prepared-tokenizer file (after magic, key and checksum), loaded
-/// through the cache the way `Tokenizer::load` finds it; a file that loads must then encode,
-/// decode and look up tokens without panicking.
+/// `body` sealed as the prepared form of `SOURCE_JSON` in `dir`, then loaded through the cache
+/// the way `Tokenizer::load` finds it.
+pub fn load_body(
+    dir: &std::path::Path,
+    body: &[u8],
+) -> Result<kvaudit::tokenize::Tokenizer, kvaudit::tokenize::TokenizeError> {
+    std::fs::write(dir.join("tokenizer.json"), SOURCE_JSON).expect("write tokenizer.json");
+    let key = xxhash_rust::xxh3::xxh3_128(SOURCE_JSON);
+    let cached = dir.join(format!("{key:032x}.kvtok"));
+    std::fs::write(&cached, prepared_file(body)).expect("write prepared file");
+    kvaudit::tokenize::Tokenizer::load(&dir.join("tokenizer.json"), Some(dir))
+}
+
+/// The input is the body of a prepared-tokenizer file (after magic, key and checksum); a file
+/// that loads must then encode, decode and look up tokens without panicking.
 pub fn prepared_tokenizer(body: &[u8]) {
     use std::sync::OnceLock;
     static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
         let d = std::env::temp_dir().join(format!("kvaudit-fuzz-tok-{}", std::process::id()));
         std::fs::create_dir_all(&d).expect("temp dir");
-        std::fs::write(d.join("tokenizer.json"), SOURCE_JSON).expect("write tokenizer.json");
         d
     });
-    let key = xxhash_rust::xxh3::xxh3_128(SOURCE_JSON);
-    let cached = dir.join(format!("{key:032x}.kvtok"));
-    std::fs::write(&cached, prepared_file(body)).expect("write prepared file");
-    let Ok(tok) = kvaudit::tokenize::Tokenizer::load(&dir.join("tokenizer.json"), Some(dir)) else {
+    let Ok(tok) = load_body(dir, body) else {
         return;
     };
     assert!(tok.is_prepared());
