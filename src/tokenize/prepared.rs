@@ -63,6 +63,8 @@ pub struct FastBpe {
     /// Distinguishes this model's entries in the per-thread word cache (an address could be
     /// reused by a later model).
     cache_key: u64,
+    /// The ids of this model's short words, for every thread; made at the first word.
+    short: std::sync::OnceLock<ShortWords>,
 }
 
 /// The BPE of a word depends only on the model and the word, and natural text repeats its
@@ -72,7 +74,8 @@ pub struct FastBpe {
 /// bytes per character. Bounded by what the entries hold (cleared past 24 MiB per thread),
 /// so hostile text of long distinct words cannot grow it. [`FastBpe::word_ids`] keeps the
 /// words named by up to 15 bytes (the raw piece, not its byte-level form: a space is one
-/// byte, not two) and of up to 4 ids in a table of its own ([`ShortWords`], at most 8 MiB).
+/// byte, not two) and of up to 4 ids in a table of its own ([`ShortWords`], 4 MiB per model,
+/// shared by the threads).
 const WORD_CACHE_BYTES: usize = 24 << 20;
 const WORD_CACHE_MAX_LEN: usize = 256;
 /// Words of up to this many symbols are merged by [`FastBpe::merge_small`].
@@ -106,14 +109,12 @@ impl WordCache {
     }
 }
 
-/// One thread's cache of one model's words.
+/// One thread's cache of one model's words (the short ones are in the model's
+/// [`ShortWords`]).
 #[derive(Default)]
 pub struct ModelWords {
     words: rustc_hash::FxHashMap<Box<str>, Merged>,
     bytes: usize,
-    /// The ids of short words for [`FastBpe::word_ids`], which needs no offsets (bounded on
-    /// its own, see [`ShortWords`]).
-    short: ShortWords,
 }
 
 thread_local! {
@@ -364,9 +365,10 @@ impl FastBpe {
         // A word's ids do not depend on the path that found them, so a short word is looked
         // up here first, even before the vocabulary of an `ignore_merges` model (whose probe
         // reads three tables).
+        let table = self.short.get_or_init(ShortWords::default);
         let short = Key::new(name);
-        if let Some(ids) = short.and_then(|key| words.short.get(key)) {
-            out.extend(ids);
+        if let Some(ids) = short.and_then(|key| table.get(key)) {
+            out.extend(ids.iter());
             return Ok(());
         }
         let word = word();
@@ -375,7 +377,7 @@ impl FastBpe {
         {
             out.push(id);
             if let Some(key) = short {
-                words.short.insert(key, &[id]);
+                table.insert(key, &[id]);
             }
             return Ok(());
         }
@@ -394,11 +396,12 @@ impl FastBpe {
             .collect();
         let start = out.len();
         out.extend(merged.iter().map(|&(id, _, _)| id));
-        match short {
-            Some(key) if merged.len() <= short_words::MAX_IDS => {
-                words.short.insert(key, &out[start..])
-            }
-            _ => words.remember(word, merged),
+        // A short word the shared table has no room for is kept by the thread.
+        let stored = short.is_some_and(|key| {
+            merged.len() <= short_words::MAX_IDS && table.insert(key, &out[start..])
+        });
+        if !stored {
+            words.remember(word, merged);
         }
         Ok(())
     }
@@ -573,6 +576,20 @@ struct Reader<R> {
 /// Bytes read and converted at a time: small enough to stay in the cache.
 const CHUNK: usize = 64 << 10;
 
+/// A table as read, with what its checks need, counted while each chunk is in the cache (a
+/// pass of its own over the 8 MiB merge table after reading took a fifth of a load).
+struct Checked<T> {
+    items: Vec<T>,
+    used: usize,
+    max_id: u32,
+}
+
+impl<T> Checked<T> {
+    fn ids_below(&self, n: usize) -> bool {
+        self.used == 0 || (self.max_id as usize) < n
+    }
+}
+
 impl<R: std::io::Read> Reader<R> {
     fn fill(&mut self, n: usize) -> Option<&[u8]> {
         self.left = self.left.checked_sub(n as u64)?;
@@ -601,7 +618,7 @@ impl<R: std::io::Read> Reader<R> {
     fn items<const N: usize, T>(
         &mut self,
         n: usize,
-        item: impl Fn([u8; N]) -> T,
+        mut item: impl FnMut([u8; N]) -> T,
     ) -> Option<Vec<T>> {
         let mut out = Vec::with_capacity(self.room(n, N)?);
         while out.len() < n {
@@ -617,12 +634,42 @@ impl<R: std::io::Read> Reader<R> {
     fn u32s(&mut self, n: usize) -> Option<Vec<u32>> {
         self.items(n, u32::from_le_bytes)
     }
-    /// `n` (key, value) pairs of u64.
-    fn u64_pairs(&mut self, n: usize) -> Option<Vec<(u64, u64)>> {
-        self.items(n, |b: [u8; 16]| {
+    /// An id table of `n` slots (EMPTY32 when free), with its count of used slots and the
+    /// largest id in them.
+    fn id_table(&mut self, n: usize) -> Option<Checked<u32>> {
+        let (mut used, mut max_id) = (0, 0);
+        let items = self.items(n, |b| {
+            let id = u32::from_le_bytes(b);
+            if id != EMPTY32 {
+                used += 1;
+                max_id = max_id.max(id);
+            }
+            id
+        })?;
+        Some(Checked {
+            items,
+            used,
+            max_id,
+        })
+    }
+    /// A merge table of `n` (key, value) slots of u64 (key EMPTY64 when free), with its count
+    /// of used slots and the largest merged id (the value's low word) in them.
+    fn merge_table(&mut self, n: usize) -> Option<Checked<(u64, u64)>> {
+        let (mut used, mut max_id) = (0, 0);
+        let items = self.items(n, |b: [u8; 16]| {
             let (k, v) = b.split_at(8);
             let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-            (word(k), word(v))
+            let (k, v) = (word(k), word(v));
+            if k != EMPTY64 {
+                used += 1;
+                max_id = max_id.max(v as u32);
+            }
+            (k, v)
+        })?;
+        Some(Checked {
+            items,
+            used,
+            max_id,
         })
     }
     /// The body checksum of all that was read and of anything the file has after it (the
@@ -864,20 +911,42 @@ pub fn load(
             .map_err(|_| bad())?,
     };
     let rest = r.bytes().ok_or_else(bad)?;
-    let vocab_size = r.u64().ok_or_else(bad)? as usize;
-    let n_ids = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
-    let blob = r.bytes().ok_or_else(bad)?;
-    let tok_start = r.u32s(n_ids).ok_or_else(bad)?;
-    let tok_len = r.u32s(n_ids).ok_or_else(bad)?;
-    let table_len = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
-    let vocab_table = r.u32s(table_len).ok_or_else(bad)?;
-    let mtable_len = usize::try_from(r.u64().ok_or_else(bad)?).map_err(|_| bad())?;
-    let merges = r.u64_pairs(mtable_len).ok_or_else(bad)?;
-    // Nothing read is used before the whole body is known to be what was written.
-    if r.finish() != Some(sum) {
-        return Err(bad());
-    }
-    let rest: Json = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
+    // The pipeline around the model (its pre-tokenizer compiles a regex, a third of a load)
+    // is built on a second thread while this one reads the tables. Nothing read is used
+    // before the whole body is known to be what was written: a body that fails its checksum
+    // drops what the thread built.
+    let (tables, pipeline) = std::thread::scope(|s| {
+        let pipeline = s.spawn(|| {
+            let rest: Json = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
+            let parts = Parts::of(&rest)?;
+            Ok::<_, String>((rest, parts))
+        });
+        let tables = (|| {
+            let vocab_size = r.u64()? as usize;
+            let n_ids = usize::try_from(r.u64()?).ok()?;
+            let blob = r.bytes()?;
+            let tok_start = r.u32s(n_ids)?;
+            let tok_len = r.u32s(n_ids)?;
+            let table_len = usize::try_from(r.u64()?).ok()?;
+            let vocab_table = r.id_table(table_len)?;
+            let mtable_len = usize::try_from(r.u64()?).ok()?;
+            let merges = r.merge_table(mtable_len)?;
+            (r.finish()? == sum).then_some((
+                vocab_size,
+                n_ids,
+                blob,
+                tok_start,
+                tok_len,
+                vocab_table,
+                merges,
+            ))
+        })();
+        (tables, pipeline.join())
+    });
+    let (vocab_size, n_ids, blob, tok_start, tok_len, vocab_table, merges) =
+        tables.ok_or_else(bad)?;
+    let (rest, parts) = pipeline.map_err(|_| bad())??;
+    let (table_len, mtable_len) = (vocab_table.items.len(), merges.items.len());
     if !table_len.is_power_of_two() || !mtable_len.is_power_of_two() {
         return Err(bad());
     }
@@ -888,21 +957,10 @@ pub fn load(
                 .checked_add(l as usize)
                 .is_some_and(|e| e <= blob.len())
     });
-    let ids_ok = vocab_table
-        .iter()
-        .all(|&id| id == EMPTY32 || (id as usize) < n_ids)
-        && merges
-            .iter()
-            .all(|&(k, v)| k == EMPTY64 || ((v as u32) as usize) < n_ids);
+    let ids_ok = vocab_table.ids_below(n_ids) && merges.ids_below(n_ids);
     // Probing stops only at a free slot: a full table would make a miss loop forever.
     let sparse = |used: usize, len: usize| used * 2 <= len;
-    let sparse = sparse(
-        vocab_table.iter().filter(|&&id| id != EMPTY32).count(),
-        table_len,
-    ) && sparse(
-        merges.iter().filter(|&&(k, _)| k != EMPTY64).count(),
-        mtable_len,
-    );
+    let sparse = sparse(vocab_table.used, table_len) && sparse(merges.used, mtable_len);
     if !in_blob || !ids_ok || !sparse {
         return Err(bad());
     }
@@ -910,12 +968,13 @@ pub fn load(
     let mut bpe = FastBpe {
         char_ids: Box::default(),
         cache_key: NEXT_CACHE_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        short: Default::default(),
         blob,
         tok_start,
         tok_len,
         vocab_size,
-        vocab_table,
-        merges,
+        vocab_table: vocab_table.items,
+        merges: merges.items,
         unk_token: model
             .get("unk_token")
             .and_then(Json::as_str)
@@ -941,7 +1000,7 @@ pub fn load(
         })
         .collect();
     spot_check(&bpe, source, &spans).ok_or("prepared tables differ from tokenizer.json")?;
-    Ok((assemble(bpe, &rest)?, sha256))
+    Ok((parts.assemble(bpe)?, sha256))
 }
 
 /// Where the values of `model.vocab` and `model.merges` start in tokenizer.json's text. Found
@@ -1047,27 +1106,54 @@ fn merge_matches(bpe: &FastBpe, a: &str, b: &str, rank: usize, joined: &mut Stri
 }
 
 /// The pipeline around the model, built the way the crate's deserializer builds it.
-fn assemble(bpe: FastBpe, rest: &Json) -> Result<FastTokenizer, String> {
-    fn part<T: serde::de::DeserializeOwned>(rest: &Json, key: &str) -> Result<Option<T>, String> {
-        match rest.get(key) {
-            None | Some(Json::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v.clone())
-                .map(Some)
-                .map_err(|e| format!("{key}: {e}")),
+/// The parts of the crate's pipeline around the model, as tokenizer.json describes them.
+struct Parts {
+    normalizer: Option<NormalizerWrapper>,
+    pre_tokenizer: Option<PreTokenizerWrapper>,
+    post_processor: Option<PostProcessorWrapper>,
+    decoder: Option<DecoderWrapper>,
+    truncation: Option<tokenizers::TruncationParams>,
+    padding: Option<tokenizers::PaddingParams>,
+    added: Vec<AddedToken>,
+}
+
+impl Parts {
+    fn of(rest: &Json) -> Result<Parts, String> {
+        fn part<T: serde::de::DeserializeOwned>(
+            rest: &Json,
+            key: &str,
+        ) -> Result<Option<T>, String> {
+            match rest.get(key) {
+                None | Some(Json::Null) => Ok(None),
+                Some(v) => serde_json::from_value(v.clone())
+                    .map(Some)
+                    .map_err(|e| format!("{key}: {e}")),
+            }
         }
+        Ok(Parts {
+            normalizer: part(rest, "normalizer")?,
+            pre_tokenizer: part(rest, "pre_tokenizer")?,
+            post_processor: part(rest, "post_processor")?,
+            decoder: part(rest, "decoder")?,
+            truncation: part(rest, "truncation")?,
+            padding: part(rest, "padding")?,
+            added: part(rest, "added_tokens")?.unwrap_or_default(),
+        })
     }
-    let mut tok = TokenizerImpl::new(bpe);
-    tok.with_normalizer(part::<NormalizerWrapper>(rest, "normalizer")?)
-        .map_err(|e| e.to_string())?;
-    tok.with_pre_tokenizer(part::<PreTokenizerWrapper>(rest, "pre_tokenizer")?);
-    tok.with_post_processor(part::<PostProcessorWrapper>(rest, "post_processor")?);
-    tok.with_decoder(part::<DecoderWrapper>(rest, "decoder")?);
-    tok.with_truncation(part(rest, "truncation")?)
-        .map_err(|e| e.to_string())?;
-    tok.with_padding(part(rest, "padding")?);
-    let added: Vec<AddedToken> = part(rest, "added_tokens")?.unwrap_or_default();
-    tok.add_tokens(added).map_err(|e| e.to_string())?;
-    Ok(tok)
+
+    fn assemble(self, bpe: FastBpe) -> Result<FastTokenizer, String> {
+        let mut tok = TokenizerImpl::new(bpe);
+        tok.with_normalizer(self.normalizer)
+            .map_err(|e| e.to_string())?;
+        tok.with_pre_tokenizer(self.pre_tokenizer);
+        tok.with_post_processor(self.post_processor);
+        tok.with_decoder(self.decoder);
+        tok.with_truncation(self.truncation)
+            .map_err(|e| e.to_string())?;
+        tok.with_padding(self.padding);
+        tok.add_tokens(self.added).map_err(|e| e.to_string())?;
+        Ok(tok)
+    }
 }
 
 /// Texts every prepared tokenizer must encode exactly like the crate before it is kept:
