@@ -911,16 +911,18 @@ pub fn load(
             .map_err(|_| bad())?,
     };
     let rest = r.bytes().ok_or_else(bad)?;
-    // The pipeline around the model (its pre-tokenizer compiles a regex, a third of a load)
-    // is built on a second thread while this one reads the tables. Nothing read is used
+    // The pipeline around the model (its pre-tokenizer compiles a regex: over a quarter of a
+    // load) is built on a second thread while this one reads the tables. Nothing read is used
     // before the whole body is known to be what was written: a body that fails its checksum
     // drops what the thread built.
     let (tables, pipeline) = std::thread::scope(|s| {
-        let pipeline = s.spawn(|| {
+        let build = || {
             let rest: Json = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
             let parts = Parts::of(&rest)?;
             Ok::<_, String>((rest, parts))
-        });
+        };
+        // A thread that cannot be started (an address-space limit) only costs the overlap.
+        let pipeline = std::thread::Builder::new().spawn_scoped(s, build);
         let tables = (|| {
             let vocab_size = r.u64()? as usize;
             let n_ids = usize::try_from(r.u64()?).ok()?;
@@ -941,11 +943,15 @@ pub fn load(
                 merges,
             ))
         })();
-        (tables, pipeline.join())
+        let pipeline = match pipeline {
+            Ok(thread) => thread.join().unwrap_or_else(|_| Err(bad())),
+            Err(_) => build(),
+        };
+        (tables, pipeline)
     });
     let (vocab_size, n_ids, blob, tok_start, tok_len, vocab_table, merges) =
         tables.ok_or_else(bad)?;
-    let (rest, parts) = pipeline.map_err(|_| bad())??;
+    let (rest, parts) = pipeline?;
     let (table_len, mtable_len) = (vocab_table.items.len(), merges.items.len());
     if !table_len.is_power_of_two() || !mtable_len.is_power_of_two() {
         return Err(bad());
