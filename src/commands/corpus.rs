@@ -92,7 +92,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     } else {
         Outcome::Clean
     };
-    // The process ends after the report: the tokenizer's tables (20 MB for Qwen3) and the
+    // The process ends after the report: the tokenizer's tables (20 MB for Llama 3.1) and the
     // template state go back to the system with it, rather than freed piece by piece first.
     std::mem::forget(auditor);
     std::mem::forget(tok);

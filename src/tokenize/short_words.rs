@@ -140,8 +140,9 @@ impl ShortWords {
 
     /// Keep `ids` for `key` when they fit in a slot (1 to [`MAX_IDS`] ids, none of them
     /// `NO_ID`) and the table has room: whether the table has them now. A key stored already
-    /// keeps its ids: they depend only on the word. Two threads storing the same new word may
-    /// store it twice, which costs a slot and nothing else.
+    /// keeps its ids: they depend only on the word. Of two threads storing the same new word,
+    /// the second meets the first's claimed or published slot on its way, so a word is stored
+    /// once.
     pub fn insert(&self, key: Key, ids: &[u32]) -> bool {
         if ids.is_empty() || ids.len() > MAX_IDS || ids.contains(&NO_ID) {
             return false;
