@@ -576,8 +576,8 @@ struct Reader<R> {
 /// Bytes read and converted at a time: small enough to stay in the cache.
 const CHUNK: usize = 64 << 10;
 
-/// A table as read, with what its checks need, counted while each chunk is in the cache (a
-/// pass of its own over the 8-16 MiB merge table after reading took 6 ms of a 30 ms start-up).
+/// A table as read, with what its checks need, counted while each chunk is in the cache
+/// rather than in passes of their own over the 8-16 MiB merge table afterwards.
 struct Checked<T> {
     items: Vec<T>,
     used: usize,
@@ -634,17 +634,22 @@ impl<R: std::io::Read> Reader<R> {
     fn u32s(&mut self, n: usize) -> Option<Vec<u32>> {
         self.items(n, u32::from_le_bytes)
     }
-    /// An id table of `n` slots (EMPTY32 when free), with its count of used slots and the
-    /// largest id in them.
-    fn id_table(&mut self, n: usize) -> Option<Checked<u32>> {
+    /// A table of `n` slots, with its count of used slots and the largest id in them
+    /// (`id` gives a used slot's id, None for a free slot).
+    fn table<const N: usize, T: Copy>(
+        &mut self,
+        n: usize,
+        item: impl Fn([u8; N]) -> T,
+        id: impl Fn(T) -> Option<u32>,
+    ) -> Option<Checked<T>> {
         let (mut used, mut max_id) = (0, 0);
         let items = self.items(n, |b| {
-            let id = u32::from_le_bytes(b);
-            if id != EMPTY32 {
+            let x = item(b);
+            if let Some(i) = id(x) {
                 used += 1;
-                max_id = max_id.max(id);
+                max_id = max_id.max(i);
             }
-            id
+            x
         })?;
         Some(Checked {
             items,
@@ -652,25 +657,19 @@ impl<R: std::io::Read> Reader<R> {
             max_id,
         })
     }
-    /// A merge table of `n` (key, value) slots of u64 (key EMPTY64 when free), with its count
-    /// of used slots and the largest merged id (the value's low word) in them.
+    /// The vocabulary table: ids, EMPTY32 when free.
+    fn id_table(&mut self, n: usize) -> Option<Checked<u32>> {
+        self.table(n, u32::from_le_bytes, |id| (id != EMPTY32).then_some(id))
+    }
+    /// The merge table: (key, value) slots of u64, the key EMPTY64 when free; the id is the
+    /// merged token's, the value's low word.
     fn merge_table(&mut self, n: usize) -> Option<Checked<(u64, u64)>> {
-        let (mut used, mut max_id) = (0, 0);
-        let items = self.items(n, |b: [u8; 16]| {
+        let pair = |b: [u8; 16]| {
             let (k, v) = b.split_at(8);
             let word = |w: &[u8]| u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-            let (k, v) = (word(k), word(v));
-            if k != EMPTY64 {
-                used += 1;
-                max_id = max_id.max(v as u32);
-            }
-            (k, v)
-        })?;
-        Some(Checked {
-            items,
-            used,
-            max_id,
-        })
+            (word(k), word(v))
+        };
+        self.table(n, pair, |(k, v)| (k != EMPTY64).then_some(v as u32))
     }
     /// The body checksum of all that was read and of anything the file has after it (the
     /// source is bounded by the caller).
@@ -911,8 +910,8 @@ pub fn load(
             .map_err(|_| bad())?,
     };
     let rest = r.bytes().ok_or_else(bad)?;
-    // The pipeline around the model (its pre-tokenizer compiles a regex: over a quarter of a
-    // load) is built on a second thread while this one reads the tables. Nothing read is used
+    // The pipeline around the model (its pre-tokenizer compiles a regex) is built on a second
+    // thread while this one reads the tables. Nothing read is used
     // before the whole body is known to be what was written: a body that fails its checksum
     // drops what the thread built.
     let (tables, pipeline) = std::thread::scope(|s| {
