@@ -28,22 +28,24 @@ pub trait WordIds {
         out: &mut Vec<u32>,
     ) -> Result<(), String>;
 
-    /// `f` with a [`piece_ids`](Self::piece_ids) for many pieces, which may hold state
-    /// (a thread's word cache) for as long as `f` runs.
+    /// `f` with a [`piece_ids`](Self::piece_ids) into `out` for many pieces, whose ids are
+    /// all in `out`, in order, by the time this returns (not necessarily before). May hold
+    /// state (a thread's word cache) for as long as `f` runs.
     fn with_pieces(
         &self,
+        out: &mut Vec<u32>,
         f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
     ) -> Result<(), String> {
         let mut scratch = String::new();
-        f(&mut |piece, out| self.piece_ids(piece, &mut scratch, out))
+        f(&mut |piece| self.piece_ids(piece, &mut scratch, out))
     }
 }
 
-/// Appends the ids of one piece of raw text.
-pub type PieceIds<'a> = dyn FnMut(&str, &mut Vec<u32>) -> Result<(), String> + 'a;
+/// Hands over one piece of raw text.
+pub type PieceIds<'a> = dyn FnMut(&str) -> Result<(), String> + 'a;
 
 /// `piece`'s bytes in the byte-level alphabet, written over `scratch`.
-fn byte_level<'s>(piece: &str, scratch: &'s mut String) -> &'s str {
+pub(super) fn byte_level<'s>(piece: &str, scratch: &'s mut String) -> &'s str {
     scratch.clear();
     scratch.extend(piece.bytes().map(|b| BYTE_CHARS[b as usize]));
     scratch
@@ -64,15 +66,10 @@ impl WordIds for super::prepared::FastBpe {
 
     fn with_pieces(
         &self,
+        out: &mut Vec<u32>,
         f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
     ) -> Result<(), String> {
-        self.with_words(|words| {
-            let mut scratch = String::new();
-            f(&mut |piece, out| {
-                self.word_ids_in(words, piece, || byte_level(piece, &mut scratch), out)
-                    .map_err(|e| e.to_string())
-            })
-        })
+        self.pieces_in_order(out, f)
     }
 }
 
@@ -681,20 +678,20 @@ impl Direct {
         out: &mut Vec<u32>,
     ) -> Result<(), String> {
         let (gaps, matches) = (split.keep.gaps(), split.keep.matches());
-        words.with_pieces(&mut |ids| {
+        words.with_pieces(out, &mut |ids| {
             let mut prev = 0;
             split.matcher.each(piece, |start, end| {
                 if gaps && prev < start {
-                    ids(&piece[prev..start], out)?;
+                    ids(&piece[prev..start])?;
                 }
                 if matches && start < end {
-                    ids(&piece[start..end], out)?;
+                    ids(&piece[start..end])?;
                 }
                 prev = end;
                 Ok::<(), String>(())
             })?;
             if gaps && prev < piece.len() {
-                ids(&piece[prev..], out)?;
+                ids(&piece[prev..])?;
             }
             Ok(())
         })

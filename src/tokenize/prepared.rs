@@ -163,6 +163,12 @@ impl FastBpe {
         }
     }
 
+    /// Prefetches the slot where the merge of `left` and `right` would be.
+    fn prefetch_merge(&self, left: u32, right: u32) {
+        let key = (left as u64) << 32 | right as u64;
+        super::prefetch(&self.merges[table_slot(key, self.merges.len() - 1)]);
+    }
+
     fn merge(&self, left: u32, right: u32) -> Option<(u32, u32)> {
         let key = (left as u64) << 32 | right as u64;
         let mask = self.merges.len() - 1;
@@ -295,12 +301,28 @@ impl FastBpe {
             self.merge(syms[i].0, syms[i + 1].0)
                 .unwrap_or((u32::MAX, 0))
         };
-        for (i, rank) in ranks
-            .iter_mut()
-            .enumerate()
-            .take(syms.len().saturating_sub(1))
-        {
+        // Each merge needs the ranks of the pairs it forms before the next can be chosen, so
+        // a word's lookups are a chain of cache misses. The pairs a merge would form are
+        // known as soon as the merge is: they are prefetched then, and are mostly in the
+        // cache by the time that merge is made.
+        let ahead = |syms: &[(u32, usize, usize)], i: usize, (rank, id): (u32, u32)| {
+            if rank == u32::MAX {
+                return;
+            }
+            if i > 0 {
+                self.prefetch_merge(syms[i - 1].0, id);
+            }
+            if let Some(right) = syms.get(i + 2) {
+                self.prefetch_merge(id, right.0);
+            }
+        };
+        let pairs = syms.len().saturating_sub(1);
+        for w in syms.windows(2) {
+            self.prefetch_merge(w[0].0, w[1].0);
+        }
+        for (i, rank) in ranks.iter_mut().enumerate().take(pairs) {
             *rank = pair(&syms, i);
+            ahead(&syms, i, *rank);
         }
         loop {
             let len = syms.len();
@@ -326,6 +348,12 @@ impl FastBpe {
             }
             if at > 0 {
                 ranks[at - 1] = pair(&syms, at - 1);
+            }
+            if at + 1 < len - 1 {
+                ahead(&syms, at, ranks[at]);
+            }
+            if at > 0 {
+                ahead(&syms, at - 1, ranks[at - 1]);
             }
         }
     }
@@ -365,13 +393,29 @@ impl FastBpe {
         // A word's ids do not depend on the path that found them, so a short word is looked
         // up here first, even before the vocabulary of an `ignore_merges` model (whose probe
         // reads three tables).
-        let table = self.short.get_or_init(ShortWords::default);
+        let table = self.short_words();
         let short = Key::new(name);
         if let Some(ids) = short.and_then(|key| table.get(key)) {
             out.extend(ids.iter());
             return Ok(());
         }
-        let word = word();
+        self.unstored_word_ids(words, short, word(), out)
+    }
+
+    fn short_words(&self) -> &ShortWords {
+        self.short.get_or_init(ShortWords::default)
+    }
+
+    /// The ids of a word the short-word table does not have (`short`: its key there, when it
+    /// is short), merged or found in the thread's cache, and kept.
+    fn unstored_word_ids(
+        &self,
+        words: &mut ModelWords,
+        short: Option<Key>,
+        word: &str,
+        out: &mut Vec<u32>,
+    ) -> tokenizers::Result<()> {
+        let table = self.short_words();
         if self.ignore_merges
             && let Some(id) = self.lookup(word)
         {
@@ -404,6 +448,92 @@ impl FastBpe {
             words.remember(word, merged);
         }
         Ok(())
+    }
+
+    /// [`word_ids`](Self::word_ids) of every piece `f` hands over, all appended to `out`
+    /// in order by the time this returns. A short word's slot is prefetched when it arrives
+    /// and read [`IN_FLIGHT`] words later, so that the cache misses of a run of words
+    /// overlap instead of coming one after another.
+    pub fn pieces_in_order(
+        &self,
+        out: &mut Vec<u32>,
+        f: &mut dyn FnMut(&mut super::direct::PieceIds) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let table = self.short_words();
+        self.with_words(|words| {
+            let mut scratch = String::new();
+            let mut waiting = InFlight::default();
+            let settle = |key: Key,
+                          words: &mut ModelWords,
+                          scratch: &mut String,
+                          out: &mut Vec<u32>|
+             -> tokenizers::Result<()> {
+                if let Some(ids) = table.get(key) {
+                    out.extend(ids.iter());
+                    return Ok(());
+                }
+                let (raw, len) = key.bytes();
+                let name = std::str::from_utf8(&raw[..len]).map_err(|e| e.to_string())?;
+                let word = super::direct::byte_level(name, scratch);
+                self.unstored_word_ids(words, Some(key), word, out)
+            };
+            f(&mut |piece| {
+                if piece.is_empty() {
+                    return Ok(());
+                }
+                match Key::new(piece) {
+                    Some(key) => {
+                        table.prefetch(key);
+                        if let Some(first) = waiting.push(key) {
+                            settle(first, words, &mut scratch, out).map_err(|e| e.to_string())?;
+                        }
+                    }
+                    None => {
+                        while let Some(first) = waiting.pop() {
+                            settle(first, words, &mut scratch, out).map_err(|e| e.to_string())?;
+                        }
+                        let word = super::direct::byte_level(piece, &mut scratch);
+                        self.unstored_word_ids(words, None, word, out)
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+                Ok(())
+            })?;
+            while let Some(first) = waiting.pop() {
+                settle(first, words, &mut scratch, out).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Short words whose slots are being fetched, oldest first.
+const IN_FLIGHT: usize = 8;
+
+#[derive(Default)]
+struct InFlight {
+    keys: [Key; IN_FLIGHT],
+    head: usize,
+    len: usize,
+}
+
+impl InFlight {
+    /// Queues `key`; the oldest key when the queue was full.
+    fn push(&mut self, key: Key) -> Option<Key> {
+        let first = (self.len == IN_FLIGHT).then(|| self.pop()).flatten();
+        self.keys[(self.head + self.len) % IN_FLIGHT] = key;
+        self.len += 1;
+        first
+    }
+
+    fn pop(&mut self) -> Option<Key> {
+        if self.len == 0 {
+            return None;
+        }
+        let key = self.keys[self.head];
+        self.head = (self.head + 1) % IN_FLIGHT;
+        self.len -= 1;
+        Some(key)
     }
 }
 

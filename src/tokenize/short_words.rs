@@ -25,7 +25,7 @@ use super::prepared::table_slot;
 /// A word of 1 to 15 bytes, zero-padded, its length in the last byte: equal keys are equal
 /// words (the length tells `"a"` from `"a\0"`), and the upper half of a key is never 0 nor
 /// [`BUSY`] (its top byte is 1 to 15).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct Key(u128);
 
 impl Key {
@@ -33,13 +33,25 @@ impl Key {
 
     pub fn new(word: &str) -> Option<Key> {
         let b = word.as_bytes();
-        if b.is_empty() || b.len() > Self::MAX_LEN {
+        let n = b.len();
+        if n == 0 || n > Self::MAX_LEN {
             return None;
         }
-        let mut buf = [0u8; 16];
-        buf[..b.len()].copy_from_slice(b);
-        buf[15] = b.len() as u8;
-        Some(Key(u128::from_le_bytes(buf)))
+        // Whole-word loads, not a copy into a buffer read back as two words: the copy's
+        // bytes reach the loads only after a store-forwarding stall, on every word.
+        let (lo, rest) = match b.split_first_chunk::<8>() {
+            Some((first, rest)) => (u64::from_le_bytes(*first), little_endian(rest)),
+            None => (little_endian(b), 0),
+        };
+        Some(Key(
+            u128::from(lo) | u128::from(rest | (n as u64) << 56) << 64
+        ))
+    }
+
+    /// The word's bytes, zero-padded, and its length.
+    pub fn bytes(self) -> ([u8; 16], usize) {
+        let all = self.0.to_le_bytes();
+        (all, usize::from(all[15]).min(Self::MAX_LEN))
     }
 
     fn lo(self) -> u64 {
@@ -56,6 +68,26 @@ impl Key {
             self.lo() ^ self.hi().wrapping_mul(0xD6E8_FEB8_6659_FD93),
             mask,
         )
+    }
+}
+
+/// Up to 8 bytes as a little-endian integer (the missing high bytes 0), from at most two
+/// overlapping loads: both carry the same bytes where they overlap.
+fn little_endian(b: &[u8]) -> u64 {
+    let n = b.len();
+    let word = |at: usize, len: usize| -> u64 {
+        match len {
+            4 => u64::from(u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])),
+            2 => u64::from(u16::from_le_bytes([b[at], b[at + 1]])),
+            _ => u64::from(b[at]),
+        }
+    };
+    match n {
+        0 => 0,
+        8.. => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        4..=7 => word(0, 4) | word(n - 4, 4) << (8 * (n - 4)),
+        2..=3 => word(0, 2) | word(n - 2, 2) << (8 * (n - 2)),
+        _ => word(0, 1),
     }
 }
 
@@ -113,6 +145,13 @@ impl ShortWords {
             slots: (0..slots).map(|_| Slot::default()).collect(),
             used: AtomicUsize::new(0),
         }
+    }
+
+    /// Asks the CPU to bring `key`'s first slot into the cache, so that a lookup a few words
+    /// later does not wait for it: on a corpus most lookups of a word the table has are a
+    /// cache miss, and a word's ids are needed only once earlier words are done.
+    pub fn prefetch(&self, key: Key) {
+        super::prefetch(&self.slots[key.slot(self.slots.len() - 1)]);
     }
 
     /// The ids stored for `key`, if any.
@@ -219,6 +258,25 @@ mod tests {
         assert!(
             ![FREE, BUSY].contains(&top) && ![FREE, BUSY].contains(&Key::new("a").unwrap().hi())
         );
+    }
+
+    #[test]
+    fn a_key_is_the_word_zero_padded_with_its_length_last() {
+        let text = "0123456789abcdé";
+        for n in 1..=Key::MAX_LEN {
+            for start in 0..=text.len() - n {
+                let Some(word) = text.get(start..start + n) else {
+                    continue;
+                };
+                let mut buf = [0u8; 16];
+                buf[..n].copy_from_slice(word.as_bytes());
+                buf[15] = n as u8;
+                let key = Key::new(word);
+                assert_eq!(key.map(|k| k.0), Some(u128::from_le_bytes(buf)), "{word:?}");
+                let (bytes, len) = key.unwrap().bytes();
+                assert_eq!(&bytes[..len], word.as_bytes());
+            }
+        }
     }
 
     #[test]
