@@ -147,6 +147,18 @@ impl TemplateEngine {
 
     /// Render with `ctx` as the template's variables and `now` as the clock of `strftime_now`.
     pub fn render(&self, ctx: Value, now: NaiveDateTime) -> Result<String, RenderError> {
+        self.render_sized(ctx, now, 0)
+    }
+
+    /// [`render`](Self::render) into an output sized for `expected` bytes (the caller's
+    /// guess; the output grows past it as needed): a prompt holds its whole history, and an
+    /// output grown from empty is copied once per doubling.
+    pub fn render_sized(
+        &self,
+        ctx: Value,
+        now: NaiveDateTime,
+        expected: usize,
+    ) -> Result<String, RenderError> {
         RENDER_STATE.with_borrow_mut(|s| {
             s.now = Some(now);
             s.raised = None;
@@ -156,7 +168,7 @@ impl TemplateEngine {
             .get_template(TEMPLATE_NAME)
             .map_err(|e| RenderError::Syntax(describe(&e, None)))?;
         let mut out = LimitedOutput {
-            text: Vec::new(),
+            text: Vec::with_capacity(expected.min(MAX_OUTPUT)),
             limit: MAX_OUTPUT,
             exceeded: false,
         };

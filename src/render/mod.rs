@@ -246,7 +246,14 @@ impl ChatRenderer {
             kwargs: variable_values(input.kwargs),
             special: self.special_values.clone(),
         };
-        self.engine.render(Value::from_object(vars), input.now)
+        // The contents and a header's worth per message: most of a prompt is its history.
+        let expected = input
+            .messages
+            .iter()
+            .map(|m| m.get("content").and_then(Json::as_str).map_or(0, str::len) + 32)
+            .fold(256usize, usize::saturating_add);
+        self.engine
+            .render_sized(Value::from_object(vars), input.now, expected)
     }
 
     /// Render `request` as `profile`'s server does: its preprocessing, then this template.

@@ -421,14 +421,19 @@ pub fn plan_turns(
             Some(&generated),
             reasoning.as_deref(),
         ));
+        // Prompt k is also the next prompt of turn k - 1; the first is no turn's next.
+        prompts.push(if k == 0 {
+            String::new()
+        } else {
+            prompt.clone()
+        });
         turns.push(Turn {
-            prompt: prompt.clone(),
+            prompt,
             generated,
             generated_ids,
             reasoning,
             format,
         });
-        prompts.push(prompt);
         prompt_history.push(history.len() - 1);
     }
     if has_final {
@@ -450,7 +455,8 @@ pub fn plan_turns(
             )?),
             _ => None,
         });
-        let next = prompts.get(k + 1).cloned();
+        // Moved out, not copied: prompt k + 1 is read only here (its turn has its own copy).
+        let next = prompts.get_mut(k + 1).map(std::mem::take);
         let rerender = match &next {
             Some(_) if clock.at(k) != clock.at(k + 1) => {
                 let frozen = Clock::Fixed(clock.at(k));

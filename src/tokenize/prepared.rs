@@ -434,18 +434,19 @@ impl FastBpe {
             out.extend(m.iter().map(|&(id, _, _)| id));
             return Ok(());
         }
-        let merged: Merged = self
-            .merge_word(word)?
-            .into_iter()
-            .map(|(id, s, e)| (id, s as u32, e as u32))
-            .collect();
+        let symbols = self.merge_word(word)?;
         let start = out.len();
-        out.extend(merged.iter().map(|&(id, _, _)| id));
-        // A short word the shared table has no room for is kept by the thread.
+        out.extend(symbols.iter().map(|&(id, _, _)| id));
+        // A short word the shared table has no room for is kept by the thread (and only then
+        // are its merges copied into a cache entry).
         let stored = short.is_some_and(|key| {
-            merged.len() <= short_words::MAX_IDS && table.insert(key, &out[start..])
+            symbols.len() <= short_words::MAX_IDS && table.insert(key, &out[start..])
         });
         if !stored {
+            let merged: Merged = symbols
+                .into_iter()
+                .map(|(id, s, e)| (id, s as u32, e as u32))
+                .collect();
             words.remember(word, merged);
         }
         Ok(())
