@@ -156,7 +156,8 @@ write("template_render", "methods.jinja",
 # Prepared tokenizer bodies (after the 32-byte header the harness adds): sha256, where the
 # vocabulary and merges start in tokenizer.json (in the harness's SOURCE_JSON, whose vocabulary
 # and merges are empty: 18 and 30; or E64 for no merges), rest JSON, vocab size, ids, blob, starts, lengths, vocab table, merge table (each
-# slot's key, then its value). Tables are at most half full, or the loader refuses them.
+# slot's key, then its value). The vocabulary table is at most half full and the merge table at
+# most three quarters, or the loader refuses them.
 def u64(v):
     return struct.pack("<Q", v)
 

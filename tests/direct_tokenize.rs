@@ -651,3 +651,49 @@ fn fixture_take_overs_agree_with_whole_texts_at_every_junction() {
         );
     }
 }
+
+/// A prepared tokenizer's short words (up to 15 bytes) wait in a queue of eight for their
+/// slots in the shared short-word table, and a longer word settles the queue first: the ids
+/// must come out in text order whatever the mix, on the first sight of every word (merged)
+/// and on the second (found in the table).
+#[test]
+fn queued_short_words_come_out_in_text_order() {
+    let texts = [
+        "one two three four five six seven eight",
+        "one two three four five six seven eight nine ten",
+        "a b c d e f g h i j k l m n o p q r s t u v w x y z",
+        "alpha beta incomprehensibilities gamma delta epsilon zeta eta theta",
+        "x fourteenbytes fifteenbytes16 sixteenbytes_17 seventeen_bytes_18 y",
+        "the the the the the the the the the the the the",
+        "incomprehensibilities incomprehensibilities a incomprehensibilities",
+        "",
+        " ",
+        "sentence one.\n\n  sentence two, with 12345 digits and émigré words",
+    ];
+    let all = texts.concat();
+    // The tiny fixture as a pipeline the direct encoder takes (a Qwen split, byte level).
+    let (fixture, _) = common::tiny_tokenizer(one_split(Json::Null, QWEN_SPLIT));
+    let mut models = vec![fixture.path().join("tokenizer.json")];
+    match common::shared_dir("queued_short_words_come_out_in_text_order") {
+        Some(shared) => {
+            for m in ["llama-3.1-8b-instruct", "qwen3-8b"] {
+                models.push(shared.join("models").join(m).join("tokenizer.json"));
+            }
+        }
+        None => eprintln!("queued_short_words_come_out_in_text_order: the tiny fixture only"),
+    }
+    for path in &models {
+        let [(_, crate_form), (_, prepared)] = common::tokenizer_forms(path);
+        assert!(prepared.is_direct(), "{}", path.display());
+        for round in ["first sight", "second sight"] {
+            for text in texts.iter().copied().chain([all.as_str()]) {
+                assert_eq!(
+                    prepared.encode(text).unwrap(),
+                    crate_form.encode_pipeline(text).unwrap(),
+                    "{} ({round}): {text:?}",
+                    path.display()
+                );
+            }
+        }
+    }
+}

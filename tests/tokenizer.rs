@@ -538,6 +538,41 @@ fn a_forged_cache_file_with_a_full_table_does_not_hang() {
     assert!(!prepared);
 }
 
+/// The loader takes a merge table up to three quarters full (a free slot still ends every
+/// probe of an absent pair) and refuses one more used slot; the ids stay the crate's.
+#[test]
+fn a_merge_table_three_quarters_full_loads_and_one_slot_more_is_refused() {
+    let src = common::fixtures().join("models/tiny-think/tokenizer.json");
+    let plain = Tokenizer::load(&src, None).unwrap();
+    let text = "the answer is concise, zebra quux";
+    for (over, loads) in [(0usize, true), (1, false)] {
+        let cache = tempfile::tempdir().unwrap();
+        Tokenizer::load(&src, Some(cache.path())).unwrap();
+        let file = cache_file(cache.path());
+        let mut data = std::fs::read(&file).unwrap();
+        let (table, slots) = merge_table(&data);
+        let free = |data: &[u8], i: usize| data[table + i * 16..table + i * 16 + 8] == [0xff; 8];
+        let used = (0..slots).filter(|&i| !free(&data, i)).count();
+        let mut fill = (slots / 4 * 3 + over)
+            .checked_sub(used)
+            .expect("prepare left the table at most two thirds full");
+        for i in 0..slots {
+            if fill > 0 && free(&data, i) {
+                // No pair of real ids has this key.
+                let key = u64::MAX - 1 - i as u64;
+                data[table + i * 16..table + i * 16 + 8].copy_from_slice(&key.to_le_bytes());
+                fill -= 1;
+            }
+        }
+        assert_eq!(fill, 0);
+        reseal(&mut data);
+        std::fs::write(&file, &data).unwrap();
+        let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
+        assert_eq!(tok.is_prepared(), loads, "{over} slots over three quarters");
+        assert_eq!(tok.encode(text).unwrap(), plain.encode(text).unwrap());
+    }
+}
+
 /// The fuzz harness seals its bodies with `prepared_file`: it must give the very file the
 /// cache holds, or the harness would explore a header that `load` refuses (as it did while
 /// it kept a copy of an old magic).

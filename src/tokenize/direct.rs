@@ -29,8 +29,9 @@ pub trait WordIds {
     ) -> Result<(), String>;
 
     /// `f` with a [`piece_ids`](Self::piece_ids) into `out` for many pieces, whose ids are
-    /// all in `out`, in order, by the time this returns (not necessarily before). May hold
-    /// state (a thread's word cache) for as long as `f` runs.
+    /// all in `out`, in order, when this returns Ok (not necessarily before; on an error,
+    /// `out` holds the ids of the pieces before the failing one). May hold state (a
+    /// thread's word cache) for as long as `f` runs.
     fn with_pieces(
         &self,
         out: &mut Vec<u32>,
@@ -45,9 +46,9 @@ pub trait WordIds {
 pub type PieceIds<'a> = dyn FnMut(&str) -> Result<(), String> + 'a;
 
 /// `piece`'s bytes in the byte-level alphabet, written over `scratch`.
-pub(super) fn byte_level<'s>(piece: &str, scratch: &'s mut String) -> &'s str {
+pub(super) fn byte_level<'s>(piece: &[u8], scratch: &'s mut String) -> &'s str {
     scratch.clear();
-    scratch.extend(piece.bytes().map(|b| BYTE_CHARS[b as usize]));
+    scratch.extend(piece.iter().map(|&b| BYTE_CHARS[b as usize]));
     scratch
 }
 
@@ -60,8 +61,13 @@ impl WordIds for super::prepared::FastBpe {
     ) -> Result<(), String> {
         // The mapping is one to one, so the raw piece names the word: a word the model has
         // seen is found without mapping it.
-        super::prepared::FastBpe::word_ids(self, piece, move || byte_level(piece, scratch), out)
-            .map_err(|e| e.to_string())
+        super::prepared::FastBpe::word_ids(
+            self,
+            piece,
+            move || byte_level(piece.as_bytes(), scratch),
+            out,
+        )
+        .map_err(|e| e.to_string())
     }
 
     fn with_pieces(
@@ -80,7 +86,7 @@ impl WordIds for tokenizers::ModelWrapper {
         scratch: &mut String,
         out: &mut Vec<u32>,
     ) -> Result<(), String> {
-        let word = byte_level(piece, scratch);
+        let word = byte_level(piece.as_bytes(), scratch);
         let tokens = tokenizers::Model::tokenize(self, word).map_err(|e| e.to_string())?;
         out.extend(tokens.iter().map(|t| t.id));
         Ok(())

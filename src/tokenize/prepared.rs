@@ -28,7 +28,8 @@ use super::short_words::{self, Key, ShortWords};
 // merges in tokenizer.json are kept for the spot check. v05: merge slots come from
 // [`table_slot`] (a v04 table, probed with it, would miss its merges). v06: each merge slot's
 // key and value are stored together, as the table in memory holds them. v07: the merge table
-// is up to three quarters full (half the size for the same merges).
+// has 1.5x the merges' slots rounded up to a power of two, not 2x (at most two thirds full;
+// the loader accepts up to three quarters); half the size for Qwen3-8B and Llama 3.1.
 const MAGIC: &[u8; 8] = b"KVTOKv07";
 const EMPTY32: u32 = u32::MAX;
 const EMPTY64: u64 = u64::MAX;
@@ -369,7 +370,10 @@ impl FastBpe {
         word: impl FnOnce() -> &'w str,
         out: &mut Vec<u32>,
     ) -> tokenizers::Result<()> {
-        self.with_words(|words| self.word_ids_in(words, name, word, out))
+        if name.is_empty() {
+            return Ok(());
+        }
+        self.with_words(|words| self.short_or_merged(words, Key::new(name), word, out))
     }
 
     /// `f` with this thread's cache of this model's words, borrowed once for all the words
@@ -380,23 +384,18 @@ impl FastBpe {
         WORD_CACHE.with(|c| f(c.borrow_mut().entry(self.cache_key)))
     }
 
-    /// [`word_ids`](Self::word_ids) with the cache at hand.
-    pub fn word_ids_in<'w>(
+    /// [`word_ids`](Self::word_ids) with the cache at hand, of a word named by `short` when
+    /// it is short. A word's ids do not depend on the path that found them, so a short word
+    /// is looked up first, even before the vocabulary of an `ignore_merges` model (whose probe
+    /// reads three tables).
+    fn short_or_merged<'w>(
         &self,
         words: &mut ModelWords,
-        name: &str,
+        short: Option<Key>,
         word: impl FnOnce() -> &'w str,
         out: &mut Vec<u32>,
     ) -> tokenizers::Result<()> {
-        if name.is_empty() {
-            return Ok(());
-        }
-        // A word's ids do not depend on the path that found them, so a short word is looked
-        // up here first, even before the vocabulary of an `ignore_merges` model (whose probe
-        // reads three tables).
-        let table = self.short_words();
-        let short = Key::new(name);
-        if let Some(ids) = short.and_then(|key| table.get(key)) {
+        if let Some(ids) = short.and_then(|key| self.short_words().get(key)) {
             out.extend(ids.iter());
             return Ok(());
         }
@@ -453,9 +452,10 @@ impl FastBpe {
     }
 
     /// [`word_ids`](Self::word_ids) of every piece `f` hands over, all appended to `out`
-    /// in order by the time this returns. A short word's slot is prefetched when it arrives
-    /// and read [`IN_FLIGHT`] words later, so that the cache misses of a run of words
-    /// overlap instead of coming one after another.
+    /// in order when this returns Ok (on an error, `out` holds the ids of the pieces before
+    /// the failing one). A short word's slot is prefetched when it arrives and read
+    /// [`IN_FLIGHT`] words later, so that the cache misses of a run of words overlap instead
+    /// of coming one after another.
     pub fn pieces_in_order(
         &self,
         out: &mut Vec<u32>,
@@ -465,20 +465,18 @@ impl FastBpe {
         self.with_words(|words| {
             let mut scratch = String::new();
             let mut waiting = InFlight::default();
-            let settle = |key: Key,
-                          words: &mut ModelWords,
-                          scratch: &mut String,
-                          out: &mut Vec<u32>|
-             -> tokenizers::Result<()> {
-                if let Some(ids) = table.get(key) {
-                    out.extend(ids.iter());
-                    return Ok(());
-                }
-                let (raw, len) = key.bytes();
-                let name = std::str::from_utf8(&raw[..len]).map_err(|e| e.to_string())?;
-                let word = super::direct::byte_level(name, scratch);
-                self.unstored_word_ids(words, Some(key), word, out)
-            };
+            // A queued word is named by its key, which holds its bytes.
+            let settle =
+                |key: Key, words: &mut ModelWords, scratch: &mut String, out: &mut Vec<u32>| {
+                    let word = move || {
+                        // Moved out of the closure, so that the word may borrow it.
+                        let scratch = scratch;
+                        let (raw, len) = key.bytes();
+                        super::direct::byte_level(&raw[..len], scratch)
+                    };
+                    self.short_or_merged(words, Some(key), word, out)
+                        .map_err(|e| e.to_string())
+                };
             f(&mut |piece| {
                 if piece.is_empty() {
                     return Ok(());
@@ -487,14 +485,14 @@ impl FastBpe {
                     Some(key) => {
                         table.prefetch(key);
                         if let Some(first) = waiting.push(key) {
-                            settle(first, words, &mut scratch, out).map_err(|e| e.to_string())?;
+                            settle(first, words, &mut scratch, out)?;
                         }
                     }
                     None => {
                         while let Some(first) = waiting.pop() {
-                            settle(first, words, &mut scratch, out).map_err(|e| e.to_string())?;
+                            settle(first, words, &mut scratch, out)?;
                         }
-                        let word = super::direct::byte_level(piece, &mut scratch);
+                        let word = super::direct::byte_level(piece.as_bytes(), &mut scratch);
                         self.unstored_word_ids(words, None, word, out)
                             .map_err(|e| e.to_string())?;
                     }
@@ -502,7 +500,7 @@ impl FastBpe {
                 Ok(())
             })?;
             while let Some(first) = waiting.pop() {
-                settle(first, words, &mut scratch, out).map_err(|e| e.to_string())?;
+                settle(first, words, &mut scratch, out)?;
             }
             Ok(())
         })
@@ -695,8 +693,8 @@ impl Writer {
 }
 
 /// The prepared file read in order straight into its tables, each chunk hashed for the body
-/// checksum on the way: a 12 MB file (Llama 3.1) is neither held whole nor copied a second time (fresh
-/// memory costs the kernel's zeroing of every page, a third of a run's start-up).
+/// checksum on the way: a 12 MB file (Llama 3.1) is neither held whole nor copied a second
+/// time (fresh memory costs the kernel's zeroing of every page, a third of a run's start-up).
 struct Reader<R> {
     src: R,
     sum: xxhash_rust::xxh3::Xxh3,
@@ -894,9 +892,9 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
             (rank as u64) << 32 | new_id as u64,
         );
     }
-    // Up to three quarters full, not half: linear probing with four slots to a cache line
-    // still finds most merges in the line it starts in, and every load reads the table
-    // whole (16 MiB at half full for Llama 3.1's 280k merges, 8 MiB now).
+    // 1.5x the merges, not 2x (at most two thirds full): linear probing with four slots to a
+    // cache line still finds most merges in the line it starts in, and every load reads the
+    // table whole (Llama 3.1's 280k merges: 16 MiB at 2x, 8 MiB now).
     let mtable_len = (merge_map.len() * 3 / 2).next_power_of_two().max(16);
     let mut merge_keys = vec![EMPTY64; mtable_len];
     let mut merge_vals = vec![0u64; mtable_len];

@@ -75,6 +75,7 @@ impl Key {
 /// overlapping loads: both carry the same bytes where they overlap.
 fn little_endian(b: &[u8]) -> u64 {
     let n = b.len();
+    debug_assert!(n <= 8, "{n} bytes");
     let word = |at: usize, len: usize| -> u64 {
         match len {
             4 => u64::from(u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])),
