@@ -125,6 +125,11 @@ thread_local! {
 
 static NEXT_CACHE_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// The merge table's key of a pair of ids.
+fn merge_key(left: u32, right: u32) -> u64 {
+    u64::from(left) << 32 | u64::from(right)
+}
+
 /// The slot of `x` in an open-addressed table of `mask + 1` (a power of two) slots: the top
 /// bits of `x` times 2^64 / φ. A product's low bits depend only on the low bits of `x`; taking
 /// bits 17 and up, as v04 did, let the merge slot see the right id and 4 bits of the left one,
@@ -167,12 +172,12 @@ impl FastBpe {
 
     /// Prefetches the slot where the merge of `left` and `right` would be.
     fn prefetch_merge(&self, left: u32, right: u32) {
-        let key = (left as u64) << 32 | right as u64;
+        let key = merge_key(left, right);
         super::prefetch(&self.merges[table_slot(key, self.merges.len() - 1)]);
     }
 
     fn merge(&self, left: u32, right: u32) -> Option<(u32, u32)> {
-        let key = (left as u64) << 32 | right as u64;
+        let key = merge_key(left, right);
         let mask = self.merges.len() - 1;
         let mut slot = table_slot(key, mask);
         loop {
@@ -512,7 +517,7 @@ const IN_FLIGHT: usize = 8;
 
 #[derive(Default)]
 struct InFlight {
-    keys: [Key; IN_FLIGHT],
+    keys: [Option<Key>; IN_FLIGHT],
     head: usize,
     len: usize,
 }
@@ -521,16 +526,13 @@ impl InFlight {
     /// Queues `key`; the oldest key when the queue was full.
     fn push(&mut self, key: Key) -> Option<Key> {
         let first = (self.len == IN_FLIGHT).then(|| self.pop()).flatten();
-        self.keys[(self.head + self.len) % IN_FLIGHT] = key;
+        self.keys[(self.head + self.len) % IN_FLIGHT] = Some(key);
         self.len += 1;
         first
     }
 
     fn pop(&mut self) -> Option<Key> {
-        if self.len == 0 {
-            return None;
-        }
-        let key = self.keys[self.head];
+        let key = self.keys[self.head].take()?;
         self.head = (self.head + 1) % IN_FLIGHT;
         self.len -= 1;
         Some(key)
@@ -887,10 +889,7 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
         let new_id = *ids
             .get(merged.as_str())
             .ok_or_else(|| format!("merged token {merged:?} not in vocab"))?;
-        merge_map.insert(
-            (a_id as u64) << 32 | b_id as u64,
-            (rank as u64) << 32 | new_id as u64,
-        );
+        merge_map.insert(merge_key(a_id, b_id), (rank as u64) << 32 | new_id as u64);
     }
     // 1.5x the merges, not 2x (at most two thirds full): linear probing with four slots to a
     // cache line still finds most merges in the line it starts in, and every load reads the

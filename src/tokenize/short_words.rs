@@ -25,7 +25,7 @@ use super::prepared::table_slot;
 /// A word of 1 to 15 bytes, zero-padded, its length in the last byte: equal keys are equal
 /// words (the length tells `"a"` from `"a\0"`), and the upper half of a key is never 0 nor
 /// [`BUSY`] (its top byte is 1 to 15).
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Key(u128);
 
 impl Key {
@@ -102,8 +102,9 @@ const FREE: u64 = 0;
 /// its length byte is 255).
 const BUSY: u64 = u64::MAX;
 /// Slots: 4 MiB per model, room for 98,304 words (the 10k bench corpus has about 60,000
-/// distinct short words; 8 MiB was no faster in a comparison by hand). Allocated whole when the model first stores a
-/// word: a table that grows would have to be copied while other threads read it.
+/// distinct short words; 8 MiB was no faster in a comparison by hand). Allocated whole when
+/// the model first stores a word: a table that grows would have to be copied while other
+/// threads read it.
 const SLOTS: usize = 1 << 17;
 
 fn full(used: usize, slots: usize) -> bool {
