@@ -6,7 +6,7 @@ use chrono::NaiveDateTime;
 use chrono::format::{Item, StrftimeItems};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::ValueKind;
-use minijinja::{Environment, Error, ErrorKind, Value};
+use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 use super::pyjson::{python_float_repr, tojson_filter};
 use super::pymethods::unknown_method;
@@ -111,6 +111,7 @@ impl TemplateEngine {
 
         env.add_filter(super::source::ITER_FILTER, python_iter);
         env.add_filter("indent", jinja_indent);
+        env.add_filter("trim", jinja_trim);
         // MarkupSafe's Markup (see markup.rs): minijinja's `safe` prints None as "none" and its
         // `escape` writes `&quot;`/`&#x27;`/`&#x2f;` where MarkupSafe writes `&#34;`/`&#39;`.
         env.add_filter("safe", super::markup::safe_filter);
@@ -453,38 +454,95 @@ fn attribute_of(item: &Value, path: &Value) -> Result<Value, Error> {
 
 /// Python's `str.splitlines()` (without keepends).
 pub fn python_splitlines(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
+    python_lines(s).map(|(line, _)| line).collect()
+}
+
+/// The lines of `s` as Python's `str.splitlines` cuts them: each line without its break, and
+/// the line with its break (a text's last line may have none).
+pub fn python_lines(s: &str) -> impl Iterator<Item = (&str, &str)> {
     let mut start = 0;
-    let mut chars = s.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let is_break = matches!(
-            c,
-            '\n' | '\r'
-                | '\u{0b}'
-                | '\u{0c}'
-                | '\u{1c}'
-                | '\u{1d}'
-                | '\u{1e}'
-                | '\u{85}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if is_break {
-            out.push(&s[start..i]);
-            let mut next = i + c.len_utf8();
-            if c == '\r'
-                && let Some(&(j, '\n')) = chars.peek()
-            {
-                chars.next();
-                next = j + 1;
-            }
-            start = next;
+    std::iter::from_fn(move || {
+        let rest = &s[start..];
+        if rest.is_empty() {
+            return None;
         }
+        let (at, len) = rest
+            .char_indices()
+            .find(|&(_, c)| is_python_line_break(c))
+            .map_or((rest.len(), 0), |(i, c)| {
+                let crlf = c == '\r' && rest[i + 1..].starts_with('\n');
+                (i, if crlf { 2 } else { c.len_utf8() })
+            });
+        start += at + len;
+        Some((&rest[..at], &rest[..at + len]))
+    })
+}
+
+/// The characters Python's `str.splitlines` breaks at (CR LF is one break).
+fn is_python_line_break(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\r'
+            | '\u{0b}'
+            | '\u{0c}'
+            | '\u{1c}'
+            | '\u{1d}'
+            | '\u{1e}'
+            | '\u{85}'
+            | '\u{2028}'
+            | '\u{2029}'
+    )
+}
+
+/// Whitespace as Python's `str.isspace`, `strip()` and `split()` know it: Rust's (Unicode
+/// White_Space) plus the four separators U+001C..U+001F, which Python counts and Rust does not.
+pub fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Which ends of a string Python's `strip`, `lstrip` and `rstrip` take characters from.
+#[derive(Clone, Copy)]
+pub enum Ends {
+    Both,
+    Start,
+    End,
+}
+
+/// Python's `str.strip(chars)` (and `lstrip`, `rstrip`): whitespace when `chars` is None, else
+/// any of its characters.
+pub fn python_strip<'s>(s: &'s str, chars: Option<&str>, ends: Ends) -> &'s str {
+    let strip = |c: char| match chars {
+        None => is_python_space(c),
+        Some(set) => set.contains(c),
+    };
+    match ends {
+        Ends::Both => s.trim_matches(strip),
+        Ends::Start => s.trim_start_matches(strip),
+        Ends::End => s.trim_end_matches(strip),
     }
-    if start < s.len() {
-        out.push(&s[start..]);
+}
+
+/// Jinja2's `trim(value, chars=None)`, which is `str(value).strip(chars)` (minijinja's own trims
+/// Rust's whitespace, which lacks U+001C..U+001F). A string with nothing to strip is returned
+/// as it is, not copied: templates trim every message's content in every prompt.
+fn jinja_trim(state: &State, value: &Value, chars: Option<Value>) -> Result<Value, Error> {
+    let chars = match &chars {
+        Some(c) if c.is_none() || c.is_undefined() => None,
+        Some(c) => Some(c.as_str().ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidOperation,
+                format!("strip arg must be None or str, not {}", c.kind()),
+            )
+        })?),
+        None => None,
+    };
+    let input = minijinja::value::StringInput::new(state, value)?;
+    let text = input.as_str();
+    let kept = python_strip(text, chars, Ends::Both);
+    if kept.len() == text.len() && value.kind() == ValueKind::String {
+        return Ok(value.clone());
     }
-    out
+    Ok(input.preserve_safety(kept.to_string()))
 }
 
 /// Python's `iter()` as a `for` loop applies it: None and numbers raise, a string yields its

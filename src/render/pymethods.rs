@@ -7,6 +7,8 @@ use minijinja::value::{ValueKind, from_args};
 use minijinja::{Error, ErrorKind, State, Value};
 use minijinja_contrib::pycompat;
 
+use super::env::{Ends, is_python_space, python_lines, python_strip};
+
 pub fn unknown_method(
     state: &mut State,
     value: &Value,
@@ -14,15 +16,62 @@ pub fn unknown_method(
     args: &[Value],
 ) -> Result<Value, Error> {
     if let (ValueKind::String, Some(s)) = (value.kind(), value.as_str())
-        && let Some(result) = string_method(s, method, args)?
+        && let Some(result) = string_method(value, s, method, args)?
     {
         return Ok(result);
     }
     pycompat::unknown_method_callback(state, value, method, args)
 }
 
-fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>, Error> {
+/// `value` is the string `s`, returned as it is where a method leaves the text unchanged.
+fn string_method(
+    value: &Value,
+    s: &str,
+    method: &str,
+    args: &[Value],
+) -> Result<Option<Value>, Error> {
+    // A derived string of a Markup value stays Markup, as MarkupSafe's wrapped methods return.
+    let derived = |text: &str| {
+        if value.is_safe() {
+            Value::from_safe_string(text.to_string())
+        } else {
+            Value::from(text)
+        }
+    };
     let v = match method {
+        // Python's whitespace (see `is_python_space`); pycompat's trims Rust's.
+        "strip" | "lstrip" | "rstrip" => {
+            let (chars,): (Option<&str>,) = from_args(args)?;
+            let ends = match method {
+                "strip" => Ends::Both,
+                "lstrip" => Ends::Start,
+                _ => Ends::End,
+            };
+            let kept = python_strip(s, chars, ends);
+            if kept.len() == s.len() {
+                value.clone()
+            } else {
+                derived(kept)
+            }
+        }
+        "isspace" => {
+            let () = from_args(args)?;
+            Value::from(!s.is_empty() && s.chars().all(is_python_space))
+        }
+        "split" => {
+            let (sep, maxsplit): (Option<&str>, Option<i64>) = from_args(args)?;
+            let parts = split(s, sep, maxsplit.unwrap_or(-1))?;
+            Value::from(parts.into_iter().map(derived).collect::<Vec<_>>())
+        }
+        "splitlines" => {
+            let (keepends,): (Option<bool>,) = from_args(args)?;
+            let keep = keepends.unwrap_or(false);
+            Value::from(
+                python_lines(s)
+                    .map(|(line, with_break)| derived(if keep { with_break } else { line }))
+                    .collect::<Vec<_>>(),
+            )
+        }
         "rsplit" => {
             let (sep, maxsplit): (Option<&str>, Option<i64>) = from_args(args)?;
             Value::from(rsplit(s, sep, maxsplit.unwrap_or(-1))?)
@@ -127,6 +176,47 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
     Ok(Some(v))
 }
 
+/// Python's `str.split(sep=None, maxsplit=-1)`: with no separator, runs of Python whitespace
+/// split and the ends are dropped (the rest after `maxsplit` splits keeps its trailing
+/// whitespace); an empty separator raises.
+fn split<'s>(s: &'s str, sep: Option<&str>, maxsplit: i64) -> Result<Vec<&'s str>, Error> {
+    let limit = usize::try_from(maxsplit).unwrap_or(usize::MAX);
+    let mut parts = Vec::new();
+    match sep {
+        Some("") => return Err(Error::new(ErrorKind::InvalidOperation, "empty separator")),
+        Some(sep) => {
+            let mut rest = s;
+            while parts.len() < limit
+                && let Some(i) = rest.find(sep)
+            {
+                parts.push(&rest[..i]);
+                rest = &rest[i + sep.len()..];
+            }
+            parts.push(rest);
+        }
+        None => {
+            let mut rest = s.trim_start_matches(is_python_space);
+            while !rest.is_empty() {
+                if parts.len() >= limit {
+                    parts.push(rest);
+                    break;
+                }
+                match rest.find(is_python_space) {
+                    Some(i) => {
+                        parts.push(&rest[..i]);
+                        rest = rest[i..].trim_start_matches(is_python_space);
+                    }
+                    None => {
+                        parts.push(rest);
+                        rest = "";
+                    }
+                }
+            }
+        }
+    }
+    Ok(parts)
+}
+
 /// Python's `str.rsplit(sep=None, maxsplit=-1)`.
 fn rsplit(s: &str, sep: Option<&str>, maxsplit: i64) -> Result<Vec<String>, Error> {
     let limit = if maxsplit < 0 {
@@ -151,17 +241,18 @@ fn rsplit(s: &str, sep: Option<&str>, maxsplit: i64) -> Result<Vec<String>, Erro
             parts.push(rest.to_string());
         }
         None => {
-            let mut rest = s.trim_end();
+            let trim_end = |t: &'_ str| t.trim_end_matches(is_python_space).len();
+            let mut rest = &s[..trim_end(s)];
             while !rest.is_empty() {
                 if parts.len() >= limit {
                     parts.push(rest.to_string());
                     break;
                 }
-                match rest.rfind(char::is_whitespace) {
+                match rest.rfind(is_python_space) {
                     Some(i) => {
                         let ws_len = rest[i..].chars().next().map_or(1, char::len_utf8);
                         parts.push(rest[i + ws_len..].to_string());
-                        rest = rest[..i].trim_end();
+                        rest = &rest[..trim_end(&rest[..i])];
                     }
                     None => {
                         parts.push(rest.to_string());
@@ -189,8 +280,41 @@ mod tests {
     }
 
     #[test]
+    fn whitespace_is_pythons() {
+        // CPython 3: "\x1c a\x1db \x1f".split() == ['a', 'b'], and so on.
+        let s = "\u{1c} a\u{1d}b \u{1f}";
+        assert_eq!(split(s, None, -1).unwrap(), vec!["a", "b"]);
+        assert_eq!(split(s, None, 1).unwrap(), vec!["a", "b \u{1f}"]);
+        assert_eq!(rsplit(s, None, 1).unwrap(), vec!["\u{1c} a", "b"]);
+        assert_eq!(split("a,b,c", Some(","), 1).unwrap(), vec!["a", "b,c"]);
+        assert!(split("a", Some(""), -1).is_err());
+        assert_eq!(split("", None, -1).unwrap(), Vec::<&str>::new());
+        assert_eq!(python_strip(s, None, Ends::Both), "a\u{1d}b");
+        assert_eq!(python_strip(s, None, Ends::Start), "a\u{1d}b \u{1f}");
+        assert_eq!(python_strip(s, None, Ends::End), "\u{1c} a\u{1d}b");
+        assert_eq!(python_strip("xxaxx", Some("x"), Ends::Both), "a");
+        assert_eq!(python_strip(" a ", Some(""), Ends::Both), " a ");
+        let lines: Vec<_> = python_lines("a\rb\r\nc\u{1c}d\n").collect();
+        assert_eq!(
+            lines,
+            vec![("a", "a\r"), ("b", "b\r\n"), ("c", "c\u{1c}"), ("d", "d\n")]
+        );
+        let isspace = |t: &str| {
+            let v = Value::from(t);
+            string_method(&v, t, "isspace", &[])
+                .unwrap()
+                .unwrap()
+                .is_true()
+        };
+        assert!(isspace("\u{1c}\u{1f} \u{85}"));
+        assert!(!isspace(""));
+        assert!(!isspace("\u{1c}a"));
+    }
+
+    #[test]
     fn padding_like_python() {
-        let call = |m: &str, args: &[Value]| string_method("abc", m, args).unwrap().unwrap();
+        let abc = Value::from("abc");
+        let call = |m: &str, args: &[Value]| string_method(&abc, "abc", m, args).unwrap().unwrap();
         assert_eq!(call("center", &[Value::from(6)]).as_str(), Some(" abc  "));
         assert_eq!(
             call("center", &[Value::from(8), Value::from("*")]).as_str(),
