@@ -263,7 +263,7 @@ pub struct Tail {
 }
 
 /// Bytes a repeated run must have before taking its ids over is worth the checks.
-const MIN_TAKE_OVER: usize = 32;
+pub(super) const MIN_TAKE_OVER: usize = 32;
 /// Bytes of the reply's run before the shared part, at most, for a take-over.
 const MAX_RUN_LEAD: usize = 1024;
 /// Boundaries of each side looked at for one both texts share.

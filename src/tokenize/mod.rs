@@ -51,6 +51,7 @@ fn prefetch<T>(value: &T) {
 mod added_scan;
 mod ascii_split;
 mod direct;
+mod gap_memo;
 mod incremental;
 mod prepared;
 mod scan;
@@ -88,6 +89,8 @@ pub struct Tokenizer {
     /// The text of each single id, decoded on first use: reports show hundreds of tokens
     /// one by one, and each decode runs the whole decoder pipeline.
     token_texts: std::sync::OnceLock<Box<[std::sync::OnceLock<Box<str>>]>>,
+    /// This tokenizer's key in each thread's memo of short runs (see [`gap_memo`]).
+    memo_owner: u64,
 }
 
 impl Tokenizer {
@@ -118,6 +121,7 @@ impl Tokenizer {
                 splitter: Default::default(),
                 direct: Default::default(),
                 token_texts: Default::default(),
+                memo_owner: gap_memo::new_owner(),
             });
         }
         let load_error = |message: String| TokenizeError::Load {
@@ -161,6 +165,7 @@ impl Tokenizer {
             splitter: Default::default(),
             direct: Default::default(),
             token_texts: Default::default(),
+            memo_owner: gap_memo::new_owner(),
         })
     }
 
@@ -223,16 +228,18 @@ impl Tokenizer {
         if gap.is_empty() {
             return Ok(0);
         }
-        let Some(d) = self.direct() else {
-            out.extend(self.encode_pipeline(gap)?);
-            return Ok(0);
-        };
-        let reply = reply.and_then(|r| Some((r.ids.as_slice(), r.tail.as_ref()?)));
-        match &self.inner {
-            Inner::Crate(t) => d.encode_gap(gap, t.get_model(), reply, out),
-            Inner::Prepared(t) => d.encode_gap(gap, t.get_model(), reply, out),
-        }
-        .map_err(TokenizeError::Encode)
+        gap_memo::encode(self.memo_owner, gap, out, |out| {
+            let Some(d) = self.direct() else {
+                out.extend(self.encode_pipeline(gap)?);
+                return Ok(0);
+            };
+            let reply = reply.and_then(|r| Some((r.ids.as_slice(), r.tail.as_ref()?)));
+            match &self.inner {
+                Inner::Crate(t) => d.encode_gap(gap, t.get_model(), reply, out),
+                Inner::Prepared(t) => d.encode_gap(gap, t.get_model(), reply, out),
+            }
+            .map_err(TokenizeError::Encode)
+        })
     }
 
     /// The ids of `text`, and how many of them were taken over from `reply`.
