@@ -332,26 +332,44 @@ impl Tokenizer {
     fn direct(&self) -> Option<&direct::Direct> {
         self.direct
             .get_or_init(|| {
-                let d = match &self.inner {
-                    Inner::Crate(t) => {
-                        let dropout = matches!(
-                            t.get_model(),
-                            tokenizers::ModelWrapper::BPE(b) if b.dropout.is_some()
-                        );
-                        if dropout {
-                            return None;
-                        }
-                        direct_for(t)?
-                    }
-                    Inner::Prepared(t) => direct_for(t)?,
+                if let Inner::Crate(t) = &self.inner
+                    && matches!(
+                        t.get_model(),
+                        tokenizers::ModelWrapper::BPE(b) if b.dropout.is_some()
+                    )
+                {
+                    return None;
+                }
+                // Kept only if it agrees with the crate on every probe text. The crate's ids
+                // of the probes and the run splitter are made on threads of their own while
+                // this one builds the encoder: at the start of a corpus run these were a few
+                // milliseconds each, one after another, with every other thread waiting.
+                let texts = self.probe_texts();
+                let crate_ids = || -> Vec<Option<Vec<u32>>> {
+                    texts.iter().map(|t| self.encode_pipeline(t).ok()).collect()
                 };
-                // Kept only if it agrees with the crate on every probe text.
-                let agrees = self.probe_texts().iter().all(|text| {
-                    let ours = self.encode_direct(&d, text);
-                    let crate_ids = self.encode_pipeline(text);
-                    matches!((ours, crate_ids), (Ok(a), Ok(b)) if a == b)
-                });
-                agrees.then_some(d)
+                std::thread::scope(|s| {
+                    let thread = || std::thread::Builder::new();
+                    let splitter = thread().spawn_scoped(s, || {
+                        self.splitter();
+                    });
+                    let expected = thread().spawn_scoped(s, crate_ids);
+                    let d = match &self.inner {
+                        Inner::Crate(t) => direct_for(t),
+                        Inner::Prepared(t) => direct_for(t),
+                    };
+                    let expected = match expected {
+                        Ok(h) => h.join().ok(),
+                        Err(_) => Some(crate_ids()),
+                    };
+                    // Joined here so that a panic there cannot become one of this scope's.
+                    let _ = splitter.map(std::thread::ScopedJoinHandle::join);
+                    let (d, expected) = (d?, expected?);
+                    let agrees = texts.iter().zip(&expected).all(|(text, want)| {
+                        matches!((self.encode_direct(&d, text), want), (Ok(a), Some(b)) if a == *b)
+                    });
+                    agrees.then_some(d)
+                })
             })
             .as_ref()
     }
