@@ -202,29 +202,55 @@ struct Planner<'a> {
 }
 
 /// One conversation, rendered.
-struct Planned {
+pub struct Planned {
     template: crate::model::SelectedTemplate,
     renderer: Arc<ChatRenderer>,
     clock: Clock,
     plan: crate::render::TurnPlan,
 }
 
+impl Planned {
+    /// The bytes of text the plan holds, roughly: what a queue of plans is bounded by.
+    pub fn text_bytes(&self) -> usize {
+        let p = &self.plan;
+        let some = |v: &[Option<String>]| v.iter().flatten().map(String::len).sum::<usize>();
+        p.turns
+            .iter()
+            .map(|t| t.prompt.len() + t.generated.len())
+            .sum::<usize>()
+            + some(&p.next_prompts)
+            + some(&p.next_at_held_time)
+            + some(&p.next_with_held_request)
+    }
+}
+
 impl<'a> Planner<'a> {
-    fn new(files: &'a ModelFiles, tok: &Tokenizer, settings: &'a AuditSettings) -> Result<Self> {
-        check_special_tokens(files, tok)?;
+    /// `extra_stops`: the texts of the model's stop tokens, which decide where a tool-call
+    /// reply ends (and nothing else in a plan).
+    fn new(files: &'a ModelFiles, settings: &'a AuditSettings, extra_stops: Vec<String>) -> Self {
         let mut options = settings.plan.clone();
-        options.extra_stops.extend(
-            files
-                .stop_token_ids
-                .iter()
-                .map(|&id| tok.token_text(id).into_owned()),
-        );
-        Ok(Planner {
+        options.extra_stops.extend(extra_stops);
+        Planner {
             files,
             settings,
             options,
             renderers: std::sync::Mutex::new(Vec::new()),
-        })
+        }
+    }
+
+    /// The planner of a model whose tokenizer is `tok`, once its special tokens check out.
+    fn for_tokenizer(
+        files: &'a ModelFiles,
+        tok: &Tokenizer,
+        settings: &'a AuditSettings,
+    ) -> Result<Self> {
+        check_special_tokens(files, tok)?;
+        let stops = files
+            .stop_token_ids
+            .iter()
+            .map(|&id| tok.token_text(id).into_owned())
+            .collect();
+        Ok(Planner::new(files, settings, stops))
     }
 
     /// The compiled renderer of a template, compiling it on first use.
@@ -290,6 +316,34 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// Renders conversations before the tokenizer is loaded, for [`Auditor::audit_planned`] to
+/// finish once it is: a corpus run's workers render while the tokenizer loads. A plan does
+/// not depend on the tokenizer except where a tool-call reply ends (at the model's stop
+/// tokens, whose texts come from the tokenizer), so a conversation with a tool call in a reply
+/// is not planned ahead.
+pub struct PlanAhead<'a>(Planner<'a>);
+
+impl<'a> PlanAhead<'a> {
+    pub fn new(files: &'a ModelFiles, settings: &'a AuditSettings) -> PlanAhead<'a> {
+        PlanAhead(Planner::new(files, settings, Vec::new()))
+    }
+
+    /// The plan [`Auditor::audit`] would make, when it can be made now. None also for a
+    /// conversation that fails to plan: the auditor plans it again and reports its error.
+    pub fn plan(&self, conv: &Conversation) -> Option<Planned> {
+        let tool_call_reply = conv.messages.iter().any(|m| {
+            field(m, "role").and_then(Json::as_str) == Some("assistant")
+                && field(m, "tool_calls")
+                    .and_then(Json::as_array)
+                    .is_some_and(|a| !a.is_empty())
+        });
+        if tool_call_reply {
+            return None;
+        }
+        self.0.plan(conv).ok()
+    }
+}
+
 pub fn diff_turns(
     files: &ModelFiles,
     tok: &Tokenizer,
@@ -346,7 +400,22 @@ impl<'a> Auditor<'a> {
         tok: &'a Tokenizer,
         settings: &'a AuditSettings,
     ) -> Result<Auditor<'a>> {
-        let planner = Planner::new(files, tok, settings)?;
+        Auditor::adopting(files, tok, settings, None)
+    }
+
+    /// [`new`](Self::new), keeping the templates `ahead` compiled.
+    pub fn adopting(
+        files: &'a ModelFiles,
+        tok: &'a Tokenizer,
+        settings: &'a AuditSettings,
+        ahead: Option<&PlanAhead<'a>>,
+    ) -> Result<Auditor<'a>> {
+        let planner = Planner::for_tokenizer(files, tok, settings)?;
+        if let Some(ahead) = ahead
+            && let (Ok(from), Ok(mut to)) = (ahead.0.renderers.lock(), planner.renderers.lock())
+        {
+            to.clone_from(&from);
+        }
         let default_template = files.select_template(settings.template_name.as_deref(), false)?;
         let model = ModelInfo {
             source: files.source.clone(),
@@ -381,6 +450,15 @@ impl<'a> Auditor<'a> {
     /// One conversation, exactly as `diff-turns` audits it.
     pub fn audit(&self, conv: &Conversation) -> Result<ConversationAudit> {
         audit_conversation(&self.planner, self.tok, conv, self.settings)
+    }
+
+    /// [`audit`](Self::audit) of a conversation [`PlanAhead`] has rendered already.
+    pub fn audit_planned(
+        &self,
+        conv: &Conversation,
+        planned: Planned,
+    ) -> Result<ConversationAudit> {
+        audit_planned(&self.planner, self.tok, conv, planned, self.settings)
     }
 
     /// The request a client sends for a conversation that ends with the prompt to send
@@ -475,7 +553,16 @@ fn audit_conversation(
     conv: &Conversation,
     settings: &AuditSettings,
 ) -> Result<ConversationAudit> {
-    let planned = planner.plan(conv)?;
+    audit_planned(planner, tok, conv, planner.plan(conv)?, settings)
+}
+
+fn audit_planned(
+    planner: &Planner,
+    tok: &Tokenizer,
+    conv: &Conversation,
+    planned: Planned,
+    settings: &AuditSettings,
+) -> Result<ConversationAudit> {
     let transitions = align_plan(&planned.plan, tok, &settings.align)?;
     let remedies = if settings.remedies {
         Some(
@@ -556,7 +643,7 @@ pub fn remedies(
     conv: &Conversation,
     settings: &AuditSettings,
 ) -> Result<ConversationRemedies> {
-    let planner = Planner::new(files, tok, settings)?;
+    let planner = Planner::for_tokenizer(files, tok, settings)?;
     let planned = planner.plan(conv)?;
     let transitions = align_plan(&planned.plan, tok, &settings.align)?;
     remedies::evaluate(&planner, tok, conv, &planned, &transitions)
@@ -630,7 +717,7 @@ pub fn conversation_prompts(
     conversations: &[Conversation],
     settings: &AuditSettings,
 ) -> Result<Vec<(String, Vec<Vec<u32>>)>> {
-    let planner = Planner::new(files, tok, settings)?;
+    let planner = Planner::for_tokenizer(files, tok, settings)?;
     let mut out = Vec::new();
     for conv in conversations {
         let plan = planner
@@ -723,7 +810,7 @@ pub fn render_conversations(
     selection: RenderSelection,
     tokens: bool,
 ) -> Result<RenderedConversations> {
-    let planner = Planner::new(files, tok, settings)?;
+    let planner = Planner::for_tokenizer(files, tok, settings)?;
     let special = if tokens {
         tok.special_ids()
     } else {

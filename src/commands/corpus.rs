@@ -1,3 +1,5 @@
+use std::sync::OnceLock;
+
 use anyhow::{Context, Result, bail};
 
 use super::Outcome;
@@ -20,8 +22,28 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if !args.no_router {
         settings.router = Some(router_settings(&args.router, &args.model.model)?);
     }
-    let tok = Tokenizer::from_file(&files.tokenizer_path)?;
-    let auditor = Auditor::new(&files, &tok, &settings)?;
+    // Without a per-transition file, the tokenizer loads on a thread of its own while the
+    // workers render the first rows. With one, it loads first: a model that fails to load
+    // must not leave an emptied file behind.
+    let ahead = args
+        .per_transition
+        .is_none()
+        .then(|| audit::PlanAhead::new(&files, &settings));
+    let tok_slot = OnceLock::new();
+    let auditor_slot: OnceLock<Result<Auditor>> = OnceLock::new();
+    let make_auditor = || {
+        let tok = Tokenizer::from_file(&files.tokenizer_path)?;
+        let tok = tok_slot.get_or_init(|| tok);
+        // Built here rather than by the first row to need them, while the workers render.
+        tok.prepare_encoders();
+        Auditor::adopting(&files, tok, &settings, ahead.as_ref())
+    };
+    if ahead.is_none() {
+        let _ = auditor_slot.set(make_auditor());
+        if let Some(Err(_)) = auditor_slot.get() {
+            return Err(take_error(auditor_slot));
+        }
+    }
     let rows = Rows::new(
         args.files.clone(),
         row_format(args.format_in),
@@ -56,16 +78,46 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         }),
     };
     let mut open_error = None;
-    let report = corpus::run(
-        &auditor,
-        rows,
-        |r: &Rows| {
-            open_error = r.open_error.as_ref().map(|e| format!("{e}: {}", e.source));
-            r.summary()
-        },
-        &corpus_settings,
-        hooks,
-    )?;
+    let summary = |r: &Rows| {
+        open_error = r.open_error.as_ref().map(|e| format!("{e}: {}", e.source));
+        r.summary()
+    };
+    let report = match &ahead {
+        None => {
+            let Some(Ok(auditor)) = auditor_slot.get() else {
+                return Err(take_error(auditor_slot));
+            };
+            corpus::run(
+                corpus::AuditorAt::Ready(auditor),
+                rows,
+                summary,
+                &corpus_settings,
+                hooks,
+            )
+        }
+        Some(ahead) => std::thread::scope(|s| {
+            s.spawn(|| {
+                // Set even if making it panics, or the workers would wait for it forever.
+                let guard = SetOnDrop(&auditor_slot);
+                let _ = auditor_slot.set(make_auditor());
+                drop(guard);
+            });
+            corpus::run(
+                corpus::AuditorAt::Loading {
+                    ahead,
+                    auditor: &auditor_slot,
+                },
+                rows,
+                summary,
+                &corpus_settings,
+                hooks,
+            )
+        }),
+    };
+    if let Some(Err(_)) = auditor_slot.get() {
+        return Err(take_error(auditor_slot));
+    }
+    let report = report?;
     drop(bar);
     if let Some(mut w) = per_transition {
         use std::io::Write;
@@ -92,6 +144,25 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     } else {
         Outcome::Clean
     })
+}
+
+/// The error a failed auditor left in its slot, whole.
+fn take_error(slot: OnceLock<Result<Auditor>>) -> anyhow::Error {
+    match slot.into_inner() {
+        Some(Err(e)) => e,
+        _ => anyhow::anyhow!("the model could not be loaded"),
+    }
+}
+
+/// Fills an empty slot with an error when dropped.
+struct SetOnDrop<'s, 'a>(&'s OnceLock<Result<Auditor<'a>>>);
+
+impl Drop for SetOnDrop<'_, '_> {
+    fn drop(&mut self) {
+        let _ = self.0.set(Err(anyhow::anyhow!(
+            "loading the tokenizer failed unexpectedly"
+        )));
+    }
 }
 
 fn nothing_audited(report: &corpus::CorpusReport) -> anyhow::Error {
@@ -122,5 +193,151 @@ fn nothing_audited(report: &corpus::CorpusReport) -> anyhow::Error {
             t.rows,
             reasons.join(", ")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::corpus::input::{InputSummary, Item};
+    use clap::Parser;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The rows of a file, saying when they have all been taken.
+    struct Watched<'f> {
+        rows: Rows,
+        taken_all: &'f AtomicBool,
+    }
+
+    impl Iterator for Watched<'_> {
+        type Item = Item;
+        fn next(&mut self) -> Option<Item> {
+            let next = self.rows.next();
+            if next.is_none() {
+                self.taken_all.store(true, Ordering::SeqCst);
+            }
+            next
+        }
+    }
+
+    #[test]
+    fn rows_rendered_ahead_of_the_tokenizer_give_the_same_report() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("rows.jsonl");
+        let chats = std::fs::read_to_string(root.join("fixtures/corpus/chats.jsonl")).unwrap();
+        // A reply with a tool call (not rendered ahead: where it ends depends on the
+        // tokenizer's stop tokens) and a row that is not JSON, among the plain chats.
+        let tool = r#"{"messages": [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}, {"role": "tool", "content": "sunny"}, {"role": "assistant", "content": "It is sunny."}, {"role": "user", "content": "Thanks."}], "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]}"#;
+        std::fs::write(&input, format!("{tool}\nnot json\n{chats}{tool}\n")).unwrap();
+        let model = root.join("fixtures/models/tiny-tools");
+        let cli = Cli::try_parse_from([
+            "kvaudit",
+            "corpus",
+            "-m",
+            model.to_str().unwrap(),
+            input.to_str().unwrap(),
+            "--jobs",
+            "2",
+            "--now",
+            "2026-01-15T10:00:00",
+        ])
+        .unwrap();
+        let Command::Corpus(args) = cli.command else {
+            panic!("not the corpus command");
+        };
+        let mut settings = audit_settings(&args.rendering, None).unwrap();
+        let files = audit::resolve_model(&super::super::settings::model_spec(&args.model)).unwrap();
+        let corpus_settings = corpus_settings(&args, &files).unwrap();
+        settings.align.block_sizes = corpus_settings.block_sizes.clone();
+        settings.align.sides = crate::align::Sides::Skip;
+        settings.router = Some(router_settings(&args.router, &args.model.model).unwrap());
+        let rows = || {
+            Rows::new(
+                args.files.clone(),
+                row_format(args.format_in),
+                Selection::default(),
+            )
+        };
+        let export = |r: Result<corpus::CorpusReport>| {
+            report::export(&r.unwrap(), report::Format::Json, &style(false)).unwrap()
+        };
+        let summary = |w: &Watched| -> InputSummary { w.rows.summary() };
+        let no_hooks = || Hooks {
+            progress: None,
+            per_transition: None,
+        };
+        let taken_all = AtomicBool::new(false);
+        let tok = Tokenizer::from_file(&files.tokenizer_path).unwrap();
+        let auditor = Auditor::new(&files, &tok, &settings).unwrap();
+        let ready = export(corpus::run(
+            corpus::AuditorAt::Ready(&auditor),
+            Watched {
+                rows: rows(),
+                taken_all: &taken_all,
+            },
+            summary,
+            &corpus_settings,
+            no_hooks(),
+        ));
+        assert!(ready.contains("\"not_json\": 2"), "{ready}");
+
+        // The auditor arrives only once every row has been taken: all were taken ahead, and
+        // all but the tool-call rows rendered.
+        let taken_all = AtomicBool::new(false);
+        let ahead = audit::PlanAhead::new(&files, &settings);
+        let conv = |text: &str| {
+            crate::corpus::input::Raw {
+                source: "row".into(),
+                text: text.into(),
+                format: crate::corpus::input::RowFormat::Openai,
+            }
+            .conversation()
+            .unwrap()
+        };
+        assert!(ahead.plan(&conv(tool)).is_none());
+        assert!(ahead.plan(&conv(chats.lines().next().unwrap())).is_some());
+        let slot: OnceLock<Result<Auditor>> = OnceLock::new();
+        let later = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !taken_all.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                let _ = slot.set(Auditor::adopting(&files, &tok, &settings, Some(&ahead)));
+            });
+            corpus::run(
+                corpus::AuditorAt::Loading {
+                    ahead: &ahead,
+                    auditor: &slot,
+                },
+                Watched {
+                    rows: rows(),
+                    taken_all: &taken_all,
+                },
+                summary,
+                &corpus_settings,
+                no_hooks(),
+            )
+        });
+        assert_eq!(export(later), ready);
+
+        // An auditor that cannot be made ends the run with an error, whatever was taken.
+        let failed: OnceLock<Result<Auditor>> = OnceLock::new();
+        let _ = failed.set(Err(anyhow::anyhow!("no tokenizer")));
+        let run = corpus::run(
+            corpus::AuditorAt::Loading {
+                ahead: &ahead,
+                auditor: &failed,
+            },
+            Watched {
+                rows: rows(),
+                taken_all: &taken_all,
+            },
+            summary,
+            &corpus_settings,
+            no_hooks(),
+        );
+        assert!(run.is_err());
     }
 }

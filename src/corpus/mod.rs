@@ -16,12 +16,12 @@ pub mod stats;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, OnceLock};
 
 use anyhow::Result;
 
 use crate::align::{TokenView, Transition};
-use crate::audit::{Auditor, ConversationAudit, ModelInfo};
+use crate::audit::{Auditor, ConversationAudit, ModelInfo, PlanAhead, Planned};
 use crate::render::Conversation;
 use alternatives::{Assumptions, Costs, TransitionTokens};
 use kv_bytes::KvBytes;
@@ -560,6 +560,13 @@ struct OrderedState<'h> {
 }
 
 impl<'h> Ordered<'h> {
+    /// Whether row `order` may start now (see [`wait_for_room`](Self::wait_for_room)).
+    fn has_room(&self, order: u64) -> bool {
+        self.state
+            .lock()
+            .is_ok_and(|s| s.out.is_none() || order < s.next + self.window || s.error.is_some())
+    }
+
     fn wait_for_room(&self, order: u64) {
         let Ok(mut s) = self.state.lock() else { return };
         while s.out.is_some() && order >= s.next + self.window && s.error.is_none() {
@@ -596,9 +603,37 @@ struct Feed<I> {
     taken: u64,
 }
 
-/// Audits every row of `rows` on `settings.jobs` threads.
+/// Where the workers find the auditor.
+pub enum AuditorAt<'r, 'a> {
+    Ready(&'r Auditor<'a>),
+    /// Set by a thread that is loading the tokenizer (an error when it could not); until then
+    /// the workers take rows and render them with `ahead`.
+    Loading {
+        ahead: &'r PlanAhead<'a>,
+        auditor: &'r OnceLock<Result<Auditor<'a>>>,
+    },
+}
+
+/// Rows a worker takes ahead while the tokenizer loads, at most: a one-row run's start-up
+/// (tokenizer, direct encoder) is worth a few hundred rows of rendering.
+const AHEAD_ROWS: usize = 4096;
+/// Bytes of rows and rendered prompts a worker holds ahead, at most.
+const AHEAD_BYTES: usize = 64 << 20;
+
+/// A row taken and rendered before the auditor was there.
+struct Ahead {
+    order: u64,
+    source: String,
+    conv: Conversation,
+    planned: Option<Planned>,
+}
+
+/// Audits every row of `rows` on `settings.jobs` threads. With an auditor still loading, the
+/// workers render rows until it is there, then finish them in the order they took them; the
+/// report is the same either way. `Err` when the auditor could not be made (its own error is
+/// in the cell).
 pub fn run<I>(
-    auditor: &Auditor,
+    at: AuditorAt<'_, '_>,
     rows: I,
     input: impl FnOnce(&I) -> input::InputSummary,
     settings: &CorpusSettings,
@@ -625,73 +660,146 @@ where
         advanced: Condvar::new(),
         window: 64 * jobs as u64,
     };
-    let worker = || -> Tally {
-        let mut tally = Tally::new(settings);
-        loop {
-            let (order, item) = {
-                // Wait for room before taking a row: rows are still taken in input order, and
-                // at most `jobs` rows past the window are ever in flight.
-                let Ok(f) = feed.lock() else { break };
-                let next = f.taken;
-                drop(f);
-                ordered.wait_for_room(next);
-                let Ok(mut f) = feed.lock() else { break };
-                let Some(item) = f.rows.next() else { break };
-                let order = f.taken;
-                f.taken += 1;
-                (order, item)
-            };
-            tally.rows += 1;
-            let mut out_lines = String::new();
-            match item {
-                input::Item::Skipped {
-                    source,
-                    reason,
-                    error,
-                } => tally.skipped.add(reason, order, source, error),
-                input::Item::Raw(raw) => match raw.conversation() {
-                    Err(u) => tally
-                        .skipped
-                        .add(u.reason, order, raw.source, Some(u.message)),
-                    Ok(conv) => match auditor.audit(&conv) {
-                        Ok(audit) if audit.transitions.is_empty() => {
-                            tally.skipped.add("no_transition", order, raw.source, None)
-                        }
-                        Ok(audit) => {
-                            let costs = Tally::price(&audit, settings);
-                            if let Some(f) = lines {
-                                match f(&audit, &costs) {
-                                    Ok(l) => out_lines = l,
-                                    Err(_) => failed.store(true, Ordering::Relaxed),
-                                }
-                            }
-                            tally.add(order, &conv, &audit, &costs, settings, auditor);
-                        }
-                        Err(e) => tally.skipped.add(
-                            failure_reason(&e),
-                            order,
-                            raw.source,
-                            Some(error_text(&e)),
-                        ),
-                    },
-                },
+    // The next row and its number. `wait` says whether to wait for room in the window;
+    // without it, no room is no row.
+    let take = |wait: bool| -> Option<(u64, input::Item)> {
+        // Wait for room before taking a row: rows are still taken in input order, and at most
+        // `jobs` rows past the window are ever in flight.
+        let f = feed.lock().ok()?;
+        let next = f.taken;
+        if !wait && !ordered.has_room(next) {
+            return None;
+        }
+        drop(f);
+        if wait {
+            ordered.wait_for_room(next);
+        }
+        let mut f = feed.lock().ok()?;
+        let item = f.rows.next()?;
+        let order = f.taken;
+        f.taken += 1;
+        Some((order, item))
+    };
+    let finish = |tally: &mut Tally, order: u64, lines_out: String| {
+        tally.rows += 1;
+        ordered.done(order, lines_out);
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(p) = hooks.progress {
+            p(n);
+        }
+    };
+    let audit = |tally: &mut Tally,
+                 auditor: &Auditor,
+                 order: u64,
+                 source: String,
+                 conv: &Conversation,
+                 planned: Option<Planned>| {
+        let mut out_lines = String::new();
+        let audited = match planned {
+            Some(p) => auditor.audit_planned(conv, p),
+            None => auditor.audit(conv),
+        };
+        match audited {
+            Ok(audit) if audit.transitions.is_empty() => {
+                tally.skipped.add("no_transition", order, source, None)
             }
-            ordered.done(order, out_lines);
-            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-            if let Some(p) = hooks.progress {
-                p(n);
+            Ok(audit) => {
+                let costs = Tally::price(&audit, settings);
+                if let Some(f) = lines {
+                    match f(&audit, &costs) {
+                        Ok(l) => out_lines = l,
+                        Err(_) => failed.store(true, Ordering::Relaxed),
+                    }
+                }
+                tally.add(order, conv, &audit, &costs, settings, auditor);
+            }
+            Err(e) => tally
+                .skipped
+                .add(failure_reason(&e), order, source, Some(error_text(&e))),
+        }
+        finish(tally, order, out_lines);
+    };
+    // A row's conversation, its source and size; a row that has none is counted as skipped.
+    let usable = |tally: &mut Tally, order: u64, item: input::Item| match item {
+        input::Item::Skipped {
+            source,
+            reason,
+            error,
+        } => {
+            tally.skipped.add(reason, order, source, error);
+            finish(tally, order, String::new());
+            None
+        }
+        input::Item::Raw(raw) => match raw.conversation() {
+            Err(u) => {
+                tally
+                    .skipped
+                    .add(u.reason, order, raw.source, Some(u.message));
+                finish(tally, order, String::new());
+                None
+            }
+            Ok(conv) => Some((raw.source, conv, raw.text.len())),
+        },
+    };
+    let worker = |index: usize| -> Tally {
+        let mut tally = Tally::new(settings);
+        let mut queue: Vec<Ahead> = Vec::new();
+        let auditor = match at {
+            AuditorAt::Ready(a) => a,
+            AuditorAt::Loading { ahead, auditor } => {
+                let mut bytes = 0usize;
+                // One worker renders ahead; the others leave the loader a core.
+                while index == 0
+                    && auditor.get().is_none()
+                    && queue.len() < AHEAD_ROWS
+                    && bytes < AHEAD_BYTES
+                {
+                    let Some((order, item)) = take(false) else {
+                        break;
+                    };
+                    if let Some((source, conv, row_bytes)) = usable(&mut tally, order, item) {
+                        let planned = ahead.plan(&conv);
+                        bytes += row_bytes + planned.as_ref().map_or(0, Planned::text_bytes);
+                        queue.push(Ahead {
+                            order,
+                            source,
+                            conv,
+                            planned,
+                        });
+                    }
+                }
+                match auditor.wait() {
+                    Ok(a) => a,
+                    // The command reports the error; the rows taken are not counted.
+                    Err(_) => return tally,
+                }
+            }
+        };
+        for a in queue {
+            audit(&mut tally, auditor, a.order, a.source, &a.conv, a.planned);
+        }
+        while let Some((order, item)) = take(true) {
+            if let Some((source, conv, _)) = usable(&mut tally, order, item) {
+                audit(&mut tally, auditor, order, source, &conv, None);
             }
         }
         tally
     };
     let tallies: Vec<Tally> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..jobs).map(|_| s.spawn(worker)).collect();
+        let handles: Vec<_> = (0..jobs).map(|i| s.spawn(move || worker(i))).collect();
         handles
             .into_iter()
             .map(|h| h.join())
             .collect::<std::thread::Result<Vec<_>>>()
     })
     .map_err(|_| anyhow::anyhow!("a corpus worker thread panicked"))?;
+    let auditor = match at {
+        AuditorAt::Ready(a) => a,
+        AuditorAt::Loading { auditor, .. } => match auditor.get() {
+            Some(Ok(a)) => a,
+            _ => anyhow::bail!("the auditor could not be made"),
+        },
+    };
     let mut tally = Tally::new(settings);
     for t in tallies {
         tally.merge(t, settings.worst);

@@ -329,6 +329,13 @@ impl Tokenizer {
         self.direct().is_some()
     }
 
+    /// Builds what the first encode would (the direct encoder, its probe, the run splitter),
+    /// so that a caller can have it done on a thread of its choosing.
+    pub fn prepare_encoders(&self) {
+        self.direct();
+        self.splitter();
+    }
+
     fn direct(&self) -> Option<&direct::Direct> {
         self.direct
             .get_or_init(|| {
