@@ -616,9 +616,9 @@ pub enum AuditorAt<'r, 'a> {
 
 /// Rows a worker takes ahead while the tokenizer loads, at most: a one-row run's start-up
 /// (tokenizer, direct encoder) is worth a few hundred rows of rendering.
-const AHEAD_ROWS: usize = 4096;
+const AHEAD_ROWS: usize = 1024;
 /// Bytes of rows and rendered prompts a worker holds ahead, at most.
-const AHEAD_BYTES: usize = 64 << 20;
+const AHEAD_BYTES: usize = 16 << 20;
 
 /// A row taken and rendered before the auditor was there.
 struct Ahead {
