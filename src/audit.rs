@@ -331,13 +331,7 @@ impl<'a> PlanAhead<'a> {
     /// The plan [`Auditor::audit`] would make, when it can be made now. None also for a
     /// conversation that fails to plan: the auditor plans it again and reports its error.
     pub fn plan(&self, conv: &Conversation) -> Option<Planned> {
-        let tool_call_reply = conv.messages.iter().any(|m| {
-            field(m, "role").and_then(Json::as_str) == Some("assistant")
-                && field(m, "tool_calls")
-                    .and_then(Json::as_array)
-                    .is_some_and(|a| !a.is_empty())
-        });
-        if tool_call_reply {
+        if crate::render::reply::needs_stop_tokens(conv) {
             return None;
         }
         self.0.plan(conv).ok()

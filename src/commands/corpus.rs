@@ -301,10 +301,15 @@ mod tests {
         let slot: OnceLock<Result<Auditor>> = OnceLock::new();
         let later = std::thread::scope(|s| {
             s.spawn(|| {
-                while !taken_all.load(Ordering::SeqCst) {
+                // Bounded: a change that stops the rows being taken ahead fails the test below
+                // rather than hanging it.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while !taken_all.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
                     std::thread::yield_now();
                 }
+                let guard = SetOnDrop(&slot);
                 let _ = slot.set(Auditor::adopting(&files, &tok, &settings, Some(&ahead)));
+                drop(guard);
             });
             corpus::run(
                 corpus::AuditorAt::Loading {
@@ -320,6 +325,10 @@ mod tests {
                 no_hooks(),
             )
         });
+        assert!(
+            taken_all.load(Ordering::SeqCst),
+            "not every row was taken ahead"
+        );
         assert_eq!(export(later), ready);
 
         // An auditor that cannot be made ends the run with an error, whatever was taken.

@@ -607,17 +607,18 @@ struct Feed<I> {
 pub enum AuditorAt<'r, 'a> {
     Ready(&'r Auditor<'a>),
     /// Set by a thread that is loading the tokenizer (an error when it could not); until then
-    /// the workers take rows and render them with `ahead`.
+    /// one worker takes rows and renders them with `ahead`.
     Loading {
         ahead: &'r PlanAhead<'a>,
         auditor: &'r OnceLock<Result<Auditor<'a>>>,
     },
 }
 
-/// Rows a worker takes ahead while the tokenizer loads, at most: a one-row run's start-up
-/// (tokenizer, direct encoder) is worth a few hundred rows of rendering.
+/// Rows taken ahead while the tokenizer loads, at most: a one-row run's start-up (tokenizer,
+/// direct encoder) is worth a few hundred rows of rendering.
 const AHEAD_ROWS: usize = 1024;
-/// Bytes of rows and rendered prompts a worker holds ahead, at most.
+/// No row is taken ahead once those taken hold this many bytes of row text and rendered
+/// prompts (the last one taken may pass it; each row is bounded on its own).
 const AHEAD_BYTES: usize = 16 << 20;
 
 /// A row taken and rendered before the auditor was there.
@@ -628,9 +629,10 @@ struct Ahead {
     planned: Option<Planned>,
 }
 
-/// Audits every row of `rows` on `settings.jobs` threads. With an auditor still loading, the
-/// workers render rows until it is there, then finish them in the order they took them; the
-/// report is the same either way. `Err` when the auditor could not be made (its own error is
+/// Audits every row of `rows` on `settings.jobs` threads. With an auditor still loading, one
+/// worker renders rows until it is there (the others leave the loading thread a core), then
+/// every worker finishes those rows, oldest first, before taking more; the report is the same
+/// either way. `Err` when the auditor could not be made (its own error is
 /// in the cell).
 pub fn run<I>(
     at: AuditorAt<'_, '_>,
@@ -660,11 +662,10 @@ where
         advanced: Condvar::new(),
         window: 64 * jobs as u64,
     };
-    // The next row and its number. `wait` says whether to wait for room in the window;
-    // without it, no room is no row.
+    // The next row and its number. With `wait`, a worker waits for room before taking a row:
+    // rows are still taken in input order, and at most `jobs` rows past the window are ever in
+    // flight. Without it, no room is no row.
     let take = |wait: bool| -> Option<(u64, input::Item)> {
-        // Wait for room before taking a row: rows are still taken in input order, and at most
-        // `jobs` rows past the window are ever in flight.
         let f = feed.lock().ok()?;
         let next = f.taken;
         if !wait && !ordered.has_room(next) {
@@ -741,17 +742,17 @@ where
             Ok(conv) => Some((raw.source, conv, raw.text.len())),
         },
     };
+    // Rows taken ahead, oldest first: any worker finishes them.
+    let taken_ahead: Mutex<std::collections::VecDeque<Ahead>> = Mutex::default();
     let worker = |index: usize| -> Tally {
         let mut tally = Tally::new(settings);
-        let mut queue: Vec<Ahead> = Vec::new();
         let auditor = match at {
             AuditorAt::Ready(a) => a,
             AuditorAt::Loading { ahead, auditor } => {
-                let mut bytes = 0usize;
-                // One worker renders ahead; the others leave the loader a core.
+                let (mut rows, mut bytes) = (0usize, 0usize);
                 while index == 0
                     && auditor.get().is_none()
-                    && queue.len() < AHEAD_ROWS
+                    && rows < AHEAD_ROWS
                     && bytes < AHEAD_BYTES
                 {
                     let Some((order, item)) = take(false) else {
@@ -759,13 +760,17 @@ where
                     };
                     if let Some((source, conv, row_bytes)) = usable(&mut tally, order, item) {
                         let planned = ahead.plan(&conv);
+                        rows += 1;
                         bytes += row_bytes + planned.as_ref().map_or(0, Planned::text_bytes);
-                        queue.push(Ahead {
+                        let row = Ahead {
                             order,
                             source,
                             conv,
                             planned,
-                        });
+                        };
+                        if let Ok(mut q) = taken_ahead.lock() {
+                            q.push_back(row);
+                        }
                     }
                 }
                 match auditor.wait() {
@@ -775,7 +780,7 @@ where
                 }
             }
         };
-        for a in queue {
+        while let Some(a) = taken_ahead.lock().ok().and_then(|mut q| q.pop_front()) {
             audit(&mut tally, auditor, a.order, a.source, &a.conv, a.planned);
         }
         while let Some((order, item)) = take(true) {

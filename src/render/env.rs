@@ -523,8 +523,10 @@ pub fn python_strip<'s>(s: &'s str, chars: Option<&str>, ends: Ends) -> &'s str 
 }
 
 /// Jinja2's `trim(value, chars=None)`, which is `str(value).strip(chars)` (minijinja's own trims
-/// Rust's whitespace, which lacks U+001C..U+001F). A string with nothing to strip is returned
-/// as it is, not copied: templates trim every message's content in every prompt.
+/// Rust's whitespace, which lacks U+001C..U+001F). A value that is not a string is printed as
+/// minijinja prints it (None as `none`), and an undefined `chars` counts as None, as minijinja's
+/// own trim has it. A string with nothing to strip is returned as it is, not copied: templates
+/// trim every message's content in every prompt.
 fn jinja_trim(state: &State, value: &Value, chars: Option<Value>) -> Result<Value, Error> {
     let chars = match &chars {
         Some(c) if c.is_none() || c.is_undefined() => None,

@@ -74,7 +74,8 @@ fn string_method(
         }
         "rsplit" => {
             let (sep, maxsplit): (Option<&str>, Option<i64>) = from_args(args)?;
-            Value::from(rsplit(s, sep, maxsplit.unwrap_or(-1))?)
+            let parts = rsplit(s, sep, maxsplit.unwrap_or(-1))?;
+            Value::from(parts.iter().map(|p| derived(p)).collect::<Vec<_>>())
         }
         "removeprefix" => {
             let (prefix,): (&str,) = from_args(args)?;

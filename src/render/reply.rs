@@ -366,9 +366,7 @@ pub fn plan_turns(
             .iter()
             .find_map(|k| entry(obj, k).and_then(Json::as_str))
             .map(str::to_string);
-        let has_tool_calls = entry(obj, "tool_calls")
-            .and_then(Json::as_array)
-            .is_some_and(|a| !a.is_empty());
+        let has_tool_calls = calls_tools(obj);
 
         let (generated, reasoning) =
             if let Some(text) = entry(obj, "generated").and_then(Json::as_str) {
@@ -485,6 +483,22 @@ pub fn plan_turns(
         next_with_held_request,
         system,
     })
+}
+
+/// Whether an assistant message calls tools: its reply is then the call the template renders
+/// for it, cut at the model's stop tokens.
+fn calls_tools(obj: &Map<String, Json>) -> bool {
+    entry(obj, "tool_calls")
+        .and_then(Json::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
+/// Whether [`plan_turns`] needs the texts of the model's stop tokens (its `extra_stops`) for a
+/// conversation: only where a reply is a tool call.
+pub fn needs_stop_tokens(conv: &Conversation) -> bool {
+    conv.messages
+        .iter()
+        .any(|m| role(m) == "assistant" && m.as_object().is_some_and(calls_tools))
 }
 
 /// Whether a conversation is a single request: no assistant message, so there is one prompt

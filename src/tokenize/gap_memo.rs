@@ -14,8 +14,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const MAX_RUN: usize = 31;
 const _: () = assert!(MAX_RUN < super::direct::MIN_TAKE_OVER);
 /// Runs remembered per tokenizer and thread before the memo starts over: distinct short runs
-/// of hostile text cannot grow it without bound (at most ~0.5 MiB).
+/// of hostile text cannot grow it without bound (about 1 MiB: a key of up to 31 bytes, up to
+/// 31 ids, and the allocations and table slot around them, per entry).
 const MAX_ENTRIES: usize = 4096;
+/// Tokenizers a thread keeps runs for: a thread that loads one model after another (`check`)
+/// keeps those of the last few.
+const MAX_OWNERS: usize = 4;
 
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 
@@ -34,14 +38,13 @@ thread_local! {
 
 fn with_runs<T>(owner: u64, f: impl FnOnce(&mut Runs) -> T) -> T {
     MEMO.with_borrow_mut(|memo| {
-        let at = match memo.iter().position(|(o, _)| *o == owner) {
-            Some(at) => at,
+        match memo.iter().position(|(o, _)| *o == owner) {
+            Some(at) => memo[..=at].rotate_right(1),
             None => {
-                memo.push((owner, Runs::default()));
-                memo.len() - 1
+                memo.insert(0, (owner, Runs::default()));
+                memo.truncate(MAX_OWNERS);
             }
-        };
-        memo.swap(0, at);
+        }
         f(&mut memo[0].1)
     })
 }
@@ -117,6 +120,21 @@ mod tests {
             Ok::<_, &str>(0)
         });
         assert_eq!((r, out), (Ok(0), vec![1]));
+    }
+
+    #[test]
+    fn a_thread_keeps_the_runs_of_its_last_few_tokenizers() {
+        let owners: Vec<u64> = (0..=MAX_OWNERS).map(|_| new_owner()).collect();
+        for &o in &owners {
+            encode(o, "x", &mut Vec::new(), |out| {
+                out.push(1);
+                Ok::<_, ()>(0)
+            })
+            .unwrap();
+        }
+        let kept = MEMO.with_borrow(|m| m.iter().map(|(o, _)| *o).collect::<Vec<_>>());
+        let newest: Vec<u64> = owners.iter().rev().take(MAX_OWNERS).copied().collect();
+        assert_eq!(kept, newest);
     }
 
     #[test]

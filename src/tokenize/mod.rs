@@ -352,8 +352,16 @@ impl Tokenizer {
                 // this one builds the encoder: at the start of a corpus run these were a few
                 // milliseconds each, one after another, with every other thread waiting.
                 let texts = self.probe_texts();
+                // Set when there is no encoder to check, so that the probes stop early.
+                let unneeded = std::sync::atomic::AtomicBool::new(false);
                 let crate_ids = || -> Vec<Option<Vec<u32>>> {
-                    texts.iter().map(|t| self.encode_pipeline(t).ok()).collect()
+                    texts
+                        .iter()
+                        .map(|t| {
+                            let stop = unneeded.load(std::sync::atomic::Ordering::Relaxed);
+                            (!stop).then(|| self.encode_pipeline(t).ok()).flatten()
+                        })
+                        .collect()
                 };
                 std::thread::scope(|s| {
                     let thread = || std::thread::Builder::new();
@@ -365,6 +373,11 @@ impl Tokenizer {
                         Inner::Crate(t) => direct_for(t),
                         Inner::Prepared(t) => direct_for(t),
                     };
+                    if d.is_none() {
+                        unneeded.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    // A probe that panics in the crate leaves no direct encoder, as one that
+                    // disagrees does.
                     let expected = match expected {
                         Ok(h) => h.join().ok(),
                         Err(_) => Some(crate_ids()),
