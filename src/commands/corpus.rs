@@ -268,19 +268,17 @@ mod tests {
             progress: None,
             per_transition: None,
         };
+        let run = |at: corpus::AuditorAt<'_, '_>, taken_all: &AtomicBool| {
+            let rows = Watched {
+                rows: rows(),
+                taken_all,
+            };
+            corpus::run(at, rows, summary, &corpus_settings, no_hooks())
+        };
         let taken_all = AtomicBool::new(false);
         let tok = Tokenizer::from_file(&files.tokenizer_path).unwrap();
         let auditor = Auditor::new(&files, &tok, &settings).unwrap();
-        let ready = export(corpus::run(
-            corpus::AuditorAt::Ready(&auditor),
-            Watched {
-                rows: rows(),
-                taken_all: &taken_all,
-            },
-            summary,
-            &corpus_settings,
-            no_hooks(),
-        ));
+        let ready = export(run(corpus::AuditorAt::Ready(&auditor), &taken_all));
         assert!(ready.contains("\"not_json\": 2"), "{ready}");
 
         // The auditor arrives only once every row has been taken: all were taken ahead, and
@@ -311,19 +309,11 @@ mod tests {
                 let _ = slot.set(Auditor::adopting(&files, &tok, &settings, Some(&ahead)));
                 drop(guard);
             });
-            corpus::run(
-                corpus::AuditorAt::Loading {
-                    ahead: &ahead,
-                    auditor: &slot,
-                },
-                Watched {
-                    rows: rows(),
-                    taken_all: &taken_all,
-                },
-                summary,
-                &corpus_settings,
-                no_hooks(),
-            )
+            let at = corpus::AuditorAt::Loading {
+                ahead: &ahead,
+                auditor: &slot,
+            };
+            run(at, &taken_all)
         });
         assert!(
             taken_all.load(Ordering::SeqCst),
@@ -334,19 +324,10 @@ mod tests {
         // An auditor that cannot be made ends the run with an error, whatever was taken.
         let failed: OnceLock<Result<Auditor>> = OnceLock::new();
         let _ = failed.set(Err(anyhow::anyhow!("no tokenizer")));
-        let run = corpus::run(
-            corpus::AuditorAt::Loading {
-                ahead: &ahead,
-                auditor: &failed,
-            },
-            Watched {
-                rows: rows(),
-                taken_all: &taken_all,
-            },
-            summary,
-            &corpus_settings,
-            no_hooks(),
-        );
-        assert!(run.is_err());
+        let at = corpus::AuditorAt::Loading {
+            ahead: &ahead,
+            auditor: &failed,
+        };
+        assert!(run(at, &taken_all).is_err());
     }
 }
