@@ -8,7 +8,9 @@ here each round runs every build once, in turn, and the median over rounds is re
 build. Each REV is checked out into a temporary worktree and built with --release into one
 shared target directory (under target/, so dependencies build once). Outputs are compared:
 a build whose `corpus --format json` differs from the first REV's (apart from the input
-path) is reported as such. The corpus is benches/corpus.py's (10,000 conversations, seed 1).
+path) is reported as such. The corpus is benches/corpus.py's (seed 1), of 10,000
+conversations or of each size given with --conversations (e.g. 1,1000,10000: start-up, a
+small run, the bench corpus).
 
 With --instructions, each build instead runs once under valgrind's callgrind and the
 instructions it executed are reported: a count that does not depend on what else the machine
@@ -58,7 +60,8 @@ def main():
     ap.add_argument("revs", nargs="+")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--conversations", type=int, default=10000)
+    ap.add_argument("--conversations", default="10000",
+                    help="corpus sizes, comma-separated (each a corpus of its own)")
     ap.add_argument("--models", default="qwen3-8b,llama-3.1-8b-instruct")
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions under callgrind instead of timing")
@@ -76,9 +79,11 @@ def main():
             # change would otherwise rebuild each other's files inside the timed runs.
             envs = {rev: dict(os.environ, KVAUDIT_TOKENIZER_CACHE=os.path.join(work, f"cache-{rev}"))
                     for rev in exes}
-            corpus = os.path.join(work, "corpus.jsonl")
-            corpus_bench.build_corpus(corpus, args.conversations, 1)
-            for name in args.models.split(","):
+            sizes = [(n, os.path.join(work, f"corpus-{n}.jsonl"))
+                     for n in map(int, args.conversations.split(","))]
+            for n, corpus in sizes:
+                corpus_bench.build_corpus(corpus, n, 1)
+            for (n, corpus), name in ((s, m) for s in sizes for m in args.models.split(",")):
                 model = os.path.join(SHARED, "models", name)
                 base = ["corpus", "--model", model, corpus, "--now", "2026-01-15T10:00:00",
                         "--format", "json", "--jobs", str(args.jobs)]
@@ -91,7 +96,7 @@ def main():
                     outputs[rev] = report
                 first = args.revs[0]
                 if args.instructions:
-                    print(f"model {name}, --jobs {args.jobs}, instructions (callgrind):")
+                    print(f"model {name}, {n} conversations, --jobs {args.jobs}, instructions (callgrind):")
                     counts = {rev: instructions([exe] + base, envs[rev]) for rev, exe in exes.items()}
                     for rev in args.revs:
                         same = "same output" if outputs[rev] == outputs[first] else "OUTPUT DIFFERS"
@@ -104,12 +109,13 @@ def main():
                         start = time.perf_counter()
                         subprocess.run([exe] + base, stdout=subprocess.DEVNULL, env=envs[rev])
                         walls[rev].append(time.perf_counter() - start)
-                print(f"model {name}, --jobs {args.jobs}, medians of {args.runs} alternating runs:")
+                print(f"model {name}, {n} conversations, --jobs {args.jobs}, "
+                      f"medians of {args.runs} alternating runs:")
                 for rev in args.revs:
                     same = "same output" if outputs[rev] == outputs[first] else "OUTPUT DIFFERS"
                     median = statistics.median(walls[rev])
                     ratio = statistics.median(walls[first]) / median
-                    print(f"  {rev:>12}: {median:.2f} s ({ratio:.2f}x {first}), {same}")
+                    print(f"  {rev:>12}: {1000 * median:.1f} ms ({ratio:.3f}x {first}), {same}")
         finally:
             for tree in trees:
                 subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", tree],

@@ -7,7 +7,8 @@
 //! through the splitter and the word tables.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::per_model::PerModel;
 
 /// Runs of up to this many bytes are remembered. Shorter than the least a prompt can take over
 /// from a reply, so a remembered run never had ids taken over (see `Direct::take_over`).
@@ -17,36 +18,15 @@ const _: () = assert!(MAX_RUN < super::direct::MIN_TAKE_OVER);
 /// of hostile text cannot grow it without bound (about 1 MiB: a key of up to 31 bytes, up to
 /// 31 ids, and the allocations and table slot around them, per entry).
 const MAX_ENTRIES: usize = 4096;
-/// Tokenizers a thread keeps runs for: a thread that loads one model after another (`check`)
-/// keeps those of the last few.
-const MAX_OWNERS: usize = 4;
-
-static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
-
-/// A key of its own for each tokenizer: a later tokenizer may be built at a freed one's address.
-pub fn new_owner() -> u64 {
-    NEXT_OWNER.fetch_add(1, Ordering::Relaxed)
-}
-
 type Runs = rustc_hash::FxHashMap<Box<str>, Box<[u32]>>;
 
 thread_local! {
-    /// Each tokenizer's runs, by owner, the one used last first (a thread works with one
-    /// tokenizer at a time).
-    static MEMO: RefCell<Vec<(u64, Runs)>> = const { RefCell::new(Vec::new()) };
+    static MEMO: RefCell<PerModel<Runs>> = const { RefCell::new(PerModel::new()) };
 }
 
+/// `owner`: the tokenizer's key (see [`super::per_model::new_key`]).
 fn with_runs<T>(owner: u64, f: impl FnOnce(&mut Runs) -> T) -> T {
-    MEMO.with_borrow_mut(|memo| {
-        match memo.iter().position(|(o, _)| *o == owner) {
-            Some(at) => memo[..=at].rotate_right(1),
-            None => {
-                memo.insert(0, (owner, Runs::default()));
-                memo.truncate(MAX_OWNERS);
-            }
-        }
-        f(&mut memo[0].1)
-    })
+    MEMO.with_borrow_mut(|memo| f(memo.entry(owner)))
 }
 
 /// The ids of `run` appended to `out`: remembered ones when the run is short and was seen
@@ -82,11 +62,12 @@ pub fn encode<E>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::per_model::new_key;
     use super::*;
 
     #[test]
     fn a_short_run_is_encoded_once_per_owner_and_a_long_one_every_time() {
-        let (a, b) = (new_owner(), new_owner());
+        let (a, b) = (new_key(), new_key());
         let calls = std::cell::Cell::new(0);
         let run = |owner: u64, text: &str, ids: &[u32]| {
             let mut out = vec![7];
@@ -112,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_failed_encode_is_not_remembered() {
-        let owner = new_owner();
+        let owner = new_key();
         let mut out = Vec::new();
         assert_eq!(encode(owner, "x", &mut out, |_| Err("bad")), Err("bad"));
         let r = encode(owner, "x", &mut out, |out| {
@@ -123,23 +104,8 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_keeps_the_runs_of_its_last_few_tokenizers() {
-        let owners: Vec<u64> = (0..=MAX_OWNERS).map(|_| new_owner()).collect();
-        for &o in &owners {
-            encode(o, "x", &mut Vec::new(), |out| {
-                out.push(1);
-                Ok::<_, ()>(0)
-            })
-            .unwrap();
-        }
-        let kept = MEMO.with_borrow(|m| m.iter().map(|(o, _)| *o).collect::<Vec<_>>());
-        let newest: Vec<u64> = owners.iter().rev().take(MAX_OWNERS).copied().collect();
-        assert_eq!(kept, newest);
-    }
-
-    #[test]
     fn the_memo_starts_over_when_full() {
-        let owner = new_owner();
+        let owner = new_key();
         for i in 0..=MAX_ENTRIES {
             let mut out = Vec::new();
             encode(owner, &i.to_string(), &mut out, |out| {

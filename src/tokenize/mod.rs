@@ -53,6 +53,7 @@ mod ascii_split;
 mod direct;
 mod gap_memo;
 mod incremental;
+mod per_model;
 mod prepared;
 mod scan;
 mod short_words;
@@ -121,7 +122,7 @@ impl Tokenizer {
                 splitter: Default::default(),
                 direct: Default::default(),
                 token_texts: Default::default(),
-                memo_owner: gap_memo::new_owner(),
+                memo_owner: per_model::new_key(),
             });
         }
         let load_error = |message: String| TokenizeError::Load {
@@ -165,7 +166,7 @@ impl Tokenizer {
             splitter: Default::default(),
             direct: Default::default(),
             token_texts: Default::default(),
-            memo_owner: gap_memo::new_owner(),
+            memo_owner: per_model::new_key(),
         })
     }
 

@@ -21,6 +21,7 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Model, Token, TokenizerImpl};
 
+use super::per_model::PerModel;
 use super::scan;
 use super::short_words::{self, Key, ShortWords};
 
@@ -90,27 +91,6 @@ const WORD_CACHE_ENTRY_OVERHEAD: usize = 48;
 
 type Merged = Box<[(u32, u32, u32)]>;
 
-/// Each model's words, by the model's cache key, the one used last first: a thread works for
-/// one model at a time, and the lookup is per word, so it is one compare rather than a hash
-/// map's probe.
-#[derive(Default)]
-struct WordCache(Vec<(u64, ModelWords)>);
-
-impl WordCache {
-    /// This model's words, moved to the front (made empty the first time).
-    fn entry(&mut self, model: u64) -> &mut ModelWords {
-        let at = match self.0.iter().position(|(k, _)| *k == model) {
-            Some(at) => at,
-            None => {
-                self.0.push((model, ModelWords::default()));
-                self.0.len() - 1
-            }
-        };
-        self.0.swap(0, at);
-        &mut self.0[0].1
-    }
-}
-
 /// One thread's cache of one model's words (the short ones are in the model's
 /// [`ShortWords`]).
 #[derive(Default)]
@@ -120,10 +100,9 @@ pub struct ModelWords {
 }
 
 thread_local! {
-    static WORD_CACHE: std::cell::RefCell<WordCache> = std::cell::RefCell::default();
+    static WORD_CACHE: std::cell::RefCell<PerModel<ModelWords>> =
+        const { std::cell::RefCell::new(PerModel::new()) };
 }
-
-static NEXT_CACHE_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The merge table's key of a pair of ids.
 fn merge_key(left: u32, right: u32) -> u64 {
@@ -1107,7 +1086,7 @@ pub fn load(
     let model = &rest["model"];
     let mut bpe = FastBpe {
         char_ids: Box::default(),
-        cache_key: NEXT_CACHE_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        cache_key: super::per_model::new_key(),
         short: Default::default(),
         blob,
         tok_start,
