@@ -43,6 +43,20 @@ fn space(b: u8) -> bool {
     matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
 }
 
+/// How many of the eight bytes of `w` (the first in its low byte) are ASCII letters before the
+/// first that is not: 8 when all are.
+fn leading_letters(w: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Lower case folded in, and each byte's high bit cleared so that the additions below
+    // cannot carry into the next byte; a byte with its high bit set is no letter.
+    let x = (w | (0x20 * ONES)) & !HIGH;
+    let at_least_a = x + (0x80 - u64::from(b'a')) * ONES;
+    let past_z = x + (0x80 - u64::from(b'z') - 1) * ONES;
+    let letter = at_least_a & !past_z & !w & HIGH;
+    ((!letter & HIGH).trailing_zeros() / 8) as usize
+}
+
 /// ASCII outside `\s`, `\p{L}` and `\p{N}`.
 fn other(b: u8) -> bool {
     b.is_ascii() && !b.is_ascii_alphanumeric() && !space(b)
@@ -76,6 +90,15 @@ impl AsciiSplit {
         // A run of letters from `from`: it ends at the first ASCII non-letter or the end.
         let letters = |from: usize| {
             let mut i = from;
+            // Eight bytes at a time while they last: most words end within the first eight,
+            // and then without the mispredicted branch a byte loop takes at a word's end.
+            while let Some(chunk) = t.get(i..i + 8) {
+                let n = leading_letters(u64::from_le_bytes(chunk.try_into().ok()?));
+                if n < 8 {
+                    return t[i + n].is_ascii().then_some(i + n);
+                }
+                i += 8;
+            }
             while let Some(b) = get(i) {
                 if b.is_ascii_alphabetic() {
                     i += 1;
@@ -154,5 +177,38 @@ impl AsciiSplit {
             None if i == t.len() || i - at == 1 => i,
             None => i - 1,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leading_letters;
+
+    /// Every byte value in every position of a word, against a byte-by-byte count.
+    #[test]
+    fn leading_letters_counts_as_a_byte_loop_does() {
+        let slow = |bytes: &[u8; 8]| bytes.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+        let mut next = crate::tokenize::xorshift(0x9E37_79B9_7F4A_7C15);
+        for at in 0..8 {
+            for b in 0..=255u8 {
+                for _ in 0..4 {
+                    // Letters before `at`, the byte under test there, anything after.
+                    let mut bytes = [0u8; 8];
+                    for (i, slot) in bytes.iter_mut().enumerate() {
+                        let r = next();
+                        *slot = match i.cmp(&at) {
+                            std::cmp::Ordering::Less => b"aZmQz"[(r % 5) as usize],
+                            std::cmp::Ordering::Equal => b,
+                            std::cmp::Ordering::Greater => r as u8,
+                        };
+                    }
+                    assert_eq!(
+                        leading_letters(u64::from_le_bytes(bytes)),
+                        slow(&bytes),
+                        "{bytes:?}"
+                    );
+                }
+            }
+        }
     }
 }
