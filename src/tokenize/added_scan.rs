@@ -50,6 +50,21 @@ struct Prefixes {
     nodes: Vec<(u32, u32, u32)>,
     /// (byte, child node), sorted by byte within each node's range.
     edges: Vec<(u8, u32)>,
+    /// Per node with one child: the bytes that lead from it, through nodes of one child where
+    /// no pattern ends, to the next node that branches or ends a pattern, as a range of
+    /// `bytes`, and that node. Added tokens are long and mostly differ early
+    /// (`<|start_header_id|>`, `<|reserved_special_token_17|>`), so a walk compares such a
+    /// run at once instead of searching one child per byte.
+    runs: Vec<Run>,
+    /// The patterns' bytes, one after another: the runs are ranges of it.
+    bytes: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Run {
+    at: u32,
+    len: u32,
+    to: u32,
 }
 
 const NO_PATTERN: u32 = u32::MAX;
@@ -60,8 +75,17 @@ impl Prefixes {
     fn new(patterns: &[(&[u8], u32)]) -> Prefixes {
         let mut sorted = patterns.to_vec();
         sorted.sort_unstable();
+        let mut bytes = Vec::new();
+        let mut starts = Vec::with_capacity(sorted.len());
+        for (p, _) in &sorted {
+            starts.push(bytes.len());
+            bytes.extend_from_slice(p);
+        }
         let mut nodes = Vec::new();
         let mut edges = Vec::new();
+        // Where in `bytes` the edges out of each node begin: the next byte of a pattern
+        // through it.
+        let mut next_byte = Vec::new();
         // Each queued node: the sorted patterns that pass through it, and its depth.
         let mut queue = std::collections::VecDeque::from([(0, sorted.len(), 0usize)]);
         let mut numbered = 1u32;
@@ -73,6 +97,7 @@ impl Prefixes {
                 id = sorted[i].1;
                 i += 1;
             }
+            next_byte.push(starts.get(i).map_or(0, |&s| s + depth));
             let first = edges.len() as u32;
             while i < hi {
                 let byte = sorted[i].0[depth];
@@ -84,23 +109,62 @@ impl Prefixes {
             }
             nodes.push((first, edges.len() as u32, id));
         }
-        Prefixes { nodes, edges }
+        // Children are numbered after their parents, so each node's run extends its child's.
+        let mut runs = vec![Run::default(); nodes.len()];
+        for n in (0..nodes.len()).rev() {
+            let (first, end, _) = nodes[n];
+            if end - first != 1 {
+                continue;
+            }
+            let child = edges[first as usize].1 as usize;
+            let (c_first, c_end, c_id) = nodes[child];
+            let (len, to) = if c_id == NO_PATTERN && c_end - c_first == 1 {
+                (1 + runs[child].len, runs[child].to)
+            } else {
+                (1, child as u32)
+            };
+            runs[n] = Run {
+                at: next_byte[n] as u32,
+                len,
+                to,
+            };
+        }
+        Prefixes {
+            nodes,
+            edges,
+            runs,
+            bytes,
+        }
     }
 
     /// Length and id of the longest pattern `text` starts with.
     fn longest(&self, text: &[u8]) -> Option<(usize, u32)> {
         let mut node = 0usize;
         let mut best = None;
-        for (i, byte) in text.iter().enumerate() {
-            let (first, end, _) = self.nodes[node];
-            let children = &self.edges[first as usize..end as usize];
-            let Ok(k) = children.binary_search_by_key(byte, |&(b, _)| b) else {
-                break;
-            };
-            node = children[k].1 as usize;
+        let mut i = 0;
+        loop {
+            let run = self.runs[node];
+            if run.len > 0 {
+                // No pattern ends inside a run: the text follows it whole or ends the walk.
+                let (at, len) = (run.at as usize, run.len as usize);
+                if text.get(i..i + len) != self.bytes.get(at..at + len) {
+                    break;
+                }
+                i += len;
+                node = run.to as usize;
+            } else {
+                let Some(byte) = text.get(i) else { break };
+                let (first, end, _) = self.nodes[node];
+                let children = &self.edges[first as usize..end as usize];
+                let Ok(k) = children.binary_search_by_key(byte, |&(b, _)| b) else {
+                    break;
+                };
+                node = children[k].1 as usize;
+                i += 1;
+            }
             let id = self.nodes[node].2;
             if id != NO_PATTERN {
-                best = Some((i + 1, id));
+                best = Some((i, id));
             }
         }
         best
@@ -218,7 +282,7 @@ mod tests {
         // Patterns that nest, share prefixes and overlap, over texts built from their
         // pieces, so that candidates without a match, matches inside longer ones and
         // back-to-back tokens all occur.
-        let sets: [&[&str]; 3] = [
+        let sets: [&[&str]; 4] = [
             &[
                 "<|im_start|>",
                 "<|im_end|>",
@@ -229,10 +293,50 @@ mod tests {
             ],
             &["[INST]", "[/INST]", "<s>", "</s>", "<<SYS>>"],
             &["ab", "abc", "bcd", "<x>", "b"],
+            // Llama 3's: long tokens sharing long runs, and one a prefix of another.
+            &[
+                "<|start_header_id|>",
+                "<|end_header_id|>",
+                "<|eot_id|>",
+                "<|reserved_special_token_1|>",
+                "<|reserved_special_token_10|>",
+                "<|reserved_special_token_2|>",
+                "<|reserved",
+            ],
         ];
         let alphabet = [
-            "<", "|", "im_start", "im_end", "|>", ">", "think", "/", "[", "INST", "]", "s", "SYS",
-            "a", "b", "c", "d", "x", " ", "é", "\n",
+            "<",
+            "|",
+            "im_start",
+            "im_end",
+            "|>",
+            ">",
+            "think",
+            "/",
+            "[",
+            "INST",
+            "]",
+            "s",
+            "SYS",
+            "a",
+            "b",
+            "c",
+            "d",
+            "x",
+            " ",
+            "é",
+            "\n",
+            "start_",
+            "header",
+            "_id",
+            "end",
+            "eot",
+            "reserved",
+            "_special_token_",
+            "1",
+            "0",
+            "2",
+            "<|",
         ];
         let mut next = crate::tokenize::xorshift(0x9E37_79B9_7F4A_7C15u64);
         for set in sets {
