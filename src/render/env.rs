@@ -524,17 +524,53 @@ pub fn python_strip<'s>(s: &'s str, chars: Option<&str>, ends: Ends) -> &'s str 
 
 /// Jinja2's `trim(value, chars=None)`, which is `str(value).strip(chars)` (minijinja's own trims
 /// Rust's whitespace, which lacks U+001C..U+001F). A value that is not a string is printed as
-/// minijinja prints it (None as `none`), and an undefined `chars` counts as None, as minijinja's
-/// own trim has it. A string with nothing to strip is returned as it is, not copied: templates
-/// trim every message's content in every prompt.
-fn jinja_trim(state: &State, value: &Value, chars: Option<Value>) -> Result<Value, Error> {
-    let chars = match &chars {
-        Some(c) if c.is_none() || c.is_undefined() => None,
+/// minijinja prints it (None as `none`); an undefined `chars` raises Python's TypeError, as
+/// `str.strip` does in Jinja2 (minijinja's own trim reads it as None). A string with nothing to
+/// strip is returned as it is, not copied: templates trim every message's content in every
+/// prompt.
+fn jinja_trim(
+    state: &State,
+    value: &Value,
+    args: minijinja::value::Rest<minijinja::value::ValueOrKwargs>,
+) -> Result<Value, Error> {
+    // Read raw: minijinja's optional arguments take an undefined value for a missing one.
+    let type_error = |text: String| Error::new(ErrorKind::InvalidOperation, text);
+    let args = args.into_values();
+    let mut positional = args.as_slice();
+    let mut keyword = None;
+    if let Some((last, rest)) = positional.split_last()
+        && last.is_kwargs()
+    {
+        let kwargs = minijinja::value::Kwargs::try_from(last.clone())?;
+        if kwargs.has("chars") {
+            keyword = Some(kwargs.get::<Value>("chars")?);
+        }
+        kwargs.assert_all_used()?;
+        positional = rest;
+    }
+    let given = match (positional, keyword) {
+        ([], chars) => chars,
+        ([chars], None) => Some(chars.clone()),
+        ([_], Some(_)) => {
+            return Err(type_error(
+                "do_trim() got multiple values for argument 'chars'".into(),
+            ));
+        }
+        (more, _) => {
+            return Err(type_error(format!(
+                "do_trim() takes from 1 to 2 positional arguments but {} were given",
+                more.len() + 1
+            )));
+        }
+    };
+    let chars = match &given {
+        // Jinja2 passes an undefined `chars` on to `str.strip`, which raises.
+        Some(c) if c.is_undefined() => {
+            return Err(type_error("strip arg must be None or str".into()));
+        }
+        Some(c) if c.is_none() => None,
         Some(c) => Some(c.as_str().ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidOperation,
-                format!("strip arg must be None or str, not {}", c.kind()),
-            )
+            type_error(format!("strip arg must be None or str, not {}", c.kind()))
         })?),
         None => None,
     };
@@ -613,6 +649,76 @@ mod tests {
 
     fn render(src: &str) -> Result<String, RenderError> {
         TemplateEngine::new(src, DEFAULT_FUEL)?.render(context! {}, at())
+    }
+
+    /// An undefined argument to `trim` or to a string method raises, as Jinja2 passes it on to
+    /// Python's `str` method (the messages are what Jinja2 3.1 printed for each template);
+    /// minijinja alone read it as missing and stripped white space. A missing one still means
+    /// the default.
+    #[test]
+    fn undefined_string_arguments_raise_as_in_jinja2() {
+        for (src, python) in [
+            ("{{ '  hi  '|trim(nope) }}", "strip arg must be None or str"),
+            (
+                "{{ '  hi  '|trim(chars=nope) }}",
+                "strip arg must be None or str",
+            ),
+            (
+                "{{ '  hi  '.strip(nope) }}",
+                "strip arg must be None or str",
+            ),
+            ("{{ 'a b'.rstrip(nope) }}", "rstrip arg must be None or str"),
+            (
+                "{{ 'a b'.rsplit(nope) }}",
+                "must be str or None, not Undefined",
+            ),
+            (
+                "{{ 'a b'.split(' ', nope) }}",
+                "'Undefined' object cannot be interpreted as an integer",
+            ),
+            (
+                "{{ 'a\nb'.splitlines(nope) }}",
+                "'Undefined' object cannot be interpreted as an integer",
+            ),
+            (
+                "{{ 'ab'.removeprefix(nope) }}",
+                "removeprefix() argument must be str, not Undefined",
+            ),
+            ("{{ 'ab'.partition(nope) }}", "must be str, not Undefined"),
+            (
+                "{{ 'ab'.center(5, nope) }}",
+                "The fill character must be a unicode character, not Undefined",
+            ),
+            (
+                "{{ 'ab'.isspace(nope, nope) }}",
+                "str.isspace() takes no arguments (2 given)",
+            ),
+        ] {
+            let err = render(src).expect_err(src).to_string();
+            assert!(err.contains(python), "{src}: {err}");
+        }
+        assert_eq!(
+            render("{{ '  hi  '|trim }}|{{ ' hi '.strip() }}").unwrap(),
+            "hi|hi"
+        );
+        assert_eq!(render("{{ '  hi  '|trim(none) }}").unwrap(), "hi");
+        // `chars` by keyword, as Jinja2's `do_trim(value, chars=None)` takes it, and its
+        // errors for arguments it does not take.
+        assert_eq!(render("{{ 'xhix'|trim(chars='x') }}").unwrap(), "hi");
+        for (src, python) in [
+            (
+                "{{ 'xhix'|trim('x', chars='x') }}",
+                "do_trim() got multiple values for argument 'chars'",
+            ),
+            (
+                "{{ 'xhix'|trim('x', 'y') }}",
+                "do_trim() takes from 1 to 2 positional arguments but 3 were given",
+            ),
+            ("{{ 'xhix'|trim(foo='x') }}", "foo"),
+        ] {
+            let err = render(src).expect_err(src).to_string();
+            assert!(err.contains(python), "{src}: {err}");
+        }
     }
 
     /// Hostile templates end in an error in bounded memory: each of these aborted the process

@@ -23,6 +23,37 @@ pub fn unknown_method(
     pycompat::unknown_method_callback(state, value, method, args)
 }
 
+/// Python's TypeError for an undefined argument at `at` of `args` to a method handled here
+/// (minijinja reads it as missing: `'  a '.strip(nope)` strips white space where Jinja2
+/// raises); `None` for a method left to pycompat.
+fn undefined_argument(method: &str, at: usize, args: usize) -> Option<Error> {
+    const NOT_AN_INTEGER: &str = "'Undefined' object cannot be interpreted as an integer";
+    let text = match (method, at) {
+        ("strip" | "lstrip" | "rstrip", _) => format!("{method} arg must be None or str"),
+        ("split" | "rsplit", 0) => "must be str or None, not Undefined".to_string(),
+        ("split" | "rsplit" | "splitlines" | "zfill", _) | ("ljust" | "rjust" | "center", 0) => {
+            NOT_AN_INTEGER.to_string()
+        }
+        ("ljust" | "rjust" | "center", _) => {
+            "The fill character must be a unicode character, not Undefined".to_string()
+        }
+        ("removeprefix" | "removesuffix", _) => {
+            format!("{method}() argument must be str, not Undefined")
+        }
+        ("partition" | "rpartition" | "index" | "rindex", 0) => {
+            "must be str, not Undefined".to_string()
+        }
+        ("index" | "rindex", _) => {
+            "slice indices must be integers or None or have an __index__ method".to_string()
+        }
+        ("isspace" | "casefold" | "swapcase", _) => {
+            format!("str.{method}() takes no arguments ({args} given)")
+        }
+        _ => return None,
+    };
+    Some(Error::new(ErrorKind::InvalidOperation, text))
+}
+
 /// `value` is the string `s`, returned as it is where a method leaves the text unchanged.
 fn string_method(
     value: &Value,
@@ -38,6 +69,9 @@ fn string_method(
             Value::from(text)
         }
     };
+    if let Some(at) = args.iter().position(Value::is_undefined) {
+        return undefined_argument(method, at, args.len()).map_or(Ok(None), Err);
+    }
     let v = match method {
         // Python's whitespace (see `is_python_space`); pycompat's trims Rust's.
         "strip" | "lstrip" | "rstrip" => {
