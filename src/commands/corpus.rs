@@ -228,10 +228,12 @@ mod tests {
         let input = dir.path().join("rows.jsonl");
         let chats = std::fs::read_to_string(root.join("fixtures/corpus/chats.jsonl")).unwrap();
         // A reply with a tool call (not rendered ahead: where it ends depends on the
-        // tokenizer's stop tokens) and a row that is not JSON, among the plain chats.
+        // tokenizer's stop tokens) and a row that is not JSON, among the plain chats. The
+        // model ends a call with a stop token only its generation_config.json names, so a
+        // call rendered ahead would end elsewhere and change the report.
         let tool = r#"{"messages": [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}, {"role": "tool", "content": "sunny"}, {"role": "assistant", "content": "It is sunny."}, {"role": "user", "content": "Thanks."}], "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]}"#;
         std::fs::write(&input, format!("{tool}\nnot json\n{chats}{tool}\n")).unwrap();
-        let model = root.join("fixtures/models/tiny-tools");
+        let model = root.join("fixtures/models/tiny-call");
         let cli = Cli::try_parse_from([
             "kvaudit",
             "corpus",
@@ -242,6 +244,10 @@ mod tests {
             "2",
             "--now",
             "2026-01-15T10:00:00",
+            // Block size 1 counts every token: the two tokens a call rendered ahead would
+            // hold past its stop token do not cross a 16-token block boundary.
+            "--block-sizes",
+            "1,16",
         ])
         .unwrap();
         let Command::Corpus(args) = cli.command else {
@@ -294,8 +300,6 @@ mod tests {
             .conversation()
             .unwrap()
         };
-        assert!(ahead.plan(&conv(tool)).is_none());
-        assert!(ahead.plan(&conv(chats.lines().next().unwrap())).is_some());
         let slot: OnceLock<Result<Auditor>> = OnceLock::new();
         let later = std::thread::scope(|s| {
             s.spawn(|| {
@@ -320,6 +324,8 @@ mod tests {
             "not every row was taken ahead"
         );
         assert_eq!(export(later), ready);
+        assert!(ahead.plan(&conv(tool)).is_none());
+        assert!(ahead.plan(&conv(chats.lines().next().unwrap())).is_some());
 
         // An auditor that cannot be made ends the run with an error, whatever was taken.
         let failed: OnceLock<Result<Auditor>> = OnceLock::new();
