@@ -324,6 +324,8 @@ mod tests {
             "not every row was taken ahead"
         );
         assert_eq!(export(later), ready);
+        // After the runs, so that a tool-call row planned ahead fails on the report above
+        // (the assertion the fixture model makes possible) before it fails here.
         assert!(ahead.plan(&conv(tool)).is_none());
         assert!(ahead.plan(&conv(chats.lines().next().unwrap())).is_some());
 

@@ -522,10 +522,19 @@ pub fn python_strip<'s>(s: &'s str, chars: Option<&str>, ends: Ends) -> &'s str 
     }
 }
 
+/// The TypeError `str.strip` (or `lstrip`, `rstrip`) raises for a `chars` that is neither None
+/// nor a string.
+pub fn strip_arg_error(method: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidOperation,
+        format!("{method} arg must be None or str"),
+    )
+}
+
 /// Jinja2's `trim(value, chars=None)`, which is `str(value).strip(chars)` (minijinja's own trims
 /// Rust's whitespace, which lacks U+001C..U+001F). A value that is not a string is printed as
-/// minijinja prints it (None as `none`); an undefined `chars` raises Python's TypeError, as
-/// `str.strip` does in Jinja2 (minijinja's own trim reads it as None). A string with nothing to
+/// the template prints it; an undefined `chars` raises Python's TypeError, as `str.strip` does
+/// in Jinja2 (minijinja's own trim reads it as None). A string with nothing to
 /// strip is returned as it is, not copied: templates trim every message's content in every
 /// prompt.
 fn jinja_trim(
@@ -542,10 +551,14 @@ fn jinja_trim(
         && last.is_kwargs()
     {
         let kwargs = minijinja::value::Kwargs::try_from(last.clone())?;
+        if let Some(other) = kwargs.args().find(|&k| k != "chars") {
+            return Err(type_error(format!(
+                "do_trim() got an unexpected keyword argument '{other}'"
+            )));
+        }
         if kwargs.has("chars") {
             keyword = Some(kwargs.get::<Value>("chars")?);
         }
-        kwargs.assert_all_used()?;
         positional = rest;
     }
     let given = match (positional, keyword) {
@@ -563,15 +576,11 @@ fn jinja_trim(
             )));
         }
     };
+    // Jinja2 passes `chars` on to `str.strip`, which raises for anything but None and a
+    // string, an undefined value included.
     let chars = match &given {
-        // Jinja2 passes an undefined `chars` on to `str.strip`, which raises.
-        Some(c) if c.is_undefined() => {
-            return Err(type_error("strip arg must be None or str".into()));
-        }
         Some(c) if c.is_none() => None,
-        Some(c) => Some(c.as_str().ok_or_else(|| {
-            type_error(format!("strip arg must be None or str, not {}", c.kind()))
-        })?),
+        Some(c) => Some(c.as_str().ok_or_else(|| strip_arg_error("strip"))?),
         None => None,
     };
     let input = minijinja::value::StringInput::new(state, value)?;
@@ -714,7 +723,23 @@ mod tests {
                 "{{ 'xhix'|trim('x', 'y') }}",
                 "do_trim() takes from 1 to 2 positional arguments but 3 were given",
             ),
-            ("{{ 'xhix'|trim(foo='x') }}", "foo"),
+            (
+                "{{ 'xhix'|trim(foo='x') }}",
+                "do_trim() got an unexpected keyword argument 'foo'",
+            ),
+            ("{{ 'xhix'|trim(5) }}", "strip arg must be None or str"),
+            (
+                "{{ 'ab'.strip('a', nope) }}",
+                "strip expected at most 1 argument, got 2",
+            ),
+            (
+                "{{ 'ab'.partition('a', nope) }}",
+                "str.partition() takes exactly one argument (2 given)",
+            ),
+            (
+                "{{ 'ab'.split(nope, 1, 2) }}",
+                "split() takes at most 2 arguments (3 given)",
+            ),
         ] {
             let err = render(src).expect_err(src).to_string();
             assert!(err.contains(python), "{src}: {err}");

@@ -25,11 +25,45 @@ pub fn unknown_method(
 
 /// Python's TypeError for an undefined argument at `at` of `args` to a method handled here
 /// (minijinja reads it as missing: `'  a '.strip(nope)` strips white space where Jinja2
-/// raises); `None` for a method left to pycompat.
+/// raises); `None` for a method left to pycompat. Python counts the arguments before it looks
+/// at them, so too many is reported first.
 fn undefined_argument(method: &str, at: usize, args: usize) -> Option<Error> {
     const NOT_AN_INTEGER: &str = "'Undefined' object cannot be interpreted as an integer";
+    // The most arguments each method takes, and CPython's words when it gets more.
+    let (most, too_many) = match method {
+        "strip" | "lstrip" | "rstrip" => (
+            1,
+            format!("{method} expected at most 1 argument, got {args}"),
+        ),
+        "ljust" | "rjust" | "center" => (
+            2,
+            format!("{method} expected at most 2 arguments, got {args}"),
+        ),
+        "split" | "rsplit" => (
+            2,
+            format!("{method}() takes at most 2 arguments ({args} given)"),
+        ),
+        "splitlines" => (
+            1,
+            format!("splitlines() takes at most 1 argument ({args} given)"),
+        ),
+        "index" | "rindex" => (
+            3,
+            format!("{method}() takes at most 3 arguments ({args} given)"),
+        ),
+        "removeprefix" | "removesuffix" | "partition" | "rpartition" | "zfill" => (
+            1,
+            format!("str.{method}() takes exactly one argument ({args} given)"),
+        ),
+        "isspace" | "casefold" | "swapcase" => (
+            0,
+            format!("str.{method}() takes no arguments ({args} given)"),
+        ),
+        _ => return None,
+    };
     let text = match (method, at) {
-        ("strip" | "lstrip" | "rstrip", _) => format!("{method} arg must be None or str"),
+        _ if args > most => too_many,
+        ("strip" | "lstrip" | "rstrip", _) => return Some(super::env::strip_arg_error(method)),
         ("split" | "rsplit", 0) => "must be str or None, not Undefined".to_string(),
         ("split" | "rsplit" | "splitlines" | "zfill", _) | ("ljust" | "rjust" | "center", 0) => {
             NOT_AN_INTEGER.to_string()
@@ -43,13 +77,7 @@ fn undefined_argument(method: &str, at: usize, args: usize) -> Option<Error> {
         ("partition" | "rpartition" | "index" | "rindex", 0) => {
             "must be str, not Undefined".to_string()
         }
-        ("index" | "rindex", _) => {
-            "slice indices must be integers or None or have an __index__ method".to_string()
-        }
-        ("isspace" | "casefold" | "swapcase", _) => {
-            format!("str.{method}() takes no arguments ({args} given)")
-        }
-        _ => return None,
+        _ => "slice indices must be integers or None or have an __index__ method".to_string(),
     };
     Some(Error::new(ErrorKind::InvalidOperation, text))
 }

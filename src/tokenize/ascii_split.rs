@@ -92,8 +92,8 @@ impl AsciiSplit {
             let mut i = from;
             // Eight bytes at a time while they last: most words end within the first eight,
             // and then without the mispredicted branch a byte loop takes at a word's end.
-            while let Some(chunk) = t.get(i..i + 8) {
-                let n = leading_letters(u64::from_le_bytes(chunk.try_into().ok()?));
+            while let Some(chunk) = t.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+                let n = leading_letters(u64::from_le_bytes(*chunk));
                 if n < 8 {
                     return t[i + n].is_ascii().then_some(i + n);
                 }

@@ -798,7 +798,18 @@ mod tests {
             alphabet.push(s.into());
         }
         for s in [
-            "  ", " \n", "\r\n", "\n\n", "\t", " a", "ab", "12", "1234", " (", "\u{a0} ",
+            "  ",
+            " \n",
+            "\r\n",
+            "\n\n",
+            "\t",
+            " a",
+            "ab",
+            "12",
+            "1234",
+            " (",
+            "\u{a0} ",
+            "abcdefghijk",
         ] {
             alphabet.push(s.into());
         }
