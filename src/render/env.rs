@@ -534,9 +534,8 @@ pub fn strip_arg_error(method: &str) -> Error {
 /// Jinja2's `trim(value, chars=None)`, which is `str(value).strip(chars)` (minijinja's own trims
 /// Rust's whitespace, which lacks U+001C..U+001F). A value that is not a string is printed as
 /// the template prints it; an undefined `chars` raises Python's TypeError, as `str.strip` does
-/// in Jinja2 (minijinja's own trim reads it as None). A string with nothing to
-/// strip is returned as it is, not copied: templates trim every message's content in every
-/// prompt.
+/// in Jinja2 (minijinja's own trim reads it as None). A string with nothing to strip is
+/// returned as it is, not copied: templates trim every message's content in every prompt.
 fn jinja_trim(
     state: &State,
     value: &Value,
