@@ -20,8 +20,10 @@ import threading
 
 import zmq
 
+import kvaudit_exe
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXE = os.path.join(ROOT, "target", "release", "kvaudit")
+EXE = kvaudit_exe.path()
 S5 = os.path.join(ROOT, "..", "shared", "fixtures", "vllm-events", "s5.frames")
 
 

@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+import kvaudit_exe
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -51,7 +53,7 @@ def main():
         for d in os.listdir(args.models_dir)
         if os.path.isfile(os.path.join(args.models_dir, d, "tokenizer.json"))
     )
-    exe = os.path.join(ROOT, "target", "release", "kvaudit")
+    exe = kvaudit_exe.path()
     cmd = [exe, "check"] + [a for m in models for a in ("-m", m)]
     print(f"{len(models)} models from {args.models_dir}, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,12 +21,15 @@ import sys
 import tempfile
 import time
 
+import kvaudit_exe
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SHARED = os.path.join(ROOT, "..", "shared")
 
 
-def build_corpus(path, n, seed):
+def build_corpus(path, n, seed, keep=None):
+    """`keep(line)`, when given, picks the conversations (raw lines) the pool takes."""
     pool = []
     corpus_dir = os.path.join(SHARED, "corpus")
     for name in sorted(os.listdir(corpus_dir)):
@@ -34,6 +37,8 @@ def build_corpus(path, n, seed):
             continue
         with open(os.path.join(corpus_dir, name), encoding="utf-8") as f:
             for line in f:
+                if keep is not None and not keep(line):
+                    continue
                 msgs = json.loads(line)["messages"]
                 if not all(m["role"] in ("user", "assistant", "system") and isinstance(m.get("content"), str)
                            for m in msgs):
@@ -90,7 +95,7 @@ def main():
     ap.add_argument("--models", default="qwen3-8b,llama-3.1-8b-instruct")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    exe = os.path.join(ROOT, "target", "release", "kvaudit")
+    exe = kvaudit_exe.path()
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "corpus.jsonl")
         pool = build_corpus(corpus, args.conversations, args.seed)

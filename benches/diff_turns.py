@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+import kvaudit_exe
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -39,7 +41,7 @@ def main():
     ap.add_argument("--python-runs", type=int, default=5)
     ap.add_argument("--conversations", type=int, default=100)
     args = ap.parse_args()
-    exe = os.path.join(ROOT, "target", "release", "kvaudit")
+    exe = kvaudit_exe.path()
     cmd = [exe, "diff-turns", "--model", args.model, "--now", "2026-01-15T10:00:00", "--format", "json"]
     # Warm the prepared-tokenizer cache once (a first run on a new tokenizer prepares it).
     subprocess.run(cmd, stdout=subprocess.DEVNULL)

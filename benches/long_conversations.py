@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+import kvaudit_exe
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -100,7 +102,7 @@ def main():
     ap.add_argument("--python-runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args()
-    exe = os.path.join(ROOT, "target", "release", "kvaudit")
+    exe = kvaudit_exe.path()
     pools = text_pools(os.path.join(SHARED, "corpus"))
     print(f"{os.cpu_count()} cores; texts: {len(pools[0])} user, {len(pools[1])} assistant; seed {args.seed}")
     print(f"{'model':<24} {'turns':>5} {'prompt KB':>9} {'kvaudit wall':>12} {'cpu':>8} "

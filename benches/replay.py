@@ -24,8 +24,10 @@ import tempfile
 import time
 from collections import deque
 
+import kvaudit_exe
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXE = os.path.join(ROOT, "target", "release", "kvaudit")
+EXE = kvaudit_exe.path()
 
 
 def s(text):
@@ -68,8 +70,8 @@ def removed(h):
     return b"".join([b"\x84", K_TYPE, K_REMOVED, K["block_hashes"], b"\x91\xcf", struct.pack(">Q", h), K["medium"], GPU, K["group_idx"], b"\x00"])
 
 
-def generate(path, n_events):
-    rng = random.Random(20261129)
+def generate(path, n_events, seed=20261129):
+    rng = random.Random(seed)
     vocab = 151936
     topic = b"kv@decode-0@bench-model"
     pool, events, seq = deque(), 0, 0

@@ -1,7 +1,7 @@
 //! The committed build profile (pgo/, README "Profile-guided builds") is the one the build
 //! configuration names: cargo only recompiles with a new profile when the digest in
-//! `.cargo/config.toml` changes with it, and the wrapper only hands the profile to the LLVM
-//! version it records.
+//! `.cargo/config.toml` changes with it, and the wrapper hands the profile only to the rustc
+//! that recorded it, which it names by commit hash.
 
 use std::path::Path;
 
@@ -16,7 +16,11 @@ fn read(path: &str) -> Vec<u8> {
 fn the_build_configuration_names_the_committed_profile() {
     let profile = read("pgo/kvaudit.profdata");
     // An indexed LLVM profile starts with its magic number, 0x8169666f72706cff little-endian.
-    assert_eq!(&profile[..8], b"\xfflprofi\x81", "not an indexed LLVM profile");
+    assert_eq!(
+        profile.get(..8),
+        Some(&b"\xfflprofi\x81"[..]),
+        "not an indexed LLVM profile"
+    );
     let digest: String = Sha256::digest(&profile)
         .iter()
         .take(8)
@@ -37,14 +41,14 @@ fn the_build_configuration_names_the_committed_profile() {
 }
 
 #[test]
-fn the_wrapper_records_an_llvm_version() {
+fn the_wrapper_names_the_rustc_that_recorded_the_profile() {
     let wrapper = String::from_utf8(read("pgo/rustc-wrapper")).unwrap();
     let recorded = wrapper
         .lines()
-        .find_map(|l| l.strip_prefix("recorded_llvm="))
-        .expect("pgo/rustc-wrapper records no LLVM version");
+        .find_map(|l| l.strip_prefix("recorded_rustc="))
+        .expect("pgo/rustc-wrapper names no rustc");
     assert!(
-        !recorded.is_empty() && recorded.bytes().all(|b| b.is_ascii_digit()),
-        "recorded_llvm={recorded}"
+        recorded.len() == 40 && recorded.bytes().all(|b| b.is_ascii_hexdigit()),
+        "recorded_rustc={recorded} is not a commit hash"
     );
 }
