@@ -7,9 +7,10 @@ optimisation; see pgo/rustc-wrapper and the README's "Profile-guided builds").
 
 1. Builds kvaudit with counters (-Cprofile-generate, release profile) into
    target/pgo-instrumented.
-2. Runs it on the workloads the benchmarks time, with inputs the benchmarks do not use. The
+2. Runs it on the workloads the benchmarks time, never on the benchmarks' own input files. The
    conversations of ../shared/corpus are split in two by the SHA-256 of their line (even first
-   byte: training; odd: held out); training sees only its half:
+   byte: training; odd: held out); training sees only its half (benches/corpus.py draws from
+   both; --heldout below draws from the other half only):
    - `corpus` over the training half of every file of ../shared/corpus with every model of
      ../shared/models (less --exclude-models), JSON out, --jobs 2; one model also with the
      human report, --html and --per-transition;
