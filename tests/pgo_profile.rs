@@ -52,3 +52,85 @@ fn the_wrapper_names_the_rustc_that_recorded_the_profile() {
         "recorded_rustc={recorded} is not a commit hash"
     );
 }
+
+/// The wrapper's choices, with a stand-in compiler that prints the arguments it gets.
+#[cfg(unix)]
+#[test]
+fn the_wrapper_adds_the_profile_only_to_configured_optimised_compiles_by_the_recorded_rustc() {
+    use std::os::unix::fs::PermissionsExt;
+    let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("pgo/rustc-wrapper");
+    let text = String::from_utf8(read("pgo/rustc-wrapper")).unwrap();
+    let recorded = text
+        .lines()
+        .find_map(|l| l.strip_prefix("recorded_rustc="))
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("kvaudit-pgo-wrapper-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("rustc");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$1\" = -vV ] && { echo \"commit-hash: $FAKE_COMMIT\"; exit 0; }\necho \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |commit: &str, pgo: &str, args: &[&str]| {
+        let out = std::process::Command::new(&wrapper)
+            .arg(&fake)
+            .args(args)
+            .env("FAKE_COMMIT", commit)
+            .env("KVAUDIT_PGO", pgo)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("-Cprofile-use=")
+    };
+    let config = ["--cfg", "kvaudit_pgo=\"x\""];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        ["--crate-name", "k", "-C", "opt-level=3"]
+            .iter()
+            .chain(&config)
+            .chain(extra)
+            .copied()
+            .collect()
+    };
+    assert!(run(recorded, "1", &with(&[])));
+    assert!(run(
+        recorded,
+        "1",
+        &["-Copt-level=3", "--cfg=kvaudit_pgo=x"]
+    ));
+    // A crate's name is not an option value.
+    assert!(run(
+        recorded,
+        "1",
+        &with(&["--crate-name", "html_sanitizer"])
+    ));
+    assert!(!run(
+        "0000000000000000000000000000000000000000",
+        "1",
+        &with(&[])
+    ));
+    assert!(!run(recorded, "0", &with(&[])));
+    assert!(!run(
+        recorded,
+        "1",
+        &["--crate-name", "k", "-C", "opt-level=3"]
+    ));
+    assert!(!run(
+        recorded,
+        "1",
+        &["--crate-name", "k", "--cfg", "kvaudit_pgo=\"x\""]
+    ));
+    for extra in [
+        &["--cfg", "fuzzing"][..],
+        &["--cfg=fuzzing"],
+        &["-Cpasses=sancov-module"],
+        &["-C", "instrument-coverage"],
+        &["-Zsanitizer=address"],
+        &["-Cprofile-generate=/tmp/x"],
+    ] {
+        assert!(!run(recorded, "1", &with(extra)), "{extra:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
