@@ -110,8 +110,181 @@ fn cases(dir: &Path) -> Vec<Case> {
         bigid.join("tokenizer_config.json"),
     )
     .unwrap();
+    // One BlockStored event per batch, as vLLM lays it out ([ts, [event], rank]); each
+    // field's msgpack given whole, so a field can be made as large as a case needs.
+    let one_event = |name: &str, fields: &[&[u8]]| {
+        let mut b = vec![0x93, 0xcb];
+        b.extend_from_slice(&1.0f64.to_be_bytes());
+        b.push(0x91);
+        b.push(0x90 | (fields.len() as u8 + 1));
+        b.extend_from_slice(b"\xabBlockStored");
+        for f in fields {
+            b.extend_from_slice(f);
+        }
+        b.push(0x00);
+        write(dir, name, b)
+    };
+    let array32 = |n: usize, item: &[u8]| {
+        let mut b = vec![0xdd];
+        b.extend_from_slice(&(n as u32).to_be_bytes());
+        for _ in 0..n {
+            b.extend_from_slice(item);
+        }
+        b
+    };
+    let uint64s = |n: usize| {
+        let mut b = vec![0xdd];
+        b.extend_from_slice(&(n as u32).to_be_bytes());
+        for i in 0..n as u64 {
+            b.push(0xcf);
+            b.extend_from_slice(&(i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1).to_be_bytes());
+        }
+        b
+    };
+    const EVENT_BLOCKS: usize = 1 << 20;
+    let many_hashes = one_event(
+        "hashes.msgpack",
+        &[
+            &array32(EVENT_BLOCKS + 1, &[0x07]),
+            &[0xc0],
+            &[0x90],
+            &[0x01],
+        ],
+    );
+    let many_tokens = one_event(
+        "tokens.msgpack",
+        &[
+            &[0x91, 0x07],
+            &[0xc0],
+            &array32((1 << 24) + 1, &[0x07]),
+            &[0x01],
+        ],
+    );
+    // Fields 5 to 8 (lora_id, medium, lora_name, extra_keys): the nils cost a byte each.
+    let many_extra_keys = one_event(
+        "extra.msgpack",
+        &[
+            &[0x91, 0x07],
+            &[0xc0],
+            &[0x91, 0x07],
+            &[0x01],
+            &[0xc0],
+            &[0xc0],
+            &[0xc0],
+            &array32(EVENT_BLOCKS + 1, &[0xc0]),
+        ],
+    );
+    // An extra-keys entry is a generic value tree: a million nils inside one entry.
+    let mut nested = vec![0x91];
+    nested.extend_from_slice(&array32(EVENT_BLOCKS + 1, &[0xc0]));
+    let nested_tree = one_event(
+        "nested.msgpack",
+        &[
+            &[0x91, 0x07],
+            &[0xc0],
+            &[0x91, 0x07],
+            &[0x01],
+            &[0xc0],
+            &[0xc0],
+            &[0xc0],
+            &nested,
+        ],
+    );
+    // A map event whose "type" comes last: every other key is remembered until then, and a
+    // million repeats of one key must not be a million entries.
+    let mut repeated = vec![0x93, 0xcb];
+    repeated.extend_from_slice(&1.0f64.to_be_bytes());
+    repeated.push(0x91);
+    repeated.push(0xdf);
+    repeated.extend_from_slice(&((EVENT_BLOCKS as u32) * 2 + 1).to_be_bytes());
+    for _ in 0..EVENT_BLOCKS {
+        repeated.extend_from_slice(b"\xacblock_hashes\x90");
+        repeated.extend_from_slice(b"\xa1x\xc0");
+    }
+    repeated.extend_from_slice(b"\xa4type\xabBlockStored\x00");
+    let repeated = write(dir, "repeated.msgpack", repeated);
+    // The largest event read: a million blocks of one token, all of them indexed.
+    let at_cap = one_event(
+        "at-cap.msgpack",
+        &[
+            &uint64s(EVENT_BLOCKS),
+            &[0xc0],
+            &array32(EVENT_BLOCKS, &[0x07]),
+            &[0x01],
+        ],
+    );
     let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     vec![
+        Case {
+            name: "an event of 1,048,577 block hashes",
+            args: owned(&["replay", &many_hashes]),
+            code: 2,
+            fragment: "block_hashes: 1048577 entries in one event, more than the 1048576",
+            max_mb: 256,
+        },
+        Case {
+            name: "--keep-going counts it as too_large",
+            args: owned(&["replay", "--keep-going", "--format", "json", &many_hashes]),
+            code: 1,
+            fragment: "\"too_large\"",
+            max_mb: 256,
+        },
+        Case {
+            name: "an event of 16,777,217 token ids",
+            args: owned(&["replay", &many_tokens]),
+            code: 2,
+            fragment: "token_ids: 16777217 entries in one event",
+            max_mb: 256,
+        },
+        Case {
+            name: "an event of 1,048,577 extra-key entries",
+            args: owned(&["replay", &many_extra_keys]),
+            code: 2,
+            fragment: "extra_keys: 1048577 entries in one event",
+            max_mb: 256,
+        },
+        Case {
+            name: "a million nils in one extra-key entry",
+            args: owned(&["replay", &nested_tree]),
+            code: 2,
+            fragment: "entries kvaudit decodes in nested fields",
+            max_mb: 256,
+        },
+        Case {
+            name: "a map event repeating one key a million times",
+            args: owned(&["replay", &repeated]),
+            code: 2,
+            fragment: "BlockStored lacks block_hashes, token_ids or block_size",
+            max_mb: 256,
+        },
+        Case {
+            name: "--jobs 100000",
+            args: owned(&[
+                "corpus",
+                "--model",
+                TINY,
+                "fixtures/corpus/chats.jsonl",
+                "--jobs",
+                "100000",
+            ]),
+            code: 2,
+            fragment: "--jobs 100000 is more than the 1024 worker threads allowed",
+            max_mb: 256,
+        },
+        Case {
+            name: "--jobs 2^64-1",
+            args: owned(&["check", "--model", TINY, "--jobs", "18446744073709551615"]),
+            code: 2,
+            fragment: "more than the 1024 worker threads allowed",
+            max_mb: 256,
+        },
+        Case {
+            name: "an event of exactly 1,048,576 blocks is replayed",
+            args: owned(&["replay", &at_cap]),
+            code: 0,
+            fragment: "",
+            max_mb: 640,
+        },
         Case {
             name: "frame claiming a 1 GiB payload in 122 bytes",
             args: owned(&["replay", &claim]),

@@ -34,7 +34,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let options = CheckOptions {
         offline: args.offline,
         progress: std::io::stderr().is_terminal(),
-        jobs: args.jobs,
+        jobs: super::settings::jobs(args.jobs)?,
     };
     let spinner = super::progress::Spinner::start("checking");
     let report = gate::check(&config, &baseline, &options)?;

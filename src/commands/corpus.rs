@@ -96,12 +96,17 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             )
         }
         Some(ahead) => std::thread::scope(|s| {
-            s.spawn(|| {
+            let loader = std::thread::Builder::new().spawn_scoped(s, || {
                 // Set even if making it panics, or the workers would wait for it forever.
                 let guard = SetOnDrop(&auditor_slot);
                 let _ = auditor_slot.set(make_auditor());
                 drop(guard);
             });
+            if let Err(e) = loader {
+                let _ = auditor_slot
+                    .set(Err(anyhow::Error::new(e)
+                        .context("cannot start the thread that loads the model")));
+            }
             corpus::run(
                 corpus::AuditorAt::Loading {
                     ahead,

@@ -27,7 +27,8 @@ impl Spinner {
         let done = Arc::new(AtomicBool::new(false));
         if std::io::stderr().is_terminal() {
             let (bar, done) = (bar.clone(), done.clone());
-            std::thread::spawn(move || {
+            // No spinner is no loss: a thread the system will not give is not an error here.
+            let _ = std::thread::Builder::new().spawn(move || {
                 std::thread::sleep(DELAY);
                 if !done.load(Ordering::Acquire) {
                     bar.set_draw_target(ProgressDrawTarget::stderr());

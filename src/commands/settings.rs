@@ -130,6 +130,18 @@ pub fn audit_settings(
 
 /// `check`'s config: `--config`, else ./kvaudit.toml, else the `--model` flags alone;
 /// `--model` and `--template` override the file's models.
+/// More worker threads than any machine has cores: each takes a stack and its own caches, so
+/// a typo (`--jobs 100000`) is refused instead of exhausting the process.
+pub const MAX_JOBS: usize = 1024;
+
+/// `--jobs N` checked against [`MAX_JOBS`] (0 passes: `check` reads it as one per core).
+pub fn jobs(n: usize) -> Result<usize> {
+    if n > MAX_JOBS {
+        bail!("--jobs {n} is more than the {MAX_JOBS} worker threads allowed");
+    }
+    Ok(n)
+}
+
 pub fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config::GateConfig> {
     use crate::gate::config::{self, GateConfig, ModelConfig};
     let default = std::path::Path::new(config::FILE_NAME);
@@ -564,6 +576,10 @@ pub fn corpus_settings(
     if args.jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
+    let jobs = match args.jobs {
+        Some(n) => jobs(n)?,
+        None => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+    };
     if args.sample == Some(0) {
         bail!("--sample must be at least 1");
     }
@@ -587,9 +603,7 @@ pub fn corpus_settings(
     };
     Ok(crate::corpus::CorpusSettings {
         block_sizes: args.block_sizes.clone(),
-        jobs: args.jobs.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        }),
+        jobs,
         seed: args.seed,
         assumptions: Assumptions {
             prefill_affinity: match args.prefill_affinity {

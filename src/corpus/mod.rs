@@ -665,7 +665,12 @@ where
     // The next row and its number. With `wait`, a worker waits for room before taking a row:
     // rows are still taken in input order, and at most `jobs` rows past the window are ever in
     // flight. Without it, no room is no row.
+    // Set when a worker thread could not be started: the others stop taking rows.
+    let halted = AtomicBool::new(false);
     let take = |wait: bool| -> Option<(u64, input::Item)> {
+        if halted.load(Ordering::Relaxed) {
+            return None;
+        }
         let f = feed.lock().ok()?;
         let next = f.taken;
         if !wait && !ordered.has_room(next) {
@@ -790,14 +795,33 @@ where
         }
         tally
     };
-    let tallies: Vec<Tally> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..jobs).map(|i| s.spawn(move || worker(i))).collect();
-        handles
+    let (tallies, not_started) = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        let mut not_started = None;
+        for i in 0..jobs {
+            match std::thread::Builder::new().spawn_scoped(s, move || worker(i)) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    halted.store(true, Ordering::Relaxed);
+                    not_started = Some(anyhow::Error::new(e).context(format!(
+                        "cannot start worker thread {} of {jobs} (try a smaller --jobs)",
+                        i + 1
+                    )));
+                    break;
+                }
+            }
+        }
+        let tallies = handles
             .into_iter()
             .map(|h| h.join())
-            .collect::<std::thread::Result<Vec<_>>>()
-    })
-    .map_err(|_| anyhow::anyhow!("a corpus worker thread panicked"))?;
+            .collect::<std::thread::Result<Vec<_>>>();
+        (tallies, not_started)
+    });
+    if let Some(e) = not_started {
+        return Err(e);
+    }
+    let tallies: Vec<Tally> =
+        tallies.map_err(|_| anyhow::anyhow!("a corpus worker thread panicked"))?;
     let auditor = match at {
         AuditorAt::Ready(a) => a,
         AuditorAt::Loading { auditor, .. } => match auditor.get() {

@@ -10,6 +10,14 @@ use super::schema::{WIRE_TYPE, field_order, tag_of};
 use super::{Batch, BatchWire, Engine, Event, EventKind, EventWire, Owned, Pool, Text, WireHash};
 use super::{BlockRemoved, BlockStored, fast};
 
+/// Block hashes (and extra-key entries) one event may carry. A real event holds the blocks one
+/// request filled in one scheduler step: at most a whole prompt, a million blocks even at page
+/// size 1. Each costs the index emulation a few hundred bytes for nine on the wire, so an
+/// event past this is refused (counted as `too_large`) rather than followed into gigabytes.
+pub const MAX_EVENT_BLOCKS: usize = 1 << 20;
+/// Token ids one event may carry: a million blocks of 16.
+pub const MAX_EVENT_TOKENS: usize = 1 << 24;
+
 /// String values engines send on many events (media, cache kinds, locality): shared, not
 /// allocated per event.
 const COMMON: [&str; 14] = [
@@ -236,7 +244,18 @@ fn read_event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Result<Event, 
                 if key == b"type" {
                     tag = Some(read_tag(r, "event type")?);
                 } else {
-                    pending.push((Field::of(key), r.position()));
+                    // Unknown keys are skipped now and never revisited: a map of millions of
+                    // them must not cost an entry each.
+                    // A known key given again replaces the earlier one (the last wins, as
+                    // reading both in order did), so this list holds one entry per field.
+                    let field = Field::of(key);
+                    if field != Field::Other {
+                        let pos = r.position();
+                        match pending.iter_mut().find(|(f, _)| *f == field) {
+                            Some(p) => p.1 = pos,
+                            None => pending.push((field, pos)),
+                        }
+                    }
                     r.skip()?;
                 }
             }
@@ -327,7 +346,7 @@ impl<'a> Fields<'a> {
                 self.stored.token_ids_out_of_range = false;
                 if !fast::tokens(r, &mut self.stored.token_ids) {
                     self.stored.token_ids_out_of_range =
-                        r.u32_list_into("token_ids", &mut self.stored.token_ids)?;
+                        r.u32_list_into("token_ids", MAX_EVENT_TOKENS, &mut self.stored.token_ids)?;
                 }
                 self.has_tokens = true;
             }
@@ -354,6 +373,7 @@ impl<'a> Fields<'a> {
                 self.stored.extra_keys = match r.head()? {
                     Head::Nil => None,
                     Head::Array(n) => {
+                        r.check_len("extra_keys", n, MAX_EVENT_BLOCKS, at)?;
                         let mut items = self.spare_extra.take().unwrap_or_default();
                         items.reserve(n.min(1 << 16));
                         for _ in 0..n {
@@ -552,7 +572,9 @@ fn opt_text(r: &mut Reader, what: &str) -> Result<Option<Text>, DecodeError> {
 }
 
 fn read_hashes(r: &mut Reader, out: &mut Vec<WireHash>) -> Result<(), DecodeError> {
+    let at = r.position();
     let n = r.array("block_hashes")?;
+    r.check_len("block_hashes", n, MAX_EVENT_BLOCKS, at)?;
     out.reserve(n.min(1 << 16));
     for _ in 0..n {
         if let Some(v) = r.u64_wide() {

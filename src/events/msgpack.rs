@@ -201,9 +201,17 @@ pub struct Reader<'a> {
     /// Added to reported offsets (position of `buf` in the file).
     base: usize,
     depth: usize,
+    /// Entries the generic value trees of this buffer may still hold. Each entry costs a
+    /// 32-byte `Val` for as little as one input byte (a nil), so without a budget a message
+    /// of 16 MiB of nils would take half a gigabyte.
+    tree_entries_left: usize,
 }
 
 const MAX_DEPTH: usize = 64;
+
+/// Entries of generic value trees (extra keys, lookahead token ids, unknown containers that
+/// are decoded rather than skipped) built per message: far beyond what any engine sends.
+pub const MAX_TREE_ENTRIES: usize = 1 << 20;
 
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8], base: usize) -> Self {
@@ -212,6 +220,7 @@ impl<'a> Reader<'a> {
             pos: 0,
             base,
             depth: 0,
+            tree_entries_left: MAX_TREE_ENTRIES,
         }
     }
 
@@ -231,6 +240,8 @@ impl<'a> Reader<'a> {
             pos,
             base: self.base,
             depth: self.depth,
+            // A share of what is left, not a fresh budget: sub-readers are made per field.
+            tree_entries_left: self.tree_entries_left,
         }
     }
 
@@ -386,6 +397,7 @@ impl<'a> Reader<'a> {
                 Val::Ext(t, self.take(n)?)
             }
             Head::Array(n) => {
+                self.spend_tree_entries(n, at)?;
                 self.enter(at)?;
                 let mut v = Vec::with_capacity(n.min(4096));
                 for _ in 0..n {
@@ -395,6 +407,7 @@ impl<'a> Reader<'a> {
                 Val::Array(v)
             }
             Head::Map(n) => {
+                self.spend_tree_entries(n, at)?;
                 self.enter(at)?;
                 let mut v = Vec::with_capacity(n.min(4096));
                 for _ in 0..n {
@@ -405,6 +418,42 @@ impl<'a> Reader<'a> {
                 Val::Map(v)
             }
         })
+    }
+
+    fn spend_tree_entries(&mut self, n: usize, at: usize) -> Result<(), DecodeError> {
+        match self.tree_entries_left.checked_sub(n) {
+            Some(left) => {
+                self.tree_entries_left = left;
+                Ok(())
+            }
+            None => Err(self.error(
+                at,
+                DecodeErrorKind::TooLarge,
+                format!(
+                    "a container of {n} entries takes the message past the \
+                     {MAX_TREE_ENTRIES} entries kvaudit decodes in nested fields"
+                ),
+            )),
+        }
+    }
+
+    /// Fails unless the array or list of `n` entries read for `what` is within `max`: the
+    /// decoded form of an entry is larger than its bytes on the wire.
+    pub fn check_len(
+        &self,
+        what: &str,
+        n: usize,
+        max: usize,
+        at: usize,
+    ) -> Result<(), DecodeError> {
+        if n > max {
+            return Err(self.error(
+                at,
+                DecodeErrorKind::TooLarge,
+                format!("{what}: {n} entries in one event, more than the {max} kvaudit reads"),
+            ));
+        }
+        Ok(())
     }
 
     fn enter(&mut self, at: usize) -> Result<(), DecodeError> {
@@ -600,8 +649,15 @@ impl<'a> Reader<'a> {
 
     /// An array of integers as u32, appended to `out` (token ids: any width; negatives wrap,
     /// as llm-d casts them). `true` when a value did not fit, so the caller can say so.
-    pub fn u32_list_into(&mut self, what: &str, out: &mut Vec<u32>) -> Result<bool, DecodeError> {
+    pub fn u32_list_into(
+        &mut self,
+        what: &str,
+        max: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<bool, DecodeError> {
+        let at = self.pos;
         let n = self.array(what)?;
+        self.check_len(what, n, max, at)?;
         out.reserve(n.min(1 << 20));
         let mut out_of_range = false;
         for _ in 0..n {

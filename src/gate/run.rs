@@ -151,9 +151,9 @@ fn audit_all(
     .min(config.models.len());
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, Result<Audited>)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| {
+    let not_started = std::thread::scope(|s| {
+        for k in 0..jobs {
+            let started = std::thread::Builder::new().spawn_scoped(s, || {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(m) = config.models.get(i) else { break };
@@ -163,8 +163,20 @@ fn audit_all(
                     }
                 }
             });
+            if let Err(e) = started {
+                // The threads already started stop after the model each is auditing.
+                next.store(config.models.len(), Ordering::Relaxed);
+                return Some(anyhow::Error::new(e).context(format!(
+                    "cannot start audit thread {} of {jobs} (try a smaller --jobs)",
+                    k + 1
+                )));
+            }
         }
+        None
     });
+    if let Some(e) = not_started {
+        return Err(e);
+    }
     let mut results = results
         .into_inner()
         .map_err(|_| anyhow!("a model audit thread panicked"))?;
