@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kvaudit::cli::{Cli, Command};
-use kvaudit::commands::{self, Outcome};
+use kvaudit::commands::{self, Outcome, terminal};
 
 // The audit allocates many small, short-lived token and text buffers per conversation on
 // every worker; mimalloc's thread-local free lists serve them faster than glibc's malloc.
@@ -15,22 +15,31 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
+            // --help or --version into a full disk is an error; into a closed pipe it is not.
+            return match e.print() {
+                Err(io) if e.use_stderr() || io.kind() == std::io::ErrorKind::BrokenPipe => {
+                    ExitCode::from(code)
+                }
+                Err(io) => {
+                    terminal::stderr_line(&format!("error: cannot write the text: {io}"));
+                    ExitCode::from(2)
+                }
+                Ok(()) => ExitCode::from(code),
+            };
         }
     };
+    terminal::set_secrets(secrets(&cli));
     // Decided here once rather than by owo-colors' own detection, which treats an empty
     // NO_COLOR as set.
-    owo_colors::set_override(commands::color_wanted(
-        cli.color,
-        std::io::stdout().is_terminal(),
-        |k| std::env::var(k).ok(),
-    ));
+    let colour = commands::color_wanted(cli.color, std::io::stdout().is_terminal(), |k| {
+        std::env::var(k).ok()
+    });
+    owo_colors::set_override(colour);
     let stdout = std::io::stdout();
     let mut out: Box<dyn Write> = if cli.quiet {
         Box::new(std::io::sink())
     } else {
-        Box::new(stdout.lock())
+        Box::new(terminal::Safe::new(stdout.lock(), colour))
     };
     let result = match &cli.command {
         Command::DiffTurns(args) => commands::diff_turns::run(args, &mut out),
@@ -46,6 +55,12 @@ fn main() -> ExitCode {
         Command::Completions(args) => commands::completions::run(args, &mut out),
     };
     let flushed = out.flush();
+    let closed = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
+    let result = match (result, flushed.as_ref()) {
+        // The report did not reach stdout (a full disk): the run failed, whatever it found.
+        (Ok(_), Err(e)) if !closed(e) => Err(anyhow::anyhow!("{e}")),
+        (result, _) => result,
+    };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Findings) => ExitCode::from(1),
@@ -65,10 +80,29 @@ fn main() -> ExitCode {
                 .map(|c| c.to_string())
                 .collect::<Vec<_>>()
                 .join(": ");
-            eprintln!("error: {}", line.replace('\n', " "));
+            terminal::stderr_line(&format!("error: {line}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// What must never be printed: the tokens and keys kvaudit sends, and every value of an
+/// extra header (routers take keys in headers of their own names).
+fn secrets(cli: &Cli) -> Vec<String> {
+    let mut v: Vec<String> = ["HF_TOKEN", "OPENAI_API_KEY"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .collect();
+    if let Command::Probe(args) = &cli.command {
+        v.extend(args.api_key.iter().cloned());
+        v.extend(
+            args.header
+                .iter()
+                .filter_map(|h| h.split_once(':'))
+                .map(|(_, value)| value.trim().to_string()),
+        );
+    }
+    v
 }
 
 /// A closed pipe (`kvaudit ... | head`) is not an error.

@@ -213,8 +213,53 @@ fn cases(dir: &Path) -> Vec<Case> {
             &[0x01],
         ],
     );
+    // A capture whose topic carries terminal control sequences (retitle, clear screen, bell).
+    let mut hostile_topic = Vec::new();
+    let topic = b"kv@\x1b]0;owned\x07\x1b[2J@m";
+    hostile_topic.extend_from_slice(&(topic.len() as u32).to_be_bytes());
+    hostile_topic.extend_from_slice(topic);
+    hostile_topic.extend_from_slice(&0u64.to_be_bytes());
+    // One BlockStored of 16 tokens, so that the pod (named by the topic) is listed.
+    let mut batch = vec![0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x91, 0x95, 0xab];
+    batch.extend_from_slice(b"BlockStored");
+    batch.extend_from_slice(&[0x91, 0x07, 0xc0, 0xdc, 0, 16]);
+    batch.extend(1..=16u8);
+    batch.extend_from_slice(&[16, 0x00]);
+    hostile_topic.extend_from_slice(&(batch.len() as u32).to_be_bytes());
+    hostile_topic.extend_from_slice(&batch);
+    let hostile_topic = write(dir, "topic.frames", hostile_topic);
     let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     vec![
+        Case {
+            name: "a raised message with control sequences",
+            args: diff_turns(&[
+                "--template",
+                &template(
+                    "raise-ctl.jinja",
+                    "{{ raise_exception('bad \\x1b]0;owned\\x07 \\x1b[2J\\nline two') }}",
+                ),
+            ]),
+            code: 2,
+            fragment: "bad \\u001b]0;owned\\u0007 \\u001b[2J line two",
+            max_mb: 256,
+        },
+        Case {
+            name: "a raised message of 10 MB",
+            args: diff_turns(&[
+                "--template",
+                &template("raise-big.jinja", "{{ raise_exception('x' * 10000000) }}"),
+            ]),
+            code: 2,
+            fragment: "characters left out]",
+            max_mb: 384,
+        },
+        Case {
+            name: "a capture topic with control sequences",
+            args: owned(&["replay", &hostile_topic]),
+            code: 1,
+            fragment: "\\u001b]0;owned\\u0007\\u001b[2J",
+            max_mb: 256,
+        },
         Case {
             name: "an event of 1,048,577 block hashes",
             args: owned(&["replay", &many_hashes]),
@@ -498,10 +543,18 @@ fn hostile_inputs_end_cleanly_in_bounded_memory() {
             format!("{stdout}{}", m.stderr)
         };
         let one_line = m.code != 2 || m.stderr.trim_end().lines().count() == 1;
+        // Whatever the input held, the terminal gets no control character but line breaks
+        // and tabs, and no line longer than a person reads (1,000 characters and the note of
+        // what was cut).
+        let raw_control = |t: &str| t.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
+        let short = m.stderr.lines().all(|l| l.chars().count() <= 1100);
         let ok = !m.killed
             && m.code == case.code
             && text.contains(case.fragment)
             && one_line
+            && short
+            && !raw_control(&m.stderr)
+            && !raw_control(&stdout)
             && !m.stderr.contains("panicked");
         eprintln!(
             "{:<45} exit {:>3}  cap {:>4} MiB  {}",
@@ -518,4 +571,56 @@ fn hostile_inputs_end_cleanly_in_bounded_memory() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Output that cannot be written is an error, output nobody reads (a closed pipe) is not.
+#[test]
+fn a_full_disk_under_stdout_is_an_error_and_a_closed_pipe_is_not() {
+    use std::process::{Command, Stdio};
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let kvaudit = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kvaudit"));
+        c.current_dir(common::repo_root()).env("NO_COLOR", "1");
+        c
+    };
+    for args in [
+        vec!["--help"],
+        vec!["--version"],
+        vec![
+            "diff-turns",
+            "--model",
+            TINY,
+            "--now",
+            "2026-01-15T10:00:00",
+        ],
+    ] {
+        let out = kvaudit().args(&args).stdout(full()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: cannot write") && stderr.contains("No space left"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        // The same into a pipe closed before anything is read: success, nothing on stderr.
+        let mut child = kvaudit()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {:?}", out.stderr);
+        assert!(
+            out.stderr.is_empty(),
+            "{:?}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

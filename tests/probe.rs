@@ -883,3 +883,50 @@ fn sampled_ids_of_text_the_normalizer_rewrites_are_drift() {
     assert_eq!(drift["sampled"][0]["id"], json!(145569), "{t}");
     assert_eq!(drift["encoded"][0]["id"], json!(26), "{t}");
 }
+
+/// A server that quotes the request back in its error (some gateways echo the Authorization
+/// header in a 401): the key and the extra header's value never reach the terminal, and its
+/// control sequences are shown, not obeyed.
+#[test]
+fn an_error_body_quoting_the_key_is_printed_redacted_and_escaped() {
+    let model = common::fixtures().join("models/tiny-think");
+    let (url, seen) = fake_server(1, |_, _| {
+        let message = "invalid credentials: Bearer sk-live-0123456789abcdef (x-api-key \
+                       tenant-secret-999)\u{1b}]0;owned\u{7}\u{1b}[2J";
+        (
+            401,
+            Vec::new(),
+            json!({"error": {"message": message}}).to_string(),
+        )
+    });
+    let out = kvaudit()
+        .args([
+            "probe",
+            "--url",
+            &url,
+            "--model",
+            &model.display().to_string(),
+        ])
+        .args(["--server", "vllm", "--served-model", "m", "--api-key"])
+        .arg("sk-live-0123456789abcdef")
+        .args(["--header", "x-api-key: tenant-secret-999"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("401"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("Bearer [redacted] (x-api-key [redacted])"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-live") && !stderr.contains("tenant-secret"));
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
+        "{stderr:?}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}

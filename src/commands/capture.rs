@@ -41,7 +41,9 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
     let status = |status: Status<'_>| {
         let p = match status {
             // Unconditionally: whoever starts publishers against port 0 needs the port.
-            Status::Bound(addr) => return eprintln!("listening on {addr}"),
+            Status::Bound(addr) => {
+                return super::terminal::stderr_line(&format!("listening on {addr}"));
+            }
             Status::Progress(_) if !tty => return,
             Status::Progress(p) => p,
         };
@@ -51,7 +53,9 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
         } else {
             format!(", skipped: {}", skipped.join(", "))
         };
-        eprint!(
+        // Only numbers and kvaudit's own skip reasons: nothing here needs escaping.
+        let _ = write!(
+            std::io::stderr(),
             "\r\x1b[2K{:>5.0}s  {} messages, {} events, {} gaps, {} malformed{skipped}",
             p.elapsed.as_secs_f64(),
             p.messages,
@@ -62,7 +66,7 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
     };
     let summary = runtime.block_on(capture(opts, status, stop_signal()))?;
     if tty {
-        eprintln!();
+        let _ = writeln!(std::io::stderr());
     }
     let out_path = summary.out.display().to_string();
     let text = export(

@@ -26,10 +26,10 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         && !args.update_baseline
         && config.gate.baseline.is_some()
     {
-        eprintln!(
+        super::terminal::stderr_line(&format!(
             "warning: no baseline yet ({} not found): record one with `kvaudit check --update-baseline`",
             lock_path.display()
-        );
+        ));
     }
     let options = CheckOptions {
         offline: args.offline,

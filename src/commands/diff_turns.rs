@@ -30,7 +30,7 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
         args.model.template_name.as_deref(),
         &conversations,
     ) {
-        eprintln!("warning: {warning}");
+        super::terminal::stderr_line(&format!("warning: {warning}"));
     }
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
     let spinner = super::progress::Spinner::start("rendering");

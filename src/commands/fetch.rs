@@ -27,7 +27,7 @@ pub fn run(args: &FetchArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         .model
         .split_once('@')
         .map_or(&*args.model, |(id, _)| id);
-    eprintln!("{}", resolution(id, &fetched, settings.offline));
+    super::terminal::stderr_line(&resolution(id, &fetched, settings.offline));
     Ok(Outcome::Clean)
 }
 

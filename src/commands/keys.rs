@@ -31,7 +31,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         let tok = Tokenizer::from_file(&files.tokenizer_path)?;
         let convs = conversations(&args.conversation)?;
         for warning in ignored_input_warnings(&args.conversation, &files, None, &convs) {
-            eprintln!("warning: {warning}");
+            super::terminal::stderr_line(&format!("warning: {warning}"));
         }
         let settings = audit_settings(&args.conversation.rendering, None)?;
         if model_name.is_none() {

@@ -13,6 +13,7 @@ pub mod progress;
 pub mod render;
 pub mod replay;
 pub mod settings;
+pub mod terminal;
 
 /// What a command found; main maps it to the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +54,7 @@ pub fn note_cached_model(files: &crate::model::ModelFiles, offline_flag: bool) {
             .source
             .split_once('@')
             .map_or(&*files.source, |(id, _)| id);
-        eprintln!("note: {}", fetch::resolution(id, f, offline));
+        terminal::stderr_line(&format!("note: {}", fetch::resolution(id, f, offline)));
     }
 }
 

@@ -84,7 +84,9 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         return Err(StoppedOnBadInput(format!("{shown}: byte {offset}: {reason}{hint}")).into());
     }
     if report.messages == 0 && report.malformed.is_empty() {
-        eprintln!("warning: {shown} holds no messages: nothing was checked (exit code 1)");
+        super::terminal::stderr_line(&format!(
+            "warning: {shown} holds no messages: nothing was checked (exit code 1)"
+        ));
         return Ok(Outcome::Findings);
     }
     Ok(if report.has_findings() {

@@ -595,7 +595,9 @@ pub fn corpus_settings(
         None => match kv_bytes::from_config(&files.dir.join("config.json")) {
             Some(Ok(k)) => Some(k),
             Some(Err(e)) => {
-                eprintln!("warning: no KV bytes per token: {e}; bytes moved are left out");
+                super::terminal::stderr_line(&format!(
+                    "warning: no KV bytes per token: {e}; bytes moved are left out"
+                ));
                 None
             }
             None => None,

@@ -365,15 +365,11 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
             READ_BUFFER,
             flate2::bufread::MultiGzDecoder::new(buffered),
         )),
-        Compression::Zstd => {
-            let decoder = ruzstd::decoding::StreamingDecoder::new(buffered).map_err(|e| {
-                err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("not a zstd stream: {e}"),
-                ))
-            })?;
-            Box::new(BufReader::with_capacity(READ_BUFFER, decoder))
-        }
+        // Every frame, as `zstd -dc` reads them (`cat a.zst b.zst`).
+        Compression::Zstd => Box::new(BufReader::with_capacity(
+            READ_BUFFER,
+            super::zstd_frames::ZstdFrames::new(buffered).map_err(err)?,
+        )),
     };
     // A JSON array of rows (ShareGPT's .json files) is split by element; anything else,
     // including a line that is a bare list of messages, by line.
@@ -1168,6 +1164,17 @@ mod tests {
             let items = rows_of(&bytes, RowFormat::Auto);
             assert_eq!(summary(&items), ["1 ok openai 3", "2 ok openai 3"]);
         }
+        // Two frames back to back (`cat a.zst b.zst`) are one stream of both.
+        let mut two = ruzstd::encoding::compress_to_vec(
+            format!("{GOOD}\n").as_bytes(),
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        two.extend(ruzstd::encoding::compress_to_vec(
+            format!("{GOOD}\n").as_bytes(),
+            ruzstd::encoding::CompressionLevel::Fastest,
+        ));
+        let items = rows_of(&two, RowFormat::Auto);
+        assert_eq!(summary(&items), ["1 ok openai 3", "2 ok openai 3"]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod input;
 pub mod kv_bytes;
 pub mod sessions;
 pub mod stats;
+mod zstd_frames;
 
 use std::collections::BTreeMap;
 use std::io::Write;

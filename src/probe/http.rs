@@ -161,6 +161,23 @@ impl Client {
         format!("{}{path}", if under_v1 { &self.base } else { &self.root })
     }
 
+    /// What this client sends that must not come back in a message: the key and the values
+    /// of extra headers.
+    fn secrets(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.settings.api_key.iter().map(String::as_str).collect();
+        // A short header value ("1", "json") would blank ordinary words.
+        v.extend(
+            self.settings
+                .headers
+                .iter()
+                .map(|(_, value)| value.as_str())
+                .filter(|value| value.len() >= 6),
+        );
+        // Longest first: a value that contains another is blanked whole.
+        v.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        v
+    }
+
     fn request_headers(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = vec![
             ("Accept".into(), "application/json".into()),
@@ -226,7 +243,7 @@ impl Client {
             return Err(ProbeError::Status {
                 endpoint: endpoint.to_string(),
                 status,
-                message: error_message(&body),
+                message: error_message(&body, &self.secrets()),
             });
         }
         Ok(Answer {
@@ -238,14 +255,20 @@ impl Client {
 }
 
 /// The server's own words from an error body (`{"error": {"message": …}}`, `{"message": …}`,
-/// `{"detail": …}`), cut to one short line: the body is untrusted.
-fn error_message(body: &Json) -> Option<String> {
+/// `{"detail": …}`), cut to one short line: the body is untrusted, and a server may quote the
+/// request back, key included, so every value in `secrets` is blanked before the line is cut
+/// (a cut through a key would leave its start).
+fn error_message(body: &Json, secrets: &[&str]) -> Option<String> {
     let text = body
         .pointer("/error/message")
         .or_else(|| body.get("error").filter(|e| e.is_string()))
         .or_else(|| body.get("message"))
         .or_else(|| body.get("detail"))
         .and_then(Json::as_str)?;
+    let mut text = text.to_string();
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        text = text.replace(s, "[redacted]");
+    }
     let line: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
