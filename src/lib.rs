@@ -12,6 +12,7 @@ pub mod gate;
 pub mod index;
 pub mod input;
 pub mod model;
+pub mod output;
 pub mod probe;
 pub mod render;
 pub mod replay;

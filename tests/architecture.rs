@@ -1,6 +1,6 @@
 //! The module layering DESIGN.md asks for, checked from the source: no cycle between
 //! top-level modules, and the lower layers (wire model, rendering, model files, tokenizers,
-//! input reading) never import the higher ones. Test modules (`#[cfg(test)]` to the end of a
+//! input reading, output writing) never import the higher ones. Test modules (`#[cfg(test)]` to the end of a
 //! file) are left out: a test may use anything.
 
 mod common;
@@ -88,7 +88,7 @@ fn no_cycles_between_top_level_modules() {
 fn lower_layers_never_import_higher_ones() {
     let graph = top_level_imports();
     let lower = [
-        "events", "render", "model", "tokenize", "input", "tally", "suggest",
+        "events", "render", "model", "tokenize", "input", "output", "tally", "suggest",
     ];
     let higher = [
         "align", "index", "replay", "audit", "gate", "capture", "report", "commands", "cli",
@@ -118,5 +118,11 @@ fn capture_is_a_directory_and_events_holds_no_capture() {
         graph["tally"],
         BTreeSet::new(),
         "tally is shared by replay and capture and imports nothing"
+    );
+    assert_eq!(
+        graph["output"],
+        BTreeSet::new(),
+        "output is the one way every layer writes a file (model and tokenize caches \
+         included), so it imports nothing"
     );
 }

@@ -27,7 +27,8 @@ fn completions_match_the_cli() {
         );
         let path = dir.join(file);
         if update {
-            std::fs::write(&path, &text).unwrap();
+            // Whole or not at all, as every file kvaudit writes.
+            kvaudit::output::write(&path, text.as_bytes()).unwrap();
             continue;
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
@@ -81,7 +82,7 @@ fn man_pages_match_the_cli() {
     for page in &want {
         let text = std::fs::read_to_string(generated.path().join(page)).unwrap();
         if update {
-            std::fs::write(dir.join(page), &text).unwrap();
+            kvaudit::output::write(&dir.join(page), text.as_bytes()).unwrap();
         }
         assert!(
             std::fs::read_to_string(dir.join(page)).unwrap_or_default() == text,

@@ -1,7 +1,6 @@
 //! Token ids exactly as the model's tokenizer.json gives them (no special tokens added: the
 //! template writes BOS itself).
 
-use std::io::Write;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -157,8 +156,17 @@ impl Tokenizer {
             && let Ok(data) = prepared::prepare(json, &bytes, key, &sha256)
             && verify(&inner, &data, key, &bytes, json)
         {
-            // Best effort: a cache that cannot be written only costs speed.
-            write_atomically(file, &data);
+            // Best effort: a cache that cannot be written only costs speed. A FIFO or symlink
+            // planted at the cache's name is replaced by the rename, never written through.
+            let _ = crate::output::write_with(
+                file,
+                &data,
+                crate::output::Options {
+                    replace: true,
+                    create_dirs: true,
+                    ..Default::default()
+                },
+            );
         }
         Ok(Tokenizer {
             inner: Inner::Crate(Box::new(inner)),
@@ -589,37 +597,6 @@ fn verify(
             _ => false,
         }
     })
-}
-
-/// Never writes through what is at `file` or at the temporary name: a FIFO or symlink
-/// planted there is replaced by the rename, not opened.
-fn write_atomically(file: &Path, data: &[u8]) {
-    let Some(dir) = file.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
-    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    // create_new is O_EXCL: it neither follows a symlink nor opens an existing file. A name
-    // left by a crashed run with the same pid is removed (the link itself, not its target).
-    let create = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-    };
-    let created = create().or_else(|e| {
-        if e.kind() != std::io::ErrorKind::AlreadyExists {
-            return Err(e);
-        }
-        std::fs::remove_file(&tmp)?;
-        create()
-    });
-    let Ok(mut out) = created else { return };
-    let written = out.write_all(data).is_ok();
-    drop(out);
-    if !written || std::fs::rename(&tmp, file).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
 }
 
 /// tokenizer.json is refused above this size: the largest real ones are ~30 MB (gpt-oss's

@@ -6,8 +6,15 @@
 //! from the endpoint's headers, so each is validated here: a hostile endpoint must not be able
 //! to write outside the cache by answering `X-Repo-Commit: ../../x` or `ETag: "../../x"`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// How the cache's own files are written: a symlink or FIFO planted under a name is replaced,
+/// never written through, and missing folders are made.
+pub const OWN_FILE: crate::output::Options<'static> = crate::output::Options {
+    within: None,
+    replace: true,
+    create_dirs: true,
+};
 
 /// A full commit id: 40 hex digits, as the Hub sends in `X-Repo-Commit`.
 pub fn is_commit(text: &str) -> bool {
@@ -115,11 +122,8 @@ impl RepoCache {
     }
 
     pub fn mark_missing(&self, commit: &str, file: &str) -> std::io::Result<()> {
-        let marker = self.no_exist_marker(commit, file);
-        if let Some(parent) = marker.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(marker, b"")
+        crate::output::write_with(&self.no_exist_marker(commit, file), b"", OWN_FILE)
+            .map_err(crate::output::OutputError::into_io)
     }
 
     pub fn write_ref(&self, revision: &str, commit: &str) -> std::io::Result<()> {
@@ -127,16 +131,8 @@ impl RepoCache {
             return Ok(());
         }
         let path = self.dir.join("refs").join(revision);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let tmp = path.with_file_name(format!(
-            ".{}.{}.tmp",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("ref"),
-            std::process::id()
-        ));
-        std::fs::write(&tmp, commit.as_bytes())?;
-        std::fs::rename(tmp, path)
+        crate::output::write_with(&path, commit.as_bytes(), OWN_FILE)
+            .map_err(crate::output::OutputError::into_io)
     }
 
     /// Put `blob` into the snapshot as `file`: a relative symlink as huggingface_hub makes it
@@ -154,16 +150,6 @@ impl RepoCache {
         std::fs::copy(self.blob(etag), &dest)?;
         Ok(dest)
     }
-
-    /// A temporary file beside the blobs, renamed into place once complete, so an interrupted
-    /// download never leaves a truncated blob under its final name.
-    pub fn incomplete(&self, etag: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
-        let dir = self.dir.join("blobs");
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{etag}.{}.incomplete", std::process::id()));
-        let file = std::fs::File::create(&path)?;
-        Ok((path, file))
-    }
 }
 
 /// A small text file, read only when it is a regular file of at most `limit` bytes.
@@ -173,12 +159,6 @@ fn read_small(path: &Path, limit: u64) -> Option<String> {
         return None;
     }
     std::fs::read_to_string(path).ok()
-}
-
-/// Write a whole file through `out`, flushing at the end.
-pub fn finish(mut out: std::fs::File) -> std::io::Result<()> {
-    out.flush()?;
-    out.sync_all()
 }
 
 #[cfg(test)]

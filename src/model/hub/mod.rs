@@ -300,7 +300,8 @@ enum BlobError {
     Content(String),
 }
 
-/// Download into a temporary file beside the blobs, check it, then rename it into place.
+/// Download into a temporary file beside the blobs, check it, then rename it into place: an
+/// interrupted or refused download never leaves a blob under its final name.
 fn download_blob(
     client: &Client,
     repo: &RepoCache,
@@ -309,63 +310,54 @@ fn download_blob(
     file: &str,
     progress: bool,
 ) -> Result<(), BlobError> {
-    let (tmp, out) = repo.incomplete(etag).map_err(BlobError::Io)?;
-    let result = (|| {
-        let bar = progress.then(|| {
-            let bar = indicatif::ProgressBar::new(0).with_message(file.to_string());
-            bar.set_style(
-                indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {bar:30}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar
-        });
-        let mut hasher = Sha256::new();
-        let mut writer = HashingWriter {
-            out: std::io::BufWriter::new(out),
-            hasher: &mut hasher,
-            head: Vec::new(),
-        };
-        client
-            .download(url, &mut writer, |done, total| {
-                if let Some(bar) = &bar {
-                    bar.set_length(total.unwrap_or(done));
-                    bar.set_position(done);
-                }
-            })
-            .map_err(BlobError::Http)?;
-        if let Some(bar) = bar {
-            bar.finish_and_clear();
-        }
-        let head = std::mem::take(&mut writer.head);
-        let out = writer
-            .out
-            .into_inner()
-            .map_err(|e| BlobError::Io(e.into_error()))?;
-        cache::finish(out).map_err(BlobError::Io)?;
-        // An LFS file's ETag is the sha256 of its bytes: a body that does not match it is a
-        // broken transfer or a lying server, not the file.
-        if etag.len() == 64 && etag.bytes().all(|b| b.is_ascii_hexdigit()) {
-            let got = format!("{:x}", hasher.finalize());
-            if !got.eq_ignore_ascii_case(etag) {
-                return Err(BlobError::Content(format!(
-                    "the downloaded bytes have sha256 {got}, not the {etag} the server announced"
-                )));
+    let io = |e: crate::output::OutputError| BlobError::Io(e.into_io());
+    let out =
+        crate::output::AtomicFile::create_with(&repo.blob(etag), cache::OWN_FILE).map_err(io)?;
+    let bar = progress.then(|| {
+        let bar = indicatif::ProgressBar::new(0).with_message(file.to_string());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {bar:30}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let mut hasher = Sha256::new();
+    let mut writer = HashingWriter {
+        out,
+        hasher: &mut hasher,
+        head: Vec::new(),
+    };
+    client
+        .download(url, &mut writer, |done, total| {
+            if let Some(bar) = &bar {
+                bar.set_length(total.unwrap_or(done));
+                bar.set_position(done);
             }
-        }
-        if file.ends_with(".json") && !looks_like_json(&head) {
-            return Err(BlobError::Content(
-                "the server sent something that is not JSON (an error page?)".into(),
-            ));
-        }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => std::fs::rename(&tmp, repo.blob(etag)).map_err(BlobError::Io),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
+        })
+        .map_err(|e| match e {
+            HttpError::Io(e) => BlobError::Io(crate::output::os_error(e)),
+            e => BlobError::Http(e),
+        })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let HashingWriter { out, head, .. } = writer;
+    // An LFS file's ETag is the sha256 of its bytes: a body that does not match it is a
+    // broken transfer or a lying server, not the file.
+    if etag.len() == 64 && etag.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let got = format!("{:x}", hasher.finalize());
+        if !got.eq_ignore_ascii_case(etag) {
+            return Err(BlobError::Content(format!(
+                "the downloaded bytes have sha256 {got}, not the {etag} the server announced"
+            )));
         }
     }
+    if file.ends_with(".json") && !looks_like_json(&head) {
+        return Err(BlobError::Content(
+            "the server sent something that is not JSON (an error page?)".into(),
+        ));
+    }
+    out.commit().map_err(io)
 }
 
 /// The first bytes of a JSON document: an object or array after optional BOM and whitespace.
