@@ -6,7 +6,7 @@ use super::Outcome;
 use super::settings::{check_baseline, check_config};
 use crate::cli::CheckArgs;
 use crate::gate::{self, CheckOptions, codes};
-use crate::report;
+use crate::{output, report};
 
 pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if args.list_codes {
@@ -21,7 +21,8 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         return Ok(Outcome::Clean);
     }
     let config = check_config(args)?;
-    let (baseline, lock_path) = check_baseline(args, &config)?;
+    let (baseline, lock) = check_baseline(args, &config)?;
+    let lock_path = &lock.path;
     if matches!(baseline, gate::Baseline::None)
         && !args.update_baseline
         && config.gate.baseline.is_some()
@@ -41,8 +42,11 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     drop(spinner);
     if args.update_baseline {
         let text = report.lock.to_text()?;
-        std::fs::write(&lock_path, text)
-            .with_context(|| format!("cannot write {}", lock_path.display()))?;
+        let options = output::Options {
+            within: lock.within.as_deref(),
+            ..Default::default()
+        };
+        output::write_with(lock_path, text.as_bytes(), options)?;
         writeln!(
             out,
             "wrote {} ({} transitions of {} models)",

@@ -195,42 +195,64 @@ pub fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config:
     Ok(cfg)
 }
 
+/// Where `check --update-baseline` writes the lock.
+#[derive(Debug, Clone)]
+pub struct LockFile {
+    pub path: std::path::PathBuf,
+    /// The folder it must stay in when the config named it (or it defaulted beside the
+    /// config): `--baseline FILE` is the user's own word and goes where it says.
+    pub within: Option<std::path::PathBuf>,
+}
+
 /// What `check` compares with, and where `--update-baseline` writes: `--baseline-template`,
 /// else `--baseline` (must exist unless it is being written), else the config's `baseline`
 /// when that file exists.
 pub fn check_baseline(
     args: &crate::cli::CheckArgs,
     cfg: &crate::gate::config::GateConfig,
-) -> Result<(crate::gate::Baseline, std::path::PathBuf)> {
+) -> Result<(crate::gate::Baseline, LockFile)> {
     use crate::gate::Baseline;
     use crate::gate::lock::Lock;
-    let lock_path = args
-        .baseline
-        .clone()
-        .or_else(|| cfg.gate.baseline.clone())
-        .unwrap_or_else(|| {
-            cfg.path
-                .as_ref()
-                .and_then(|p| p.parent())
-                .unwrap_or(std::path::Path::new(""))
-                .join("kvaudit.lock")
-        });
+    let lock = match &args.baseline {
+        Some(path) => LockFile {
+            path: path.clone(),
+            within: None,
+        },
+        None => {
+            let path = cfg.gate.baseline.clone().unwrap_or_else(|| {
+                cfg.path
+                    .as_ref()
+                    .and_then(|p| p.parent())
+                    .unwrap_or(std::path::Path::new(""))
+                    .join("kvaudit.lock")
+            });
+            // A committed kvaudit.lock may be a symlink: it must not lead out of the folder.
+            if let Some(root) = &cfg.root {
+                crate::gate::config::confine(root, &path)
+                    .map_err(|why| anyhow::anyhow!("the baseline {}: {why}", path.display()))?;
+            }
+            LockFile {
+                path,
+                within: cfg.root.clone(),
+            }
+        }
+    };
     if let Some(old) = &args.baseline_template {
         if !old.is_file() {
             bail!("--baseline-template {}: not a readable file", old.display());
         }
-        return Ok((Baseline::Template(old.clone()), lock_path));
+        return Ok((Baseline::Template(old.clone()), lock));
     }
-    if args.update_baseline || (args.baseline.is_none() && !lock_path.is_file()) {
-        return Ok((Baseline::None, lock_path));
+    if args.update_baseline || (args.baseline.is_none() && !lock.path.is_file()) {
+        return Ok((Baseline::None, lock));
     }
-    let lock = Lock::load(&lock_path)?;
+    let loaded = Lock::load(&lock.path)?;
     Ok((
         Baseline::Lock {
-            lock,
-            source: lock_path.display().to_string(),
+            lock: loaded,
+            source: lock.path.display().to_string(),
         },
-        lock_path,
+        lock,
     ))
 }
 

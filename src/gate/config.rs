@@ -76,7 +76,7 @@ struct RawGate {
     #[serde(default)]
     levels: BTreeMap<Spanned<String>, Level>,
     router: Option<Spanned<RawRouter>>,
-    baseline: Option<String>,
+    baseline: Option<Spanned<String>>,
     now: Option<Spanned<String>>,
     remedies: Option<bool>,
 }
@@ -198,6 +198,9 @@ pub struct Allow {
 pub struct GateConfig {
     /// The config file (None: built from flags alone).
     pub path: Option<PathBuf>,
+    /// Its folder with every symlink followed: what the config names is read and written
+    /// inside it (see [`confine`]).
+    pub root: Option<PathBuf>,
     pub models: Vec<ModelConfig>,
     pub gate: GateOptions,
     /// Conversation files; empty means the built-in probe set.
@@ -275,6 +278,8 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
         None => anyhow!("{}: {}", loc.file, e.message().trim()),
     })?;
     let base = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let root = crate::output::resolve(&base)
+        .with_context(|| format!("cannot resolve the folder of {}", path.display()))?;
     let rel = |p: &str| -> PathBuf {
         let p = Path::new(p);
         if p.is_absolute() {
@@ -282,6 +287,12 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
         } else {
             base.join(p)
         }
+    };
+    // Every file the config names is inside its folder (see `confine`).
+    let inside = |p: &Spanned<String>| -> Result<PathBuf> {
+        let joined = rel(p.get_ref());
+        confine(&root, &joined).map_err(|why| loc.error(&p.span(), why))?;
+        Ok(joined)
     };
 
     let mut models = Vec::new();
@@ -292,18 +303,22 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
             return Err(loc.error(&m.source.span(), "the model source is empty"));
         }
         let source = m.source.get_ref().clone();
-        // A directory is relative to the config; a Hub id stays as written.
+        // A directory is relative to the config; a Hub id stays as written. A model directory
+        // given as an absolute path may be anywhere (a shared model folder on the machine):
+        // only the fixed names of a model repository are read from it.
         let local = rel(&source);
-        let source = if local.is_dir() || source.starts_with('.') || source.starts_with('/') {
-            local.display().to_string()
+        let source = if Path::new(&source).is_absolute() {
+            source
+        } else if local.is_dir() || source.starts_with('.') {
+            inside(&m.source)?.display().to_string()
         } else {
             source
         };
         models.push(ModelConfig {
             source,
-            template: m.template.as_ref().map(|t| rel(t.get_ref())),
+            template: m.template.as_ref().map(inside).transpose()?,
             template_name: m.template_name.clone(),
-            tokenizer: m.tokenizer.as_ref().map(|t| rel(t.get_ref())),
+            tokenizer: m.tokenizer.as_ref().map(inside).transpose()?,
             template_kwargs: to_json(&m.template_kwargs),
             resend: match m.resend.unwrap_or(RawResend::Content) {
                 RawResend::Content => ResendMode::Content,
@@ -387,7 +402,7 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
             decider,
         });
     }
-    gate.baseline = g.baseline.as_deref().map(rel);
+    gate.baseline = g.baseline.as_ref().map(inside).transpose()?;
     gate.remedies = g.remedies.unwrap_or(gate.remedies);
     if let Some(now) = &g.now {
         gate.now = crate::render::parse_time(now.get_ref())
@@ -397,11 +412,13 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
     let scenarios = raw
         .scenarios
         .iter()
-        .map(|s| Scenario {
-            name: s.conversation.get_ref().clone(),
-            path: rel(s.conversation.get_ref()),
+        .map(|s| {
+            Ok(Scenario {
+                name: s.conversation.get_ref().clone(),
+                path: inside(&s.conversation)?,
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
 
     let mut allows = Vec::new();
     for a in &raw.allows {
@@ -437,11 +454,45 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
 
     Ok(GateConfig {
         path: Some(path.to_path_buf()),
+        root: Some(root),
         models,
         gate,
         scenarios,
         allows,
     })
+}
+
+/// Refuses a path a config names (`template`, `tokenizer`, a relative model `source`, a
+/// `[[scenario]]`, the baseline) unless it leads inside `root`, the config's folder with its
+/// symlinks followed: a checkout is untrusted, and `../x`, `/x` or a committed symlink must
+/// not make kvaudit write a file elsewhere, nor read one whose text a report or an error line
+/// would show. A symlink that stays inside is followed. Returns why, for the caller to place.
+pub fn confine(root: &Path, path: &Path) -> std::result::Result<PathBuf, String> {
+    let real = crate::output::resolve(path).map_err(|e| format!("cannot resolve {path:?}: {e}"))?;
+    if real.starts_with(root) {
+        return Ok(real);
+    }
+    let shown = path.display();
+    let lexical = crate::output::resolve(&lexical_parent(path)).ok();
+    Err(match lexical {
+        Some(parent) if parent.starts_with(root) => format!(
+            "{shown:?} leads to {} through a symlink, outside the config's folder {} (kvaudit reads and writes only inside it)",
+            real.display(),
+            root.display()
+        ),
+        _ => format!(
+            "{shown:?} is outside the config's folder {} (kvaudit reads and writes only inside it)",
+            root.display()
+        ),
+    })
+}
+
+/// The folder `path` names lexically (symlinks in it are still followed by `resolve`).
+fn lexical_parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// `kvaudit init`: a commented config for the models given, every knob at its default.
