@@ -11,6 +11,14 @@ use kvaudit::commands::{self, Outcome, terminal};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Past a file-size limit (`ulimit -f`), the default SIGXFSZ kills the process before it
+    // can remove its temporary file or say why; ignored, the write fails with EFBIG like a
+    // full disk, and the output's previous bytes stay as they were.
+    #[cfg(unix)]
+    // SAFETY: sets a signal's disposition to "ignore" before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -105,10 +113,18 @@ fn secrets(cli: &Cli) -> Vec<String> {
     v
 }
 
-/// A closed pipe (`kvaudit ... | head`) is not an error.
+/// A closed pipe on standard output (`kvaudit ... | head`) is not an error: the reader has
+/// what it wanted. One on a file kvaudit was told to write (a FIFO given to
+/// `--per-transition`) is lost output, and its error carries an `OutputError`.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    let mut pipe = false;
+    for cause in e.chain() {
+        if kvaudit::output::is_output_error(cause) {
+            return false;
+        }
+        pipe |= cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
+    }
+    pipe
 }

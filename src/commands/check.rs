@@ -3,7 +3,7 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result};
 
 use super::Outcome;
-use super::settings::{check_baseline, check_config};
+use super::settings::{check_baseline, check_config, check_inputs};
 use crate::cli::CheckArgs;
 use crate::gate::{self, CheckOptions, codes};
 use crate::{output, report};
@@ -23,6 +23,13 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let config = check_config(args)?;
     let (baseline, lock) = check_baseline(args, &config)?;
     let lock_path = &lock.path;
+    // Nothing is written over what the run reads, checked before the run.
+    let written = if args.update_baseline {
+        Some(lock_path.clone())
+    } else {
+        args.output.clone()
+    };
+    output::check_outputs(check_inputs(args, &config, &lock), written.iter())?;
     if matches!(baseline, gate::Baseline::None)
         && !args.update_baseline
         && config.gate.baseline.is_some()
@@ -58,8 +65,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     }
     let text = report::export(&report, args.format.into(), &super::settings::style(false))?;
     match &args.output {
-        Some(path) => std::fs::write(path, text)
-            .with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => output::write(path, text.as_bytes())?,
         None => out.write_all(text.as_bytes())?,
     }
     Ok(if report.failed() {

@@ -1,6 +1,7 @@
+use std::io::Write;
 use std::sync::OnceLock;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::Outcome;
 use super::settings::{audit_settings, corpus_settings, router_settings, row_format, style};
@@ -8,13 +9,19 @@ use crate::audit::{self, Auditor};
 use crate::cli::CorpusArgs;
 use crate::corpus::input::{Rows, Selection};
 use crate::corpus::{self, Hooks, PerTransition};
-use crate::report;
 use crate::tokenize::Tokenizer;
+use crate::{output, report};
 
 pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let mut settings = audit_settings(&args.rendering, args.model.template_name.clone())?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
     super::note_cached_model(&files, args.model.offline);
+    // Outputs over inputs are refused before any output is opened (the corpus itself, a
+    // model file, or the HTML and per-transition files on each other).
+    let inputs = super::settings::model_inputs(&args.model, &files)
+        .into_iter()
+        .chain(args.files.iter().cloned());
+    output::check_outputs(inputs, args.per_transition.iter().chain(&args.html))?;
     let corpus_settings = corpus_settings(args, &files)?;
     settings.align.block_sizes = corpus_settings.block_sizes.clone();
     settings.align.sides = crate::align::Sides::Skip;
@@ -23,8 +30,9 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         settings.router = Some(router_settings(&args.router, &args.model.model)?);
     }
     // Without a per-transition file, the tokenizer loads on a thread of its own while the
-    // workers render the first rows. With one, it loads first: a model that fails to load
-    // must not leave an emptied file behind.
+    // workers render the first rows. With one, it loads first (which once kept a model that
+    // fails to load from leaving an emptied file; the atomic output does that now, but the
+    // load-ahead path has not been tested with per-transition lines).
     let ahead = args
         .per_transition
         .is_none()
@@ -55,13 +63,13 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if let Some(e) = rows.open_error.as_ref() {
         bail!("{e}: {}", e.source);
     }
-    let mut per_transition = match &args.per_transition {
-        Some(path) => Some(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot write {}", path.display()))?,
-        )),
-        None => None,
-    };
+    // Written beside its destination and renamed into place once the run succeeds: an error
+    // half-way keeps the previous file.
+    let mut per_transition = args
+        .per_transition
+        .as_deref()
+        .map(output::AtomicFile::create)
+        .transpose()?;
     let per_token = corpus_settings.kv_bytes.as_ref().map(|k| k.bytes_per_token);
     let block_sizes = corpus_settings.block_sizes.clone();
     let lines = move |a: &audit::ConversationAudit, c: &[Vec<corpus::alternatives::Costs>]| {
@@ -124,20 +132,35 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     }
     let report = report?;
     drop(bar);
-    if let Some(mut w) = per_transition {
-        use std::io::Write;
-        w.flush().context("writing the per-transition file")?;
-    }
     if let Some(e) = open_error {
         bail!("{e}");
     }
-    // Nothing audited: the report still shows what was skipped and why, then the run fails.
+    // Nothing audited: the report still shows what was skipped and why, then the run fails
+    // (and no output file is replaced).
     let nothing = (report.tally.conversations == 0).then(|| nothing_audited(&report));
-    if nothing.is_none()
-        && let Some(path) = &args.html
-    {
-        let html = report::export(&report, report::Format::Html, &style(false))?;
-        std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))?;
+    if nothing.is_none() {
+        let mut html = match &args.html {
+            Some(path) => {
+                let text = report::export(&report, report::Format::Html, &style(false))?;
+                let mut file = output::AtomicFile::create(path)?;
+                file.write_all(text.as_bytes())?;
+                Some(file)
+            }
+            None => None,
+        };
+        // Both whole on disk before either replaces its old file: a full disk fails the run
+        // with both old files as they were (the per-transition file's last lines are still
+        // in its buffer until now).
+        let mut per_transition = per_transition;
+        for file in per_transition.iter_mut().chain(html.iter_mut()) {
+            file.sync()?;
+        }
+        if let Some(file) = html {
+            file.commit()?;
+        }
+        if let Some(file) = per_transition {
+            file.commit()?;
+        }
     }
     let text = report::export(&report, args.format.into(), &style(false))?;
     out.write_all(text.as_bytes())?;

@@ -1,4 +1,4 @@
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::Outcome;
 use crate::cli::InitArgs;
@@ -12,8 +12,7 @@ pub fn run(args: &InitArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         );
     }
     let text = starter(&args.model);
-    std::fs::write(&args.output, &text)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    crate::output::write(&args.output, text.as_bytes())?;
     writeln!(
         out,
         "wrote {}; run `kvaudit check` to audit, then `kvaudit check --update-baseline` to record the baseline",

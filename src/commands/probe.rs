@@ -4,7 +4,7 @@ use super::Outcome;
 use super::settings::{model_spec, probe_conversation, probe_settings, style};
 use crate::cli::ProbeArgs;
 use crate::tokenize::Tokenizer;
-use crate::{audit, probe, report};
+use crate::{audit, output, probe, report};
 
 pub fn run(args: &ProbeArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let (settings, http) = probe_settings(args, |k| std::env::var(k).ok())?;
@@ -12,6 +12,10 @@ pub fn run(args: &ProbeArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let client = probe::Client::new(&args.url, http)?;
     let files = audit::resolve_model(&model_spec(&args.model))?;
     super::note_cached_model(&files, args.model.offline);
+    let inputs = super::settings::model_inputs(&args.model, &files)
+        .into_iter()
+        .chain(args.conversation.iter().cloned());
+    output::check_outputs(inputs, args.save_conversation.iter())?;
     let tok = Tokenizer::from_file(&files.tokenizer_path)?;
     let spinner = super::progress::Spinner::start("probing");
     let report = probe::run(&client, &files, &tok, &conv, &settings);
@@ -19,8 +23,7 @@ pub fn run(args: &ProbeArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let report = report?;
     if let Some(path) = &args.save_conversation {
         let text = serde_json::to_string_pretty(&report.recorded)? + "\n";
-        std::fs::write(path, text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        output::write(path, text.as_bytes())?;
     }
     let text = report::export(&report, args.format.into(), &style(false))?;
     out.write_all(text.as_bytes())?;

@@ -256,6 +256,42 @@ pub fn check_baseline(
     ))
 }
 
+/// Every file `check` reads that a path names (config, lock, templates, tokenizers,
+/// conversations, local model folders' files): no output may be one of them.
+pub fn check_inputs(
+    args: &crate::cli::CheckArgs,
+    cfg: &crate::gate::config::GateConfig,
+    lock: &LockFile,
+) -> Vec<std::path::PathBuf> {
+    let mut inputs: Vec<std::path::PathBuf> = cfg.path.iter().cloned().collect();
+    if !args.update_baseline {
+        inputs.push(lock.path.clone());
+    }
+    inputs.extend(args.baseline_template.iter().cloned());
+    for m in &cfg.models {
+        inputs.extend(m.template.iter().cloned());
+        inputs.extend(m.tokenizer.iter().cloned());
+        let dir = std::path::Path::new(&m.source);
+        if dir.is_dir() {
+            inputs.extend(crate::model::files_read(dir));
+        }
+    }
+    inputs.extend(cfg.scenarios.iter().map(|s| s.path.clone()));
+    inputs
+}
+
+/// The files a model's flags make kvaudit read, once the model is resolved (a Hub id's
+/// snapshot included): no output may be one of them.
+pub fn model_inputs(
+    args: &crate::cli::ModelArgs,
+    files: &crate::model::ModelFiles,
+) -> Vec<std::path::PathBuf> {
+    let mut inputs = crate::model::files_read(&files.dir);
+    inputs.push(files.tokenizer_path.clone());
+    inputs.extend(args.template.iter().cloned());
+    inputs
+}
+
 /// `KEY=VALUE` flags: the value as [`kwarg_value`] reads it.
 fn template_kwargs(flag: &str, pairs: &[String]) -> Result<Map<String, Json>> {
     let mut kwargs = Map::new();

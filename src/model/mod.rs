@@ -21,6 +21,16 @@ pub const MODEL_FILES: [&str; 6] = [
     "special_tokens_map.json",
 ];
 
+/// The files [`ModelFiles::from_dir`] may read from `dir` (those that exist or not), for
+/// callers that must not write over any of them.
+pub fn files_read(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = MODEL_FILES.iter().map(|f| dir.join(f)).collect();
+    if let Ok(extra) = std::fs::read_dir(dir.join("additional_chat_templates")) {
+        files.extend(extra.filter_map(|e| e.ok().map(|e| e.path())));
+    }
+    files
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("{0}")]
