@@ -148,13 +148,53 @@ pub fn run_measured(
     limit: std::time::Duration,
     max_mb: u64,
 ) -> Measured {
+    run_child(&Child {
+        args,
+        env,
+        dir: &repo_root(),
+        time: limit,
+        max_mb,
+        max_file_bytes: None,
+        ignore_sigxfsz: false,
+        stdin: None,
+    })
+}
+
+/// How [`run_child`] runs kvaudit.
+pub struct Child<'a> {
+    pub args: &'a [&'a str],
+    pub env: &'a [(&'a str, &'a str)],
+    /// The working directory.
+    pub dir: &'a std::path::Path,
+    /// Killed after this long (a hang guard).
+    pub time: std::time::Duration,
+    /// Address-space cap in MiB.
+    pub max_mb: u64,
+    /// RLIMIT_FSIZE: no file the child writes can grow past this many bytes, which is how a
+    /// full disk looks to it (the write fails with EFBIG). Works without root, unlike a small
+    /// tmpfs.
+    pub max_file_bytes: Option<u64>,
+    /// Start the child with SIGXFSZ ignored, so that a write past `max_file_bytes` fails
+    /// rather than killing it whatever the child does; false checks that it ignores the
+    /// signal itself.
+    pub ignore_sigxfsz: bool,
+    /// Standard input read from this file (else nothing).
+    pub stdin: Option<&'a std::path::Path>,
+}
+
+/// Run the kvaudit binary as `child` says, under its limits (see [`run_measured`]).
+pub fn run_child(child: &Child) -> Measured {
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let cap = max_mb << 20;
+    let cap = child.max_mb << 20;
+    let fsize = child.max_file_bytes;
+    let ignore_sigxfsz = child.ignore_sigxfsz;
+    let limit = child.time;
     let mut command = Command::new(env!("CARGO_BIN_EXE_kvaudit"));
-    // SAFETY: setrlimit is async-signal-safe and touches only the child being set up.
+    // SAFETY: setrlimit and signal are async-signal-safe and touch only the child being set
+    // up.
     unsafe {
         command.pre_exec(move || {
             let lim = libc::rlimit {
@@ -164,16 +204,32 @@ pub fn run_measured(
             if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            if let Some(bytes) = fsize {
+                let lim = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if ignore_sigxfsz && libc::signal(libc::SIGXFSZ, libc::SIG_IGN) == libc::SIG_ERR {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
+    let stdin = match child.stdin {
+        Some(p) => Stdio::from(std::fs::File::open(p).expect("open the child's stdin")),
+        None => Stdio::null(),
+    };
     let mut child = command
-        .args(args)
-        .envs(env.iter().copied())
+        .args(child.args)
+        .envs(child.env.iter().copied())
         .env("NO_COLOR", "1")
         .env("KVAUDIT_TOKENIZER_CACHE", "off")
-        .current_dir(repo_root())
-        .stdin(Stdio::null())
+        .current_dir(child.dir)
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
