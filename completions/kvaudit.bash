@@ -113,7 +113,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__capture)
-            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --replay-timeout --format --color --quiet --help --version"
+            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --max-message-size --replay-timeout --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -172,6 +172,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --connect-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-message-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -219,7 +219,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l llmd-profile
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l engine -d 'The engine that publishes the events' -r -f -a "vllm\t''
 sglang\t''"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l connect-timeout -d 'How long to wait for each publisher to accept the connection' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l connect-timeout -d 'How long to wait for each publisher to accept the connection, and for each connection\'s ZMTP handshake (a publisher that does not complete it in time is dropped and counted)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l max-message-size -d 'The largest message (all its frames together) a publisher or replay endpoint may send, like libzmq\'s ZMQ_MAXMSGSIZE: a peer that announces more is dropped before any of it is read, and counted ("oversized_message"). Bytes, or with KiB, MiB, GiB (also K, M, G: powers of 1024); from 1 KiB to 1 GiB. The default is 30x the largest batch a vLLM engine step produces (about 8 MB for 1M tokens)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l replay-timeout -d 'How long to wait for a replay socket to answer a gap' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l format -d 'Output format of the summary' -r -f -a "human\t''
 json\t''"

@@ -765,9 +765,19 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub emulation: EmulationArgs,
 
-    /// How long to wait for each publisher to accept the connection.
+    /// How long to wait for each publisher to accept the connection, and for each
+    /// connection's ZMTP handshake (a publisher that does not complete it in time is dropped
+    /// and counted).
     #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub connect_timeout: String,
+
+    /// The largest message (all its frames together) a publisher or replay endpoint may
+    /// send, like libzmq's ZMQ_MAXMSGSIZE: a peer that announces more is dropped before any
+    /// of it is read, and counted ("oversized_message"). Bytes, or with KiB, MiB, GiB (also
+    /// K, M, G: powers of 1024); from 1 KiB to 1 GiB. The default is 30x the largest batch a
+    /// vLLM engine step produces (about 8 MB for 1M tokens).
+    #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = message_size)]
+    pub max_message_size: usize,
 
     /// How long to wait for a replay socket to answer a gap.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
@@ -776,6 +786,43 @@ pub struct CaptureArgs {
     /// Output format of the summary.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub format: OutputFormat,
+}
+
+/// The range `--max-message-size` takes: a message holds at least a topic, a sequence
+/// number and a small batch; past 1 GiB (`events::frames::MAX_PAYLOAD`) a payload would not
+/// be written anyway.
+pub const MESSAGE_SIZE_RANGE: std::ops::RangeInclusive<usize> = (1 << 10)..=(1 << 30);
+
+/// `--max-message-size`: `268435456`, `256MiB`, `256M`, `64KiB`, `1GiB` (powers of 1024).
+pub fn message_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "k" | "KiB" | "KB" | "kB" => 10,
+        "M" | "MiB" | "MB" => 20,
+        "G" | "GiB" | "GB" => 30,
+        _ => return Err("expected a size like 256MiB, 64KiB or 1048576 (bytes)".into()),
+    };
+    let range = || {
+        format!(
+            "must be from {} bytes (1 KiB) to {} bytes (1 GiB)",
+            MESSAGE_SIZE_RANGE.start(),
+            MESSAGE_SIZE_RANGE.end()
+        )
+    };
+    let n: u64 = match num.parse() {
+        Ok(n) => n,
+        // All digits, but past u64: out of range rather than malformed.
+        Err(_) if !num.is_empty() => return Err(range()),
+        Err(_) => return Err("expected a size like 256MiB, 64KiB or 1048576 (bytes)".into()),
+    };
+    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n);
+    match bytes.and_then(|b| usize::try_from(b).ok()) {
+        Some(b) if MESSAGE_SIZE_RANGE.contains(&b) => Ok(b),
+        _ => Err(range()),
+    }
 }
 
 const PROBE_ABOUT: &str = "\

@@ -585,6 +585,54 @@ fn interop_with_a_libzmq_publisher() {
     assert_eq!(sorted(read_frames(&out)), sorted(frames));
 }
 
+/// A libzmq publisher with heartbeats on (ZMQ_HEARTBEAT_IVL 100 ms, timeout 300 ms) pings its
+/// subscribers and drops one that does not answer with PONG; capture stays connected through
+/// 1 s of pings (one subscription seen: no drop and reconnect) and gets every message.
+#[test]
+fn a_libzmq_publisher_with_heartbeats_keeps_capture_connected() {
+    let has_pyzmq = Process::new("python3")
+        .args(["-c", "import zmq"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_pyzmq {
+        if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
+            panic!("pyzmq is required in CI (pip install pyzmq)");
+        }
+        common::skipped(
+            "a_libzmq_publisher_with_heartbeats_keeps_capture_connected",
+            "pyzmq is not installed (pip install pyzmq)",
+        );
+        return;
+    }
+    let src = source();
+    let frames = read_frames(&src);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("heartbeat.frames");
+    let mut publisher = Process::new("python3")
+        .arg(common::repo_root().join("tests/zmq_publisher.py"))
+        .arg(&src)
+        .args(["--heartbeat-ms", "100"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(publisher.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    let port: u16 = line.split_whitespace().next().unwrap().parse().unwrap();
+    let (code, v, err) = finish(capture(&args(
+        port,
+        &out,
+        &["--max-messages", &frames.len().to_string()],
+    )));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let _ = publisher.wait();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["messages"], frames.len());
+    assert_eq!(v["malformed"], 0, "{v:#}");
+    assert_eq!(rest.trim(), "subscriptions 1", "dropped and reconnected");
+}
+
 /// A small msgpack value unique to `seq`: `[seq, []]`.
 fn payload_for(seq: u64) -> Vec<u8> {
     let mut p = vec![0x92, 0xcf];
@@ -879,6 +927,7 @@ fn oversized_payloads_are_malformed_not_written() {
         connect_timeout: Duration::from_secs(10),
         replay_timeout: Duration::from_secs(2),
         max_payload: limit,
+        max_message: 1 << 20,
         live_replay: None,
         engine: kvaudit::events::Engine::Vllm,
     };

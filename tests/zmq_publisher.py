@@ -6,6 +6,12 @@ waits for a subscription, then sends the frames of a `.frames` file as 3-frame m
 [topic, seq (8 bytes BE), payload], leaving out message --skip. The ROUTER answers replay
 requests [id, "", start_seq] like vLLM >= 0.26: [id, "", topic, seq, payload] per buffered
 message with seq >= start, then [id, "", "", ff*8, ""].
+
+With --heartbeat-ms N, libzmq pings the subscriber every N ms and drops it when nothing comes
+back within 3N (a subscriber must answer PING with PONG); the publisher waits 10N after the
+subscription before sending, counts the subscriptions it sees (one per connection, so more
+than one means the subscriber was dropped and reconnected), prints "subscriptions K" after
+sending, and exits without serving replays.
 """
 import argparse
 import struct
@@ -31,20 +37,37 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
     ap.add_argument("--skip", type=int, default=-1)
+    ap.add_argument("--heartbeat-ms", type=int, default=0)
     args = ap.parse_args()
     msgs = list(frames(args.file))
     ctx = zmq.Context()
     pub = ctx.socket(zmq.XPUB)
+    hb = args.heartbeat_ms
+    if hb:
+        pub.setsockopt(zmq.HEARTBEAT_IVL, hb)
+        pub.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * hb)
+        # Every subscription is passed up, also one repeated by a reconnected subscriber.
+        pub.setsockopt(zmq.XPUB_VERBOSE, 1)
     port = pub.bind_to_random_port("tcp://127.0.0.1")
     router = ctx.socket(zmq.ROUTER)
     rport = router.bind_to_random_port("tcp://127.0.0.1")
     print(port, rport, flush=True)
     pub.recv()  # the subscription
+    subscriptions = 1
+    if hb:
+        deadline = time.time() + 10 * hb / 1000
+        while time.time() < deadline:
+            if pub.poll(10) and pub.recv()[:1] == b"\x01":
+                subscriptions += 1
     time.sleep(0.05)
     for i, m in enumerate(msgs):
         if i != args.skip:
             pub.send_multipart(list(m))
         time.sleep(0.002)
+    if hb:
+        time.sleep(0.2)
+        print("subscriptions", subscriptions, flush=True)
+        return
     deadline = time.time() + 10
     while time.time() < deadline:
         if router.poll(100):

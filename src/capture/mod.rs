@@ -7,6 +7,7 @@ mod recovery;
 mod sequence;
 mod summary;
 mod validate;
+pub mod zmtp;
 
 pub use live::{CaptureFailure, LiveOptions, Progress, Status, capture};
 pub use sequence::{PublisherState, SeqTracker, SeqVerdict};

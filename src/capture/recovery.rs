@@ -6,9 +6,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
-use zeromq::{DealerSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
 use super::validate::validate;
+use super::zmtp::Limits;
+use super::zmtp::conn::{Connection, SocketType};
+use super::zmtp::endpoint::{Endpoint, Stream};
+
+type Dealer = Connection<Stream>;
 
 const END_SEQ: [u8; 8] = [0xff; 8];
 
@@ -27,6 +31,21 @@ const RETRY_MAX: Duration = Duration::from_secs(60);
 /// default), most of them already captured live.
 const REPLY_MAX_UNWANTED_BYTES: u64 = 256 << 20;
 const REPLY_MAX_MESSAGES: u64 = 1 << 20;
+
+/// Why the replay endpoint was given up on, for `last_error`.
+fn dropped(e: &super::zmtp::ZmtpError) -> String {
+    use super::zmtp::ErrorKind as K;
+    let why = match e.kind {
+        K::Greeting | K::Handshake => "handshake failed",
+        K::HandshakeTimeout => "handshake timeout",
+        K::OversizedCommand => "oversized command",
+        K::OversizedMessage => "oversized message",
+        K::TooManyFrames => "too many frames",
+        K::Protocol => "protocol error",
+        K::Closed => return format!("replay socket: {e}"),
+    };
+    format!("replay socket dropped ({why}): {e}")
+}
 
 /// Missing `from..=to` of `topic`, from the live loop to its publisher's replay worker.
 pub(super) struct GapRequest {
@@ -161,6 +180,8 @@ pub(super) struct ReplayWorker {
     endpoint: String,
     timeout: Duration,
     max_payload: usize,
+    /// What one reply message may announce: an endpoint that sends more is dropped.
+    limits: Limits,
     requests: mpsc::Receiver<GapRequest>,
     out: mpsc::Sender<Recovery>,
     pending: Pending,
@@ -183,6 +204,7 @@ impl ReplayWorker {
         endpoint: String,
         timeout: Duration,
         max_payload: usize,
+        limits: Limits,
         out: mpsc::Sender<Recovery>,
     ) -> mpsc::Sender<GapRequest> {
         let (requests, rx) = mpsc::channel(GAP_QUEUE);
@@ -191,6 +213,7 @@ impl ReplayWorker {
             endpoint,
             timeout,
             max_payload,
+            limits,
             requests: rx,
             out,
             pending: Pending::default(),
@@ -202,7 +225,7 @@ impl ReplayWorker {
     }
 
     async fn run(mut self) {
-        let mut dealer: Option<DealerSocket> = None;
+        let mut dealer: Option<Dealer> = None;
         let mut generation = 0u64;
         let mut retry_at: Option<tokio::time::Instant> = None;
         let mut delay = RETRY_FIRST;
@@ -282,11 +305,7 @@ impl ReplayWorker {
     /// rest of one reply is read as part of the next. Both reply layouts are read:
     /// `[topic, seq, payload]` (vLLM ≥ 0.26) and `[seq, payload]` (before), after the
     /// DEALER's empty delimiter; an empty payload or sequence -1 ends the reply.
-    async fn request(
-        &mut self,
-        slot: &mut Option<DealerSocket>,
-        generation: u64,
-    ) -> Result<(), Failed> {
+    async fn request(&mut self, slot: &mut Option<Dealer>, generation: u64) -> Result<(), Failed> {
         let Some(from) = self.pending.first() else {
             return Ok(());
         };
@@ -295,20 +314,20 @@ impl ReplayWorker {
         let mut dealer = match slot.take() {
             Some(d) => d,
             None => {
-                let mut d = DealerSocket::new();
-                match tokio::time::timeout(timeout, d.connect(&self.endpoint)).await {
-                    Ok(Ok(())) => d,
+                let endpoint = Endpoint::parse(&self.endpoint)
+                    .map_err(|e| Failed::Endpoint(format!("cannot connect: {e}")))?;
+                let stream = match tokio::time::timeout(timeout, Stream::connect(&endpoint)).await {
+                    Ok(Ok(s)) => s,
                     Ok(Err(e)) => return fail(format!("cannot connect: {e}")),
                     Err(_) => return fail(format!("cannot connect within {timeout:?}")),
-                }
+                };
+                Connection::handshake(stream, SocketType::Dealer, self.limits, timeout)
+                    .await
+                    .map_err(|e| Failed::Endpoint(dropped(&e)))?
             }
         };
-        let request = ZmqMessage::try_from(vec![
-            Bytes::new(),
-            Bytes::copy_from_slice(&from.to_be_bytes()),
-        ])
-        .map_err(|e| Failed::Endpoint(e.to_string()))?;
-        match tokio::time::timeout(timeout, dealer.send(request)).await {
+        let request: [&[u8]; 2] = [b"", &from.to_be_bytes()];
+        match tokio::time::timeout(timeout, dealer.send(&request)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return fail(format!("cannot send the request: {e}")),
             Err(_) => return fail(format!("request not taken within {timeout:?}")),
@@ -318,10 +337,11 @@ impl ReplayWorker {
         let mut replies = 0u64;
         let mut until = tokio::time::Instant::now() + timeout;
         loop {
-            let reply = tokio::select! {
+            let frames = tokio::select! {
                 m = dealer.recv() => match m {
-                    Ok(m) => m,
-                    Err(e) => return fail(format!("replay socket: {e}")),
+                    Ok(Some(m)) => m,
+                    Ok(None) => return fail("the replay socket closed the connection".into()),
+                    Err(e) => return fail(dropped(&e)),
                 },
                 // Gaps keep arriving during a long reply; it may serve them too.
                 r = self.requests.recv() => {
@@ -341,7 +361,6 @@ impl ReplayWorker {
             };
             until = tokio::time::Instant::now() + timeout;
             replies += 1;
-            let frames = reply.into_vec();
             let mut f: &[Bytes] = &frames;
             // The DEALER's delimiter; `len() >= 3` because vLLM's default topic is empty too.
             if f.first().is_some_and(|x| x.is_empty()) && f.len() >= 3 {

@@ -73,7 +73,11 @@ pub struct CaptureSummary {
     pub gaps: Vec<Gap>,
     pub restarts: Vec<Restart>,
     pub duplicates: u64,
+    /// Malformed messages, and publisher connections that failed or were dropped, by kind.
     pub malformed: MalformedCounts,
+    /// Publisher connections closed by capture for breaking a bound or the protocol (their
+    /// kinds in `malformed`, where `MalformedKind::drops_peer`).
+    pub peers_dropped: u64,
     pub replay_endpoints: Vec<ReplayEndpointSummary>,
     pub stopped_by: &'static str,
     pub elapsed: Duration,
@@ -96,6 +100,7 @@ impl CaptureSummary {
             restarts: Vec::new(),
             duplicates: 0,
             malformed: MalformedCounts::new(Order::ByKind),
+            peers_dropped: 0,
             replay_endpoints: Vec::new(),
             stopped_by: "publishers closed",
             elapsed: Duration::ZERO,

@@ -6,8 +6,9 @@ use bytes::Bytes;
 use crate::events::frames::MAX_TOPIC;
 use crate::events::msgpack::value_len;
 
-/// Why a multipart message was not captured. Counted per kind, not listed: a publisher that
-/// sends nothing but bad messages must not grow the summary with them.
+/// Why a multipart message was not captured, or a publisher's connection was given up on.
+/// Counted per kind, not listed: a publisher that sends nothing but bad messages must not
+/// grow the summary with them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum MalformedKind {
     FrameCount,
@@ -15,7 +16,20 @@ pub enum MalformedKind {
     OversizedTopic,
     OversizedPayload,
     NotMsgpack,
+    /// The connection failed or ended inside a message (it is reconnected).
     SocketClosed,
+    // The kinds below drop the publisher's connection (see `drops_peer`).
+    /// A message larger than `--max-message-size`, refused at its frame header.
+    OversizedMessage,
+    TooManyFrames,
+    OversizedCommand,
+    /// Not a NULL-mechanism ZMTP 3 greeting, no valid READY, or not a publisher.
+    HandshakeFailed,
+    HandshakeTimeout,
+    /// Frames out of order: a command inside a message.
+    ProtocolError,
+    /// `--bind` had as many publishers connected as it serves.
+    TooManyPeers,
 }
 
 impl MalformedKind {
@@ -28,7 +42,28 @@ impl MalformedKind {
             MalformedKind::OversizedPayload => "oversized_payload",
             MalformedKind::NotMsgpack => "not_msgpack",
             MalformedKind::SocketClosed => "socket_closed",
+            MalformedKind::OversizedMessage => "oversized_message",
+            MalformedKind::TooManyFrames => "too_many_frames",
+            MalformedKind::OversizedCommand => "oversized_command",
+            MalformedKind::HandshakeFailed => "handshake_failed",
+            MalformedKind::HandshakeTimeout => "handshake_timeout",
+            MalformedKind::ProtocolError => "protocol_error",
+            MalformedKind::TooManyPeers => "too_many_peers",
         }
+    }
+
+    /// The publisher broke a bound or the protocol, and its connection was closed by capture
+    /// (a connected publisher is connected to again; a bound one may come back).
+    pub fn drops_peer(self) -> bool {
+        !matches!(
+            self,
+            MalformedKind::FrameCount
+                | MalformedKind::SequenceFrame
+                | MalformedKind::OversizedTopic
+                | MalformedKind::OversizedPayload
+                | MalformedKind::NotMsgpack
+                | MalformedKind::SocketClosed
+        )
     }
 
     pub fn describe(self) -> &'static str {
@@ -39,6 +74,13 @@ impl MalformedKind {
             MalformedKind::OversizedPayload => "payload too large",
             MalformedKind::NotMsgpack => "payload not msgpack",
             MalformedKind::SocketClosed => "socket closed",
+            MalformedKind::OversizedMessage => "message over --max-message-size",
+            MalformedKind::TooManyFrames => "message of too many frames",
+            MalformedKind::OversizedCommand => "ZMTP command too large",
+            MalformedKind::HandshakeFailed => "ZMTP handshake failed",
+            MalformedKind::HandshakeTimeout => "ZMTP handshake timed out",
+            MalformedKind::ProtocolError => "ZMTP protocol error",
+            MalformedKind::TooManyPeers => "too many publishers connected",
         }
     }
 }

@@ -30,6 +30,7 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
         connect_timeout: duration("--connect-timeout", &args.connect_timeout)?,
         replay_timeout: duration("--replay-timeout", &args.replay_timeout)?,
         max_payload: MAX_PAYLOAD,
+        max_message: args.max_message_size,
         live_replay: args.live_replay.then_some(emulation),
         engine,
     };
@@ -75,7 +76,8 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
         &style(false),
     )?;
     out.write_all(text.as_bytes())?;
-    Ok(if summary.unrecovered_gaps() {
+    // A dropped publisher lost messages the file does not hold, as a gap does.
+    Ok(if summary.unrecovered_gaps() || summary.peers_dropped > 0 {
         Outcome::Findings
     } else {
         Outcome::Clean

@@ -91,14 +91,24 @@ fn to_human(s: &CaptureSummary) -> String {
     if s.duplicates > 0 {
         let _ = writeln!(out, "  {} duplicate messages dropped", s.duplicates);
     }
-    if s.malformed.total() > 0 {
+    if s.peers_dropped > 0 {
         let _ = writeln!(
             out,
-            "  {} malformed messages (not written):",
-            s.malformed.total()
+            "  {} publisher connections dropped (a bound or the protocol broken):",
+            s.peers_dropped
         );
     }
-    for c in s.malformed.kinds() {
+    for c in s.malformed.kinds().filter(|c| c.kind.drops_peer()) {
+        let _ = writeln!(out, "    {}: {}", c.kind.describe(), c.count);
+        for e in &c.examples {
+            let _ = writeln!(out, "      from {}: {}", e.endpoint, e.detail);
+        }
+    }
+    let malformed = s.malformed.total().saturating_sub(s.peers_dropped);
+    if malformed > 0 {
+        let _ = writeln!(out, "  {malformed} malformed messages (not written):");
+    }
+    for c in s.malformed.kinds().filter(|c| !c.kind.drops_peer()) {
         let _ = writeln!(out, "    {}: {}", c.kind.describe(), c.count);
         for e in &c.examples {
             let _ = writeln!(out, "      from {}: {}", e.endpoint, e.detail);

@@ -28,8 +28,13 @@ pub struct CaptureView<'a> {
     pub gaps_unrecovered: usize,
     pub replay_endpoints: Vec<ReplayEndpointView<'a>>,
     pub duplicates: u64,
+    /// Everything in `malformed_kinds`: messages not captured, and publisher connections
+    /// that failed or were dropped.
     pub malformed: u64,
     pub malformed_kinds: MalformedKindsView<'a>,
+    /// Publisher connections closed for breaking a bound or the protocol (part of
+    /// `malformed`; a finding).
+    pub peers_dropped: u64,
     pub undecodable: u64,
     pub stopped_by: &'static str,
     pub elapsed_seconds: f64,
@@ -201,6 +206,7 @@ impl View for CaptureOutput<'_> {
             duplicates: s.duplicates,
             malformed: s.malformed.total(),
             malformed_kinds: MalformedKindsView(&s.malformed),
+            peers_dropped: s.peers_dropped,
             undecodable: s.undecodable,
             stopped_by: s.stopped_by,
             elapsed_seconds: s.elapsed.as_secs_f64(),
