@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use super::output::CaptureFile;
 use super::recovery::{GapRequest, RECOVERED_QUEUE, Recovery, ReplayWorker, WorkerStatus};
 use super::sequence::{SeqTracker, SeqVerdict};
 use super::summary::{CaptureSummary, Gap, ReplayEndpointSummary, Restart, add_malformed};
@@ -141,7 +142,9 @@ pub async fn capture(
         )));
     }
     let path = opts.out.display().to_string();
-    let file = std::fs::File::create(&opts.out).map_err(|source| CaptureFailure::Write {
+    // Before connecting, so that an output that cannot be written is said first; the
+    // destination itself is untouched until the capture is complete.
+    let file = CaptureFile::create(&opts.out).map_err(|source| CaptureFailure::Write {
         path: path.clone(),
         source,
     })?;
@@ -427,8 +430,7 @@ pub async fn capture(
         }
         out.record(&mut s, &frames[0], seq, &frames[2])?;
     }
-    use std::io::Write;
-    out.file.flush().map_err(|source| CaptureFailure::Write {
+    out.file.commit().map_err(|source| CaptureFailure::Write {
         path: out.path.clone(),
         source,
     })?;
@@ -451,7 +453,7 @@ pub async fn capture(
 
 /// Where captured messages go: the file, the counts, and the live emulation if any.
 struct Recorder {
-    file: std::fs::File,
+    file: CaptureFile,
     path: String,
     /// One frame's bytes, reused.
     frame: Vec<u8>,
@@ -475,6 +477,7 @@ impl Recorder {
         self.frame.clear();
         write_frame(&mut self.frame, topic, seq, payload);
         self.file
+            .file()
             .write_all(&self.frame)
             .map_err(|source| CaptureFailure::Write {
                 path: self.path.clone(),
@@ -643,7 +646,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.frames");
         let mut out = Recorder {
-            file: std::fs::File::create(&path).unwrap(),
+            file: CaptureFile::create(&path).unwrap(),
             path: path.display().to_string(),
             frame: Vec::new(),
             engine: Engine::Vllm,

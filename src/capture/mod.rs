@@ -3,6 +3,7 @@
 //! publisher's ROUTER replay socket (reference/vllm-events.md §2).
 
 mod live;
+mod output;
 mod recovery;
 mod sequence;
 mod summary;
