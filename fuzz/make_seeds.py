@@ -196,3 +196,41 @@ with open(plain, "rb") as f:
     data = f.read()
 assert data[:8] == u64(64), "tiny-plain.body does not start with a SHA-256"
 write("prepared_tokenizer", "tiny-plain.body", data[:72] + SPANS + data[88:])
+
+
+# zmtp_frames: a mode byte (fuzz/src/lib.rs: bit 0 clear = a valid greeting is put first; the
+# other bits pick small limits), then what a ZMTP peer sends.
+def zframe(data, more=False, command=False):
+    flags = (1 if more else 0) | (4 if command else 0)
+    if len(data) > 255:
+        return bytes([flags | 2]) + struct.pack(">Q", len(data)) + data
+    return bytes([flags, len(data)]) + data
+
+
+def zready(socket_type):
+    body = b"\x05READY" + b"\x0bSocket-Type" + struct.pack(">I", len(socket_type)) + socket_type
+    return zframe(body, command=True)
+
+
+def zmessage(*frames):
+    return b"".join(zframe(f, more=i + 1 < len(frames)) for i, f in enumerate(frames))
+
+
+GREETING = b"\xff" + b"\x00" * 7 + b"\x01\x7f\x03\x01" + b"NULL" + b"\x00" * 16 + b"\x00" * 32
+assert len(GREETING) == 64
+# Mode 0xe4: limits 64 KiB message, 64 frames, 64 KiB command; the greeting is put first.
+BIG = bytes([0xe4])
+batch = mp([1.5, [{"type": "AllBlocksCleared"}]])
+write("zmtp_frames", "publisher.bin",
+      BIG + zready(b"PUB") + zmessage(b"kv@pod@m", struct.pack(">Q", 7), batch) * 2)
+write("zmtp_frames", "replay-reply.bin",
+      BIG + zready(b"ROUTER") + zmessage(b"", b"kv@pod@m", struct.pack(">Q", 8), b"\x90" * 300)
+      + zmessage(b"", b"", b"\xff" * 8, b""))
+write("zmtp_frames", "ping-and-claim.bin",
+      BIG + zready(b"PUB") + zframe(b"\x04PING\x00\x0actx", command=True)
+      + b"\x02" + struct.pack(">Q", 1 << 40) + b"\xab" * 16)
+write("zmtp_frames", "empty-frames.bin", BIG + zready(b"PUB") + b"\x01\x00" * 100 + b"\x00\x00")
+# Mode 0x19 (bit 0 set): the greeting is in the data; limits 16-byte messages, 3 frames,
+# 0-byte commands.
+write("zmtp_frames", "own-greeting-small-limits.bin",
+      bytes([0x19]) + GREETING + zmessage(b"0123456789", b"abcdef") + zmessage(b"x" * 17))

@@ -68,6 +68,11 @@ fn prepared_tokenizer() {
 }
 
 #[test]
+fn zmtp_frames() {
+    replay("zmtp_frames");
+}
+
+#[test]
 fn every_target_is_tested() {
     let names: Vec<&str> = harness::TARGETS.iter().map(|(n, _)| *n).collect();
     assert_eq!(
@@ -78,7 +83,8 @@ fn every_target_is_tested() {
             "replay_bytes",
             "conversation_json",
             "template_render",
-            "prepared_tokenizer"
+            "prepared_tokenizer",
+            "zmtp_frames"
         ]
     );
 }
@@ -112,4 +118,61 @@ fn prepared_tokenizer_seeds_load() {
         let tok = harness::load_body(dir.path(), &body).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(tok.is_prepared(), "{name}");
     }
+}
+
+/// The zmtp_frames seeds reach what the target checks: whole messages, commands, and each
+/// bound's error (a seed that failed at the greeting would check nothing else).
+#[test]
+fn zmtp_frames_seeds_reach_messages_and_bounds() {
+    use kvaudit::capture::zmtp::{Decoder, ErrorKind, Event, Limits, greeting};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/zmtp_frames");
+    let run = |name: &str, limits: Limits| {
+        let data = std::fs::read(dir.join(name)).expect("seed");
+        let mut input = Vec::new();
+        if data[0] & 1 == 0 {
+            input.extend_from_slice(&greeting());
+        }
+        input.extend_from_slice(&data[1..]);
+        let mut d = Decoder::new(limits);
+        let (mut messages, mut commands) = (0, 0);
+        let mut rest = &input[..];
+        loop {
+            match d.decode(rest) {
+                Ok((n, e)) => {
+                    rest = &rest[n..];
+                    match e {
+                        Some(Event::Message(_)) => messages += 1,
+                        Some(Event::Command(_)) => commands += 1,
+                        Some(Event::Greeting(_)) => {}
+                        None => return (messages, commands, None),
+                    }
+                }
+                Err(e) => return (messages, commands, Some(e.kind)),
+            }
+        }
+    };
+    let big = Limits {
+        max_message: 1 << 16,
+        max_frames: 64,
+        max_command: 1 << 16,
+    };
+    assert_eq!(run("publisher.bin", big), (2, 1, None));
+    assert_eq!(run("replay-reply.bin", big), (2, 1, None));
+    assert_eq!(
+        run("ping-and-claim.bin", big),
+        (0, 2, Some(ErrorKind::OversizedMessage))
+    );
+    assert_eq!(
+        run("empty-frames.bin", big),
+        (0, 1, Some(ErrorKind::TooManyFrames))
+    );
+    let small = Limits {
+        max_message: 16,
+        max_frames: 3,
+        max_command: 0,
+    };
+    assert_eq!(
+        run("own-greeting-small-limits.bin", small),
+        (1, 0, Some(ErrorKind::OversizedMessage))
+    );
 }

@@ -21,6 +21,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("conversation_json", conversation_json),
     ("template_render", template_render),
     ("prepared_tokenizer", prepared_tokenizer),
+    ("zmtp_frames", zmtp_frames),
 ];
 
 /// Equal, or both print the same (NaN timestamps and floats compare unequal to themselves).
@@ -295,4 +296,104 @@ pub fn prepared_tokenizer(body: &[u8]) {
     let _ = tok.decode(&probe);
     let _ = tok.token_id("a");
     let _ = tok.token_id("<s>");
+}
+
+/// What a ZMTP decoder made of a byte stream: its events, and the error that ended it.
+type Decoded = (
+    Vec<kvaudit::capture::zmtp::Event>,
+    Option<kvaudit::capture::zmtp::ZmtpError>,
+);
+
+/// Feed `chunks` to a decoder in order, checking on every call that it consumes no more than
+/// it was given, stops early only at an event, and never holds more than the limits allow.
+fn zmtp_decode<'a>(
+    limits: kvaudit::capture::zmtp::Limits,
+    chunks: impl Iterator<Item = &'a [u8]>,
+) -> Decoded {
+    use kvaudit::capture::zmtp::{Decoder, Event};
+    let mut d = Decoder::new(limits);
+    let mut events = Vec::new();
+    let bound = limits.max_message.max(limits.max_command);
+    for chunk in chunks {
+        let mut rest = chunk;
+        loop {
+            match d.decode(rest) {
+                Ok((n, event)) => {
+                    assert!(n <= rest.len(), "consumed {n} of {}", rest.len());
+                    rest = &rest[n..];
+                    assert!(
+                        d.held() <= bound,
+                        "holds {} bytes, limits {limits:?}",
+                        d.held()
+                    );
+                    match event {
+                        Some(e) => {
+                            match &e {
+                                Event::Message(frames) => {
+                                    assert!(
+                                        !frames.is_empty() && frames.len() <= limits.max_frames
+                                    );
+                                    let total: usize = frames.iter().map(|f| f.len()).sum();
+                                    assert!(total <= limits.max_message, "{total} > {limits:?}");
+                                }
+                                Event::Command(body) => {
+                                    assert!(body.len() <= limits.max_command);
+                                    // Whatever a command holds, reading it must not panic.
+                                    if let Ok(c) = kvaudit::capture::zmtp::Command::parse(body) {
+                                        let _ = kvaudit::capture::zmtp::properties(c.data);
+                                    }
+                                }
+                                Event::Greeting(_) => assert!(events.is_empty()),
+                            }
+                            events.push(e);
+                        }
+                        None => {
+                            assert!(rest.is_empty(), "stopped with input left and no event");
+                            break;
+                        }
+                    }
+                    if rest.is_empty() {
+                        break;
+                    }
+                }
+                Err(e) => return (events, Some(e)),
+            }
+        }
+    }
+    (events, None)
+}
+
+/// Bytes from a ZMTP peer through the capture's frame decoder, in one piece and in pieces of
+/// 1 to 8 bytes (sizes from the data): the same events and the same error, within the bounds.
+/// The first byte picks the limits (small ones, so that every bound is reached) and whether
+/// a valid greeting comes first (most inputs would fail at the greeting otherwise).
+pub fn zmtp_frames(data: &[u8]) {
+    use kvaudit::capture::zmtp::{Limits, greeting};
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let limits = Limits {
+        max_message: [0, 1, 16, 300, 1 << 16][usize::from(mode >> 1) % 5],
+        max_frames: [1, 3, 64][usize::from(mode >> 4) % 3],
+        max_command: [0, 8, 300, 1 << 16][usize::from(mode >> 6)],
+    };
+    let mut input = Vec::with_capacity(64 + rest.len());
+    if mode & 1 == 0 {
+        input.extend_from_slice(&greeting());
+    }
+    input.extend_from_slice(rest);
+    let whole = zmtp_decode(limits, std::iter::once(&input[..]));
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    while at < input.len() {
+        let step = 1 + usize::from(input[at] % 8);
+        let end = (at + step).min(input.len());
+        pieces.push(&input[at..end]);
+        at = end;
+    }
+    let split = zmtp_decode(limits, pieces.into_iter());
+    assert_eq!(
+        whole, split,
+        "events differ when the bytes arrive in pieces"
+    );
 }
