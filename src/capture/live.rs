@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::output::CaptureFile;
 use super::recovery::{GapRequest, RECOVERED_QUEUE, Recovery, ReplayWorker, WorkerStatus};
 use super::sequence::{SeqTracker, SeqVerdict};
 use super::summary::{CaptureSummary, Gap, ReplayEndpointSummary, Restart, add_malformed};
@@ -19,6 +18,7 @@ use super::zmtp::endpoint::{Endpoint, Listener, Stream};
 use super::zmtp::{Limits, ZmtpError};
 use crate::events::frames::write_frame;
 use crate::events::{Engine, Pool, decode_batch_with};
+use crate::output::AtomicFile;
 use crate::replay::{ReplayOptions, Replayer};
 
 #[derive(Debug, Clone)]
@@ -144,9 +144,9 @@ pub async fn capture(
     let path = opts.out.display().to_string();
     // Before connecting, so that an output that cannot be written is said first; the
     // destination itself is untouched until the capture is complete.
-    let file = CaptureFile::create(&opts.out).map_err(|source| CaptureFailure::Write {
+    let file = AtomicFile::create(&opts.out).map_err(|e| CaptureFailure::Write {
         path: path.clone(),
-        source,
+        source: e.into_io(),
     })?;
     let limits = Limits::new(opts.max_message);
     let (tx, mut rx) = mpsc::channel::<Incoming>(4096);
@@ -430,9 +430,9 @@ pub async fn capture(
         }
         out.record(&mut s, &frames[0], seq, &frames[2])?;
     }
-    out.file.commit().map_err(|source| CaptureFailure::Write {
+    out.file.commit().map_err(|e| CaptureFailure::Write {
         path: out.path.clone(),
-        source,
+        source: e.into_io(),
     })?;
     s.publishers = tracker.publishers();
     s.replay_endpoints = workers
@@ -453,7 +453,7 @@ pub async fn capture(
 
 /// Where captured messages go: the file, the counts, and the live emulation if any.
 struct Recorder {
-    file: CaptureFile,
+    file: AtomicFile,
     path: String,
     /// One frame's bytes, reused.
     frame: Vec<u8>,
@@ -473,15 +473,14 @@ impl Recorder {
         payload: &[u8],
     ) -> Result<(), CaptureFailure> {
         use std::io::Write;
-        // One frame in one write: a stop at any moment leaves only whole frames in the file.
+        // One frame in one write: the file never holds part of a frame before it.
         self.frame.clear();
         write_frame(&mut self.frame, topic, seq, payload);
         self.file
-            .file()
             .write_all(&self.frame)
-            .map_err(|source| CaptureFailure::Write {
+            .map_err(|e| CaptureFailure::Write {
                 path: self.path.clone(),
-                source,
+                source: crate::output::os_error(e),
             })?;
         s.bytes += self.frame.len() as u64;
         s.messages += 1;
@@ -646,7 +645,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.frames");
         let mut out = Recorder {
-            file: CaptureFile::create(&path).unwrap(),
+            file: AtomicFile::create(&path).unwrap(),
             path: path.display().to_string(),
             frame: Vec::new(),
             engine: Engine::Vllm,

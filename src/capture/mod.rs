@@ -3,7 +3,6 @@
 //! publisher's ROUTER replay socket (reference/vllm-events.md §2).
 
 mod live;
-mod output;
 mod recovery;
 mod sequence;
 mod summary;
