@@ -283,6 +283,7 @@ fn load_templates(dir: &Path, config: &Json) -> Result<ChatTemplates, ModelError
             named.push((name, read_text(&p)?));
         }
     }
+    let mut named = by_name(named);
     if !named.is_empty() {
         return Ok(if named.len() == 1 && named[0].0 == "default" {
             ChatTemplates::Single {
@@ -309,6 +310,21 @@ fn load_templates(dir: &Path, config: &Json) -> Result<ChatTemplates, ModelError
     }
 }
 
+/// Named templates as transformers holds them, in a dict built in file order
+/// (`{t["name"]: t["template"] for t in chat_template}`, and `chat_template.jinja` as "default"
+/// before `additional_chat_templates/`): a name given twice keeps its first place and its
+/// last template.
+fn by_name(templates: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::with_capacity(templates.len());
+    for (name, text) in templates {
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = text,
+            None => out.push((name, text)),
+        }
+    }
+    out
+}
+
 /// A `chat_template` value: a string, or a list of `{name, template}` objects.
 fn template_value(v: &Json, origin: &str) -> Result<ChatTemplates, ModelError> {
     match v {
@@ -333,7 +349,7 @@ fn template_value(v: &Json, origin: &str) -> Result<ChatTemplates, ModelError> {
                 }
             }
             Ok(ChatTemplates::Named {
-                templates,
+                templates: by_name(templates),
                 origin: origin.into(),
             })
         }
@@ -468,6 +484,42 @@ mod tests {
                 .contains("default, tool_use")
         );
         assert_eq!(m.stop_token_ids, vec![1, 7]);
+    }
+
+    /// transformers builds a dict from the list, so a name given twice keeps its last
+    /// template (and its first place among the names); kvaudit took the first.
+    #[test]
+    fn a_name_given_twice_keeps_its_last_template() {
+        let d = dir_with(&[
+            ("tokenizer.json", "{}"),
+            (
+                "tokenizer_config.json",
+                r#"{"chat_template": [{"name": "default", "template": "D1"}, {"name": "tool_use", "template": "T"}, {"name": "default", "template": "D2"}]}"#,
+            ),
+        ]);
+        let m = ModelFiles::from_dir(d.path(), "x", None, None).unwrap();
+        assert_eq!(m.select_template(None, false).unwrap().text, "D2");
+        assert!(
+            m.select_template(Some("rag"), false)
+                .unwrap_err()
+                .to_string()
+                .contains("(it has: default, tool_use)")
+        );
+        // additional_chat_templates/default.jinja replaces chat_template.jinja, as the later
+        // entry of transformers' dict.
+        let d = dir_with(&[
+            ("tokenizer.json", "{}"),
+            ("tokenizer_config.json", "{}"),
+            ("chat_template.jinja", "J"),
+        ]);
+        std::fs::create_dir(d.path().join("additional_chat_templates")).unwrap();
+        std::fs::write(
+            d.path().join("additional_chat_templates/default.jinja"),
+            "A",
+        )
+        .unwrap();
+        let m = ModelFiles::from_dir(d.path(), "x", None, None).unwrap();
+        assert_eq!(m.select_template(None, false).unwrap().text, "A");
     }
 
     #[test]
