@@ -8,7 +8,7 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
-use super::pyjson::{python_float_repr, tojson_filter};
+use super::pyjson::tojson_filter;
 use super::pymethods::unknown_method;
 
 /// Fuel one render may burn. minijinja charges one fuel per instruction and one per 64 bytes
@@ -22,6 +22,30 @@ pub const DEFAULT_FUEL: u64 = 4_000_000;
 /// (`indent`, `tojson`): a hostile template stops with a clear error here instead of growing
 /// until the process aborts. Real prompts are kilobytes; a million-token context is ~4 MB.
 pub const MAX_OUTPUT: usize = 16 << 20;
+
+/// The output limit in force on this thread: [`MAX_OUTPUT`], or a smaller one a test or fuzz
+/// target set (`test-hooks`), so that inputs asking for the most output stay fast to run.
+pub fn max_output() -> usize {
+    #[cfg(any(test, feature = "test-hooks"))]
+    {
+        OUTPUT_LIMIT.with(std::cell::Cell::get)
+    }
+    #[cfg(not(any(test, feature = "test-hooks")))]
+    {
+        MAX_OUTPUT
+    }
+}
+
+#[cfg(any(test, feature = "test-hooks"))]
+thread_local! {
+    static OUTPUT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_OUTPUT) };
+}
+
+/// Sets [`max_output`] for renders on this thread (test switch: compiled out of the tool).
+#[cfg(any(test, feature = "test-hooks"))]
+pub fn set_output_limit(limit: usize) {
+    OUTPUT_LIMIT.with(|l| l.set(limit));
+}
 
 const TEMPLATE_NAME: &str = "chat_template";
 
@@ -44,6 +68,69 @@ pub enum RenderError {
     TooLarge(usize),
     #[error("the chat template is {0} bytes, more than the {1} allowed")]
     SourceTooLarge(usize, usize),
+    #[error("the chat template nests too deeply: {0}")]
+    TooDeep(String),
+    #[error("the chat template goes past a limit of kvaudit: {0}")]
+    Limit(String),
+}
+
+impl RenderError {
+    /// Whether kvaudit refused to evaluate the template (a bound on time, size or depth that
+    /// protects the process), as opposed to the template failing on its own terms.
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            RenderError::OutOfFuel(_)
+                | RenderError::TooLarge(_)
+                | RenderError::SourceTooLarge(..)
+                | RenderError::TooDeep(_)
+                | RenderError::Limit(_)
+        )
+    }
+}
+
+/// The source of a minijinja error that one of kvaudit's bounds raised (a result's size, a
+/// kept value's depth): the render reports it as [`RenderError::Limit`], which callers can tell
+/// from the template's own failures without reading the message.
+#[derive(Debug)]
+pub struct LimitExceeded;
+
+impl std::fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a limit of kvaudit")
+    }
+}
+
+impl std::error::Error for LimitExceeded {}
+
+/// The source of a minijinja error for something kvaudit does not render exactly as
+/// transformers does ([`RenderError::Unsupported`]).
+#[derive(Debug)]
+pub struct NotSupported;
+
+impl std::fmt::Display for NotSupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("not supported by kvaudit")
+    }
+}
+
+impl std::error::Error for NotSupported {}
+
+/// An error of one of kvaudit's bounds (see [`LimitExceeded`]).
+pub fn limit_error(text: String) -> Error {
+    Error::new(ErrorKind::InvalidOperation, text).with_source(LimitExceeded)
+}
+
+/// Whether `e` carries the source `T` (see [`LimitExceeded`], [`NotSupported`]).
+fn caused_by<T: std::error::Error + 'static>(e: &Error) -> bool {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(cause) = at {
+        if cause.is::<T>() {
+            return true;
+        }
+        at = cause.source();
+    }
+    false
 }
 
 /// The largest template source accepted: real chat templates are at most tens of kilobytes.
@@ -68,6 +155,22 @@ thread_local! {
 pub struct TemplateEngine {
     env: Environment<'static>,
     fuel: u64,
+    shown: Shown,
+}
+
+/// What an error's excerpt is cut from: the template as prepared for Jinja2's semantics,
+/// before the checks `guard::instrument` adds (a user should see what they wrote), and where
+/// each offset of the compiled text came from.
+struct Shown {
+    prepared: String,
+    instrumented: super::guard::Instrumented,
+}
+
+impl Shown {
+    fn range(&self, r: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        let start = self.instrumented.source_offset(r.start);
+        start..self.instrumented.source_offset(r.end).max(start)
+    }
 }
 
 impl TemplateEngine {
@@ -78,10 +181,18 @@ impl TemplateEngine {
                 MAX_TEMPLATE_SOURCE,
             ));
         }
+        super::guard::check_reserved(source)?;
         let mut env = Environment::new();
         // Templates see the globals Jinja2 and transformers give them; minijinja's `debug()`
         // would print the whole context (and is no Jinja2 global).
         env.remove_global("debug");
+        // Jinja2's opaque Namespace (see namespace.rs) and the checks `guard::instrument`
+        // routes kept values and `~` operands through.
+        env.add_function("namespace", super::namespace::namespace);
+        env.add_function(super::guard::BIND_FUNCTION, super::namespace::bind);
+        env.add_function(super::guard::SETATTR_FUNCTION, super::namespace::setattr);
+        env.add_function(super::guard::STR_FUNCTION, super::namespace::str_function);
+        env.add_function(super::guard::IN_FUNCTION, super::namespace::contains);
         env.set_syntax(
             SyntaxConfig::builder()
                 .trim_blocks(true)
@@ -97,7 +208,8 @@ impl TemplateEngine {
         env.add_function(
             "raise_exception",
             |message: Value| -> Result<Value, Error> {
-                let text = message.to_string();
+                // str(message), as Jinja2's TemplateError gives it: its size is checked first.
+                let text = python_str(&message, "raise_exception")?;
                 RENDER_STATE.with_borrow_mut(|s| s.raised = Some(text.clone()));
                 Err(Error::new(ErrorKind::InvalidOperation, text))
             },
@@ -121,14 +233,20 @@ impl TemplateEngine {
         env.add_function(super::markup::ADD_FUNCTION, super::markup::markup_add);
         env.add_function(super::markup::PLAIN_FUNCTION, super::markup::plain_str);
         env.add_filter("join", bounded_join);
+        super::bounded::add_filters(&mut env);
         env.add_test("iterable", |v: &Value| {
             v.kind() != ValueKind::None && v.try_iter().is_ok()
         });
         let prepared = super::source::prepare(source)?;
-        if let Err(e) = env.add_template_owned(TEMPLATE_NAME, prepared.clone()) {
-            return Err(RenderError::Syntax(describe(&e, Some(&prepared))));
+        let instrumented = super::guard::instrument(&prepared)?;
+        let shown = Shown {
+            prepared,
+            instrumented,
+        };
+        if let Err(e) = env.add_template_owned(TEMPLATE_NAME, shown.instrumented.text.clone()) {
+            return Err(RenderError::Syntax(describe(&e, Some(&shown))));
         }
-        Ok(TemplateEngine { env, fuel })
+        Ok(TemplateEngine { env, fuel, shown })
     }
 
     /// The variables the template reads from its context, globals (`raise_exception`,
@@ -169,13 +287,14 @@ impl TemplateEngine {
             .get_template(TEMPLATE_NAME)
             .map_err(|e| RenderError::Syntax(describe(&e, None)))?;
         let mut out = LimitedOutput {
-            text: Vec::with_capacity(expected.min(MAX_OUTPUT)),
-            limit: MAX_OUTPUT,
+            text: Vec::with_capacity(expected.min(max_output())),
+            limit: max_output(),
             exceeded: false,
         };
         let result = template.render_captured_to(ctx, &mut out).map(drop);
+        super::namespace::release_namespaces();
         if out.exceeded {
-            return Err(RenderError::TooLarge(MAX_OUTPUT));
+            return Err(RenderError::TooLarge(max_output()));
         }
         result
             .and_then(|_| {
@@ -187,12 +306,16 @@ impl TemplateEngine {
                 if let Some(msg) = RENDER_STATE.with_borrow_mut(|s| s.raised.take()) {
                     return RenderError::Raised(msg);
                 }
+                if caused_by::<LimitExceeded>(&e) {
+                    return RenderError::Limit(describe(&e, Some(&self.shown)));
+                }
+                if caused_by::<NotSupported>(&e) {
+                    return RenderError::Unsupported(describe(&e, Some(&self.shown)));
+                }
                 match e.kind() {
                     ErrorKind::OutOfFuel => RenderError::OutOfFuel(self.fuel),
-                    ErrorKind::SyntaxError => {
-                        RenderError::Syntax(describe(&e, Some(template.source())))
-                    }
-                    _ => RenderError::Failed(describe(&e, Some(template.source()))),
+                    ErrorKind::SyntaxError => RenderError::Syntax(describe(&e, Some(&self.shown))),
+                    _ => RenderError::Failed(describe(&e, Some(&self.shown))),
                 }
             })
     }
@@ -211,6 +334,7 @@ impl std::io::Write for LimitedOutput {
             self.exceeded = true;
             return Err(std::io::Error::other("template output limit"));
         }
+        reserve_within(&mut self.text, buf.len(), self.limit);
         self.text.extend_from_slice(buf);
         Ok(buf.len())
     }
@@ -220,22 +344,52 @@ impl std::io::Write for LimitedOutput {
     }
 }
 
+/// Makes room for `additional` more bytes in `out`, growing it as a `Vec` would (doubling)
+/// but never past `limit` unless the bytes themselves need it: a result refused at the limit
+/// must not have asked for twice the limit on the way.
+pub fn reserve_within(out: &mut Vec<u8>, additional: usize, limit: usize) {
+    let needed = out.len().saturating_add(additional);
+    if needed > out.capacity() {
+        let target = out
+            .capacity()
+            .saturating_mul(2)
+            .max(needed)
+            .min(limit.max(needed));
+        out.reserve_exact(target - out.len());
+    }
+}
+
+/// [`reserve_within`] for a `String`.
+pub fn reserve_str_within(out: &mut String, additional: usize, limit: usize) {
+    let needed = out.len().saturating_add(additional);
+    if needed > out.capacity() {
+        let target = out
+            .capacity()
+            .saturating_mul(2)
+            .max(needed)
+            .min(limit.max(needed));
+        out.reserve_exact(target - out.len());
+    }
+}
+
 /// The error a filter of ours returns instead of building a result past [`MAX_OUTPUT`].
 pub fn too_large(filter: &str) -> Error {
-    Error::new(
-        ErrorKind::InvalidOperation,
-        format!("{filter} would produce more than {MAX_OUTPUT} bytes"),
-    )
+    limit_error(format!(
+        "{filter} would produce more than {} bytes",
+        max_output()
+    ))
 }
 
 /// The error, where it happened in the template (the line, and the source around the failing
 /// expression: real templates are often one long line, where a line number says little).
-fn describe(e: &Error, source: Option<&str>) -> String {
+fn describe(e: &Error, shown: Option<&Shown>) -> String {
     let mut text = match e.detail() {
         Some(detail) => format!("{}: {}", e.kind(), detail),
         None => e.kind().to_string(),
     };
-    let excerpt = source.zip(e.range()).and_then(|(s, r)| excerpt(s, r));
+    let excerpt = shown
+        .zip(e.range())
+        .and_then(|(s, r)| excerpt(&s.prepared, s.range(r)));
     match (e.line(), excerpt) {
         (Some(line), Some(at)) => text.push_str(&format!(" (template line {line}, at `{at}`)")),
         (Some(line), None) => text.push_str(&format!(" (template line {line})")),
@@ -290,12 +444,13 @@ fn python_formatter(
     {
         return out.write_str(s).map_err(Error::from);
     }
-    if value.kind() == ValueKind::Number
-        && !value.is_integer()
-        && let Ok(f) = f64::try_from(value.clone())
+    if *state.auto_escape() == minijinja::AutoEscape::None
+        && !matches!(value.kind(), ValueKind::String | ValueKind::Undefined)
     {
-        return out
-            .write_str(&python_float_repr(f))
+        // Python's str(): floats as Python writes them, containers as its repr (namespaces
+        // and the markers of one met again included; see namespace.rs). The output refuses
+        // to grow past its limit, which ends a huge value's printing.
+        return super::namespace::write_repr(value, out)
             .map_err(|_| Error::new(ErrorKind::WriteFailure, "write failed"));
     }
     minijinja::escape_formatter(out, state, value)
@@ -303,14 +458,8 @@ fn python_formatter(
 
 /// A value as Python's `str()` prints it where kvaudit knows how (floats; the rest as the
 /// template would print them).
-pub fn python_str(value: &Value) -> String {
-    if value.kind() == ValueKind::Number
-        && !value.is_integer()
-        && let Ok(f) = f64::try_from(value.clone())
-    {
-        return python_float_repr(f);
-    }
-    value.to_string()
+pub fn python_str(value: &Value, what: &str) -> Result<String, Error> {
+    super::namespace::py_str(value, what)
 }
 
 /// Jinja2's `indent`: it appends a newline before splitting into lines, so a trailing newline
@@ -338,7 +487,7 @@ fn jinja_indent(
         Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_string(),
         Some(w) => {
             let n = w.as_i64().unwrap_or(4).max(0);
-            if n > MAX_OUTPUT as i64 {
+            if n > max_output() as i64 {
                 return Err(too_large("indent"));
             }
             " ".repeat(n as usize)
@@ -356,7 +505,7 @@ fn jinja_indent(
         .len()
         .checked_mul(indention.len().saturating_add(1))
         .and_then(|n| n.checked_add(text.len()));
-    if projected.is_none_or(|n| n > MAX_OUTPUT) {
+    if projected.is_none_or(|n| n > max_output()) {
         return Err(too_large("indent"));
     }
     let mut rv = if blank {
@@ -418,21 +567,13 @@ fn bounded_join(
             Some(path) => attribute_of(&item, path)?,
             None => item,
         };
-        let piece = match item.as_str() {
-            Some(s) => std::borrow::Cow::Borrowed(s),
-            None => std::borrow::Cow::Owned(item.to_string()),
-        };
         let sep = if i > 0 { joiner.as_str() } else { "" };
-        if out
-            .len()
-            .saturating_add(sep.len())
-            .saturating_add(piece.len())
-            > MAX_OUTPUT
-        {
+        if out.len().saturating_add(sep.len()) > max_output() {
             return Err(too_large("join"));
         }
+        reserve_str_within(&mut out, sep.len(), max_output());
         out.push_str(sep);
-        out.push_str(&piece);
+        super::namespace::write_str(&item, "join", max_output(), &mut out)?;
     }
     Ok(out)
 }
@@ -582,6 +723,10 @@ fn jinja_trim(
         Some(c) => Some(c.as_str().ok_or_else(|| strip_arg_error("strip"))?),
         None => None,
     };
+    if value.kind() != ValueKind::String {
+        // str(value) first, refused past the output limit before it is built.
+        super::bounded::fits(value, "trim")?;
+    }
     let input = minijinja::value::StringInput::new(state, value)?;
     let text = input.as_str();
     let kept = python_strip(text, chars, Ends::Both);
@@ -602,6 +747,10 @@ fn python_iter(value: Value) -> Result<Value, Error> {
         ValueKind::Number | ValueKind::Bool => Err(Error::new(
             ErrorKind::InvalidOperation,
             format!("'{}' object is not iterable", value.kind()),
+        )),
+        _ if super::namespace::is_namespace(&value) => Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "'Namespace' object is not iterable",
         )),
         ValueKind::String => Ok(Value::from(
             value
@@ -635,7 +784,12 @@ pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
         )
     });
     let mut out = String::new();
-    write!(out, "{}", now.format_with_items(items)).map_err(|_| {
+    let mut bounded = super::namespace::Bounded::new(&mut out, max_output());
+    let written = write!(bounded, "{}", now.format_with_items(items));
+    if bounded.exceeded {
+        return Err(too_large("strftime_now"));
+    }
+    written.map_err(|_| {
         Error::new(
             ErrorKind::InvalidOperation,
             format!(

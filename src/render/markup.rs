@@ -16,7 +16,7 @@ use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, Expression, Value};
 
 use super::RenderError;
-use super::env::{MAX_OUTPUT, too_large};
+use super::env::{max_output, too_large};
 
 /// The function every `+` of a template that makes `Markup` values becomes.
 pub const ADD_FUNCTION: &str = "__kvaudit_markup_add";
@@ -51,7 +51,7 @@ fn text_of(value: &Value) -> Result<String, Error> {
     }
     Ok(match value.as_str() {
         Some(s) => s.to_string(),
-        None => super::env::python_str(value),
+        None => super::env::python_str(value, "a Markup filter")?,
     })
 }
 
@@ -104,7 +104,7 @@ pub fn markup_add(a: Value, b: Value) -> Result<Value, Error> {
     }
     if a_str && b_str {
         let (x, y) = (a.as_str().unwrap_or(""), b.as_str().unwrap_or(""));
-        if x.len().saturating_add(y.len()) > MAX_OUTPUT {
+        if x.len().saturating_add(y.len()) > max_output() {
             return Err(too_large("+"));
         }
         if !markup {
@@ -118,7 +118,7 @@ pub fn markup_add(a: Value, b: Value) -> Result<Value, Error> {
                 html_escape(text, &mut out);
             }
         }
-        if out.len() > MAX_OUTPUT {
+        if out.len() > max_output() {
             return Err(too_large("+"));
         }
         return Ok(Value::from_safe_string(out));

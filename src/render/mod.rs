@@ -1,8 +1,11 @@
 //! Chat rendering exactly as transformers' `apply_chat_template(..., tokenize=False)`.
 
+mod bounded;
 pub mod conversation;
 mod env;
+mod guard;
 mod markup;
+mod namespace;
 mod pyjson;
 mod pymethods;
 pub mod reply;
@@ -11,7 +14,9 @@ mod source;
 mod switches;
 
 pub use conversation::{Clock, Conversation, ConversationError, entry, field, parse_time};
-pub use env::{DEFAULT_FUEL, RenderError, TemplateEngine, strftime};
+#[cfg(any(test, feature = "test-hooks"))]
+pub use env::set_output_limit;
+pub use env::{DEFAULT_FUEL, MAX_OUTPUT, RenderError, TemplateEngine, max_output, strftime};
 pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
 pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};
 pub use server::{ServerError, ServerProfile};

@@ -7,7 +7,7 @@
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
-use super::env::{MAX_OUTPUT, too_large};
+use super::env::{max_output, too_large};
 
 /// Options of Python's `json.dumps` that chat templates pass.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ impl DumpOptions {
                 ValueKind::String => indent.as_str().unwrap_or_default().to_string(),
                 ValueKind::Number => {
                     let n = indent.as_i64().unwrap_or(0).max(0);
-                    if n > MAX_OUTPUT as i64 {
+                    if n > max_output() as i64 {
                         return Err(too_large("tojson"));
                     }
                     " ".repeat(n as usize)
@@ -98,6 +98,14 @@ pub fn dump(
     depth: usize,
     out: &mut String,
 ) -> Result<(), Error> {
+    // Kept values are bounded (namespace.rs), so this is only a guard: Python's encoder stops
+    // at its recursion limit too.
+    if depth > 2 * super::namespace::MAX_VALUE_DEPTH {
+        return Err(Error::new(
+            ErrorKind::BadSerialization,
+            "tojson: maximum recursion depth exceeded while encoding a JSON object",
+        ));
+    }
     match value.kind() {
         ValueKind::Undefined => {
             return Err(Error::new(
@@ -116,13 +124,20 @@ pub fn dump(
             }
         }
         ValueKind::String => {
-            write_string(value.as_str().unwrap_or_default(), opts.ensure_ascii, out)
+            write_string(value.as_str().unwrap_or_default(), opts.ensure_ascii, out)?
         }
+        // Items one at a time: a lazily repeated list can hold a hundred million items that
+        // the output limit stops long before they are all made.
         ValueKind::Seq | ValueKind::Iterable => {
-            let items: Vec<Value> = value.try_iter()?.collect();
-            write_container(out, opts, depth, '[', ']', items.len(), |i, out| {
-                dump(&items[i], opts, depth + 1, out)
-            })?;
+            write_container(
+                out,
+                opts,
+                depth,
+                '[',
+                ']',
+                value.try_iter()?,
+                |item, out| dump(&item, opts, depth + 1, out),
+            )?;
         }
         ValueKind::Map => {
             let mut entries: Vec<(Value, Value)> = Vec::new();
@@ -133,12 +148,26 @@ pub fn dump(
             if opts.sort_keys {
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
             }
-            write_container(out, opts, depth, '{', '}', entries.len(), |i, out| {
-                let (key, item) = &entries[i];
-                write_key(key, opts, out)?;
-                out.push_str(&opts.key_sep);
-                dump(item, opts, depth + 1, out)
-            })?;
+            write_container(
+                out,
+                opts,
+                depth,
+                '{',
+                '}',
+                entries.into_iter(),
+                |(key, item), out| {
+                    write_key(&key, opts, out)?;
+                    out.push_str(&opts.key_sep);
+                    dump(&item, opts, depth + 1, out)
+                },
+            )?;
+        }
+        // Python's encoder refuses a Namespace by its type name (a plain object to minijinja).
+        _ if super::namespace::is_namespace(value) => {
+            return Err(Error::new(
+                ErrorKind::BadSerialization,
+                "tojson: Object of type Namespace is not JSON serializable",
+            ));
         }
         _ => {
             return Err(Error::new(
@@ -153,17 +182,18 @@ pub fn dump(
     Ok(())
 }
 
-fn write_container(
+fn write_container<T>(
     out: &mut String,
     opts: &DumpOptions,
     depth: usize,
     open: char,
     close: char,
-    len: usize,
-    mut item: impl FnMut(usize, &mut String) -> Result<(), Error>,
+    items: impl Iterator<Item = T>,
+    mut item: impl FnMut(T, &mut String) -> Result<(), Error>,
 ) -> Result<(), Error> {
+    let mut items = items.peekable();
     out.push(open);
-    if len == 0 {
+    if items.peek().is_none() {
         out.push(close);
         return Ok(());
     }
@@ -175,7 +205,7 @@ fn write_container(
                 .len()
                 .checked_mul(levels)
                 .and_then(|n| n.checked_add(out.len() + 1));
-            if need.is_none_or(|n| n > MAX_OUTPUT) {
+            if need.is_none_or(|n| n > max_output()) {
                 return Err(too_large("tojson"));
             }
             out.push('\n');
@@ -185,13 +215,13 @@ fn write_container(
         }
         Ok(())
     };
-    for i in 0..len {
+    for (i, next) in items.enumerate() {
         if i > 0 {
             out.push_str(&opts.item_sep);
         }
         push_indent(out, depth + 1)?;
-        item(i, out)?;
-        if out.len() > MAX_OUTPUT {
+        item(next, out)?;
+        if out.len() > max_output() {
             return Err(too_large("tojson"));
         }
     }
@@ -203,7 +233,9 @@ fn write_container(
 /// Python converts non-string keys: numbers and booleans become their JSON text, None "null".
 fn write_key(key: &Value, opts: &DumpOptions, out: &mut String) -> Result<(), Error> {
     match key.kind() {
-        ValueKind::String => write_string(key.as_str().unwrap_or_default(), opts.ensure_ascii, out),
+        ValueKind::String => {
+            write_string(key.as_str().unwrap_or_default(), opts.ensure_ascii, out)?
+        }
         ValueKind::None => out.push_str("\"null\""),
         ValueKind::Bool => out.push_str(if key.is_true() {
             "\"true\""
@@ -230,9 +262,18 @@ fn write_key(key: &Value, opts: &DumpOptions, out: &mut String) -> Result<(), Er
     Ok(())
 }
 
-fn write_string(s: &str, ensure_ascii: bool, out: &mut String) {
+/// A JSON string, refused once the output passes the limit (escapes make up to six bytes of
+/// one, so a long string of control characters grows sixfold).
+fn write_string(s: &str, ensure_ascii: bool, out: &mut String) -> Result<(), Error> {
+    if out.len().saturating_add(s.len()) > max_output() {
+        return Err(too_large("tojson"));
+    }
+    super::env::reserve_str_within(out, s.len() + 2, max_output());
     out.push('"');
-    for c in s.chars() {
+    for (i, c) in s.chars().enumerate() {
+        if i % 4096 == 4095 && out.len() > max_output() {
+            return Err(too_large("tojson"));
+        }
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -252,6 +293,7 @@ fn write_string(s: &str, ensure_ascii: bool, out: &mut String) {
         }
     }
     out.push('"');
+    Ok(())
 }
 
 /// `json.dumps` writes non-finite floats as JavaScript literals and finite ones as `repr`.
@@ -325,10 +367,10 @@ mod tests {
     #[test]
     fn strings_escape_like_python() {
         let mut out = String::new();
-        write_string("a\"b\\c\n\u{1}é<&>'", false, &mut out);
+        write_string("a\"b\\c\n\u{1}é<&>'", false, &mut out).unwrap();
         assert_eq!(out, "\"a\\\"b\\\\c\\n\\u0001é<&>'\"");
         let mut out = String::new();
-        write_string("é😀", true, &mut out);
+        write_string("é😀", true, &mut out).unwrap();
         assert_eq!(out, "\"\\u00e9\\ud83d\\ude00\"");
     }
 }

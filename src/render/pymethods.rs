@@ -7,7 +7,9 @@ use minijinja::value::{ValueKind, from_args};
 use minijinja::{Error, ErrorKind, State, Value};
 use minijinja_contrib::pycompat;
 
-use super::env::{Ends, is_python_space, python_lines, python_strip};
+use super::bounded::{Style, check_format, python_replace};
+use super::env::{Ends, is_python_space, max_output, python_lines, python_strip, too_large};
+use super::namespace::python_type;
 
 pub fn unknown_method(
     state: &mut State,
@@ -15,6 +17,13 @@ pub fn unknown_method(
     method: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
+    if super::namespace::is_namespace(value) {
+        // Python's Namespace has no methods: `ns.items()` is an undefined attribute there.
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("'Namespace' object has no attribute '{method}'"),
+        ));
+    }
     if let (ValueKind::String, Some(s)) = (value.kind(), value.as_str())
         && let Some(result) = string_method(value, s, method, args)?
     {
@@ -194,11 +203,13 @@ fn string_method(
                 .collect::<String>(),
         ),
         "zfill" => {
-            let (width,): (usize,) = from_args(args)?;
+            let (width,): (Value,) = from_args(args)?;
+            let width = python_width(&width)?;
             let len = s.chars().count();
             if len >= width {
                 Value::from(s)
             } else {
+                padded_size(s, width - len, '0', method)?;
                 let (sign, rest) = match s.chars().next() {
                     Some(c @ ('+' | '-')) => (c.to_string(), &s[1..]),
                     _ => (String::new(), s),
@@ -206,8 +217,23 @@ fn string_method(
                 Value::from(format!("{sign}{}{rest}", "0".repeat(width - len)))
             }
         }
+        "format" => {
+            // pycompat formats; the widths, precisions and arguments are checked first.
+            check_format(s, args, Style::Braces, "format")?;
+            return Ok(None);
+        }
+        "replace" => {
+            let (old, new, count): (&str, &str, Option<i64>) = from_args(args)?;
+            let replaced = python_replace(s, old, new, count, "replace")?;
+            derived(&replaced)
+        }
+        "join" => {
+            let (items,): (Value,) = from_args(args)?;
+            python_join(value, s, &items)?
+        }
         "ljust" | "rjust" | "center" => {
-            let (width, fill): (usize, Option<&str>) = from_args(args)?;
+            let (width, fill): (Value, Option<&str>) = from_args(args)?;
+            let width = python_width(&width)?;
             let fill = fill.unwrap_or(" ");
             let mut fill_chars = fill.chars();
             let (Some(fc), None) = (fill_chars.next(), fill_chars.next()) else {
@@ -230,6 +256,7 @@ fn string_method(
                         (left, pad - left)
                     }
                 };
+                padded_size(s, pad, fc, method)?;
                 let f = |n: usize| fc.to_string().repeat(n);
                 Value::from(format!("{}{s}{}", f(left), f(right)))
             }
@@ -237,6 +264,77 @@ fn string_method(
         _ => return Ok(None),
     };
     Ok(Some(v))
+}
+
+/// A width argument as Python reads it: an integer (a bool counts), negative meaning no
+/// padding.
+fn python_width(width: &Value) -> Result<usize, Error> {
+    let n = match width.kind() {
+        ValueKind::Bool => i128::from(width.is_true()),
+        ValueKind::Number if width.is_integer() => i128::try_from(width.clone())?,
+        _ => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "'{}' object cannot be interpreted as an integer",
+                    python_type(width)
+                ),
+            ));
+        }
+    };
+    Ok(usize::try_from(n.max(0)).unwrap_or(usize::MAX))
+}
+
+/// Refuses padding `s` with `pad` copies of `fill` past [`MAX_OUTPUT`] bytes, before it is
+/// allocated (`'x'.center(10**10)` asked for 10 GB).
+fn padded_size(s: &str, pad: usize, fill: char, method: &str) -> Result<(), Error> {
+    let size = pad
+        .checked_mul(fill.len_utf8())
+        .and_then(|n| n.checked_add(s.len()));
+    if size.is_none_or(|n| n > max_output()) {
+        return Err(too_large(method));
+    }
+    Ok(())
+}
+
+/// Python's `sep.join(items)`: every item a string, the result refused past [`MAX_OUTPUT`]
+/// bytes. A `Markup` separator escapes plain items and gives `Markup`, as MarkupSafe's does.
+fn python_join(sep_value: &Value, sep: &str, items: &Value) -> Result<Value, Error> {
+    let markup = sep_value.is_safe();
+    let mut out = String::new();
+    for (i, item) in items.try_iter()?.enumerate() {
+        let Some(text) = item.as_str().filter(|_| item.kind() == ValueKind::String) else {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "sequence item {i}: expected str instance, {} found",
+                    python_type(&item)
+                ),
+            ));
+        };
+        let escaped;
+        let text = if markup && !item.is_safe() {
+            let mut e = String::with_capacity(text.len());
+            super::markup::html_escape(text, &mut e);
+            escaped = e;
+            escaped.as_str()
+        } else {
+            text
+        };
+        let sep = if i > 0 { sep } else { "" };
+        let piece = sep.len().saturating_add(text.len());
+        if out.len().saturating_add(piece) > max_output() {
+            return Err(too_large("join"));
+        }
+        super::env::reserve_str_within(&mut out, piece, max_output());
+        out.push_str(sep);
+        out.push_str(text);
+    }
+    Ok(if markup {
+        Value::from_safe_string(out)
+    } else {
+        Value::from(out)
+    })
 }
 
 /// Python's `str.split(sep=None, maxsplit=-1)`: with no separator, runs of Python whitespace

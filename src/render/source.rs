@@ -42,6 +42,7 @@ pub fn prepare(source: &str) -> Result<String, RenderError> {
         let Some(end) = tag_end(rest) else {
             // Unterminated tag: leave it to the parser to report.
             out.push_str(rest);
+            super::guard::check_depth(&out)?;
             return Ok(out);
         };
         let tag = &rest[..end];
@@ -74,6 +75,7 @@ pub fn prepare(source: &str) -> Result<String, RenderError> {
         at = start + end;
     }
     out.push_str(&source[at..]);
+    super::guard::check_depth(&out)?;
     Ok(out)
 }
 
