@@ -121,6 +121,17 @@ pub struct ConversationError {
     pub source: String,
     /// The error and its causes, joined by ": ".
     pub message: String,
+    /// kvaudit refused to evaluate the template (see
+    /// [`crate::render::RenderError::is_limit`]).
+    pub limit: bool,
+}
+
+/// Whether `e` is, or was caused by, a render that went past one of kvaudit's limits.
+pub fn hit_limit(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<crate::render::RenderError>()
+            .is_some_and(crate::render::RenderError::is_limit)
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -364,6 +375,7 @@ pub fn diff_turns_with_progress(
             Ok(a) => audits.push(a),
             Err(e) => errors.push(ConversationError {
                 source: conv.source.clone(),
+                limit: hit_limit(&e),
                 message: e
                     .chain()
                     .map(|c| c.to_string())

@@ -32,6 +32,9 @@ pub struct Audited {
     pub report: Option<DiffTurnsReport>,
     /// A model-level template error (no transition could be audited).
     fatal: Option<(Code, String)>,
+    /// Why kvaudit refused to evaluate the template (a bound on time, size or depth): no
+    /// finding about the template, but an input check cannot pass (`check` stops with it).
+    pub limit: Option<String>,
 }
 
 pub fn audit_with(
@@ -74,13 +77,22 @@ pub fn audit_with(
         scenarios: conversations.iter().map(|c| c.source.clone()).collect(),
         report: None,
         fatal: None,
+        limit: None,
     };
     if let Err(e) = audit::check_special_tokens(files, tok) {
         a.fatal = Some((Code::SpecialTokenMissing, chain(&e)));
         return a;
     }
     match audit::diff_turns(files, tok, conversations, settings) {
-        Ok(r) => a.report = Some(r),
+        Ok(r) => {
+            a.limit = r
+                .errors
+                .iter()
+                .find(|e| e.limit)
+                .map(|e| format!("{}: {}", e.source, e.message));
+            a.report = Some(r);
+        }
+        Err(e) if audit::hit_limit(&e) => a.limit = Some(chain(&e)),
         Err(e) => a.fatal = Some((Code::TemplateError, chain(&e))),
     }
     a

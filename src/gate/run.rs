@@ -243,11 +243,12 @@ fn audit_model(
     } else {
         scenarios
     };
-    Ok(findings::audit_with(
-        m,
-        &files,
-        &tok,
-        conversations,
-        &settings,
-    ))
+    let mut audited = findings::audit_with(m, &files, &tok, conversations, &settings);
+    // A template kvaudit refuses to evaluate is an input error, not a finding about it: the
+    // gate cannot say what the template does to the cache (and it is one line, not a finding
+    // per scenario with the same message).
+    if let Some(why) = audited.limit.take() {
+        return Err(anyhow!(why)).with_context(context);
+    }
+    Ok(audited)
 }
