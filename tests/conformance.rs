@@ -507,7 +507,8 @@ fn scenario_alignment_matches_transformers() {
 }
 
 /// kvaudit's own fixture templates (CR LF line endings, MarkupSafe's Markup, Python's
-/// whitespace in string methods), rendered by transformers and by kvaudit for every
+/// whitespace in string methods, padding and format specs within the output limit and
+/// Jinja2's Namespace printed), rendered by transformers and by kvaudit for every
 /// conversation shape.
 #[test]
 fn fixture_templates_render_like_transformers() {
@@ -542,7 +543,7 @@ fn fixture_templates_render_like_transformers() {
         }
     }
     common::keep_report("fixtures.txt", &text);
-    assert_eq!(per_template.len(), 3, "{text}");
+    assert_eq!(per_template.len(), 4, "{text}");
     assert!(
         per_template.values().all(|t| t.pass == t.total),
         "kvaudit differs from transformers on its own fixtures:\n{text}"

@@ -466,7 +466,7 @@ def extra_template_cases(shared, spec):
 
 # ---- kvaudit's own fixture templates (Jinja2 behaviours the real sets rarely exercise) ----
 
-FIXTURE_TEMPLATES = ["crlf.jinja", "markup.jinja", "pystrings.jinja"]
+FIXTURE_TEMPLATES = ["crlf.jinja", "markup.jinja", "pystrings.jinja", "pyformat.jinja"]
 
 
 def fixture_template_cases(spec):
