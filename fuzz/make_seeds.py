@@ -153,6 +153,72 @@ write("template_render", "methods.jinja",
       "{{ strftime_now('%Y-%m-%d') }}{% for k, v in {'a': 1}.items() %}{{ k }}{{ v }}{% endfor %}"
       "{{ messages|length }}{{ messages[-1].content|indent(4) }}{% generation %}x{% endgeneration %}")
 
+# Hostile templates (each ended in an abort, a stack overflow or gigabytes before the bounds
+# of guard.rs, namespace.rs and bounded.rs): deep expressions, namespaces holding themselves,
+# wide format specs and padding.
+hostile = {
+    "deep-plus.jinja": "{{ " + "1+" * 5000 + "1 }}",
+    "deep-neg.jinja": "{{ " + "-" * 5000 + "1 }}",
+    "deep-attr.jinja": "{{ messages" + ".a" * 3000 + " }}",
+    "deep-filter.jinja": "{{ 1" + "|abs" * 2000 + " }}",
+    "deep-else.jinja": "{{ " + "1 if x else " * 1000 + "1 }}",
+    "deep-concat.jinja": "{{ " + "'a' ~ " * 2000 + "1 }}",
+    "deep-for.jinja": "{% for x in [[[[[[x]]]]]] %}" * 100 + "{% endfor %}" * 100,
+    "ns-self.jinja": "{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}{{ ns|string }}"
+                     "{{ ns|pprint }}{{ ns ~ '' }}{{ '{}'.format(ns) }}{{ ns == ns }}{{ ns|tojson }}",
+    "ns-list.jinja": "{% set ns = namespace(a=1) %}{% set ns.a = [ns, {'k': ns}] %}{{ ns }}{{ ns.a }}"
+                     "{{ ns.a|unique|list|length }}{{ ns.a|sort|length }}{{ ns.a|tojson }}",
+    "ns-views.jinja": "{% set ns = namespace(a=1) %}{% set ns.b = ns.items() %}{{ ns|list }}{{ ns|length }}"
+                      "{% for k in ns %}{% endfor %}{% set ns.c = ns|items %}",
+    "ns-deep.jinja": "{% set ns = namespace(x=1) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}"
+                     "{% endfor %}{{ ns.x }}",
+    "set-deep.jinja": "{% set x = 1 %}" + "{% set x = [[[[[[[[[[x]]]]]]]]]] %}" * 100 + "{{ x }}",
+    "macro-deep.jinja": "{% macro m(x, n) %}{% if n %}{{ m(x|batch(1)|batch(1)|batch(1), n - 1) }}"
+                        "{% else %}{{ x|tojson }}{% endif %}{% endmacro %}{{ m([1], 90) }}",
+    "wide-format.jinja": "{{ '{:>999999999}'.format('x') }}{{ '{:0999999999d}'.format(1) }}"
+                         "{{ '{:.2147483647f}'.format(1.0) }}{{ '%0999999999d'|format(1) }}",
+    "padding.jinja": "{{ 'x'.center(10**10) }}{{ 'x'.ljust(10**10) }}{{ 'x'.rjust(10**10) }}"
+                     "{{ 'x'.zfill(10**10) }}{{ 'x'.center(20, '*') }}",
+    "repeat-display.jinja": "{% set s = 'x' * 100000 %}{% set l = [s] * 100000 %}{{ (l ~ '')|length }}"
+                            "{{ l|string|length }}{{ l|join|length }}{{ l|tojson|length }}",
+}
+for name, text in hostile.items():
+    write("template_render", name, text.encode() + b"\0" + conv)
+
+# Methods and format specs: `call, shape, receiver \0 args` (see fuzz/src/lib.rs, CALLS).
+CALLS = [".center", ".ljust", ".rjust", ".zfill", ".format", ".replace", ".join", "|format",
+         "|replace", "|join", "|indent", "|tojson", "|string", "|pprint", "|trim", "|center",
+         "|batch", "|slice", "|wordwrap", "|truncate", " ~ ", " * ", " + "]
+
+
+def method(name, call, shape, *fields):
+    data = bytes([CALLS.index(call), shape]) + b"\0".join(f.encode() for f in fields)
+    write("template_methods", name, data)
+
+
+method("center-huge", ".center", 1, "sx", "i10000000000")
+method("center-fill", ".center", 2, "sx", "i20", "s*")
+method("ljust", ".ljust", 2, "sab", "i7", "s.")
+method("rjust-negative", ".rjust", 1, "sab", "i-3")
+method("zfill-huge", ".zfill", 1, "s-5", "i999999999")
+method("format-width", ".format", 1, "s{:>999999999}", "sx")
+method("format-zeros", ".format", 1, "s{:0999999999d}", "i1")
+method("format-precision", ".format", 1, "s{:.2147483647f}", "f1.0")
+method("format-ok", ".format", 3, "s{:>6}|{:06.2f}|{:,}|{0!r}", "sa", "f3.14159", "i1234567")
+method("format-repeat", ".format", 1, "s" + "{0}" * 200, "s" + "y" * 400)
+method("printf-width", "|format", 1, "s%0999999999d", "i1")
+method("printf-ok", "|format", 2, "s%-8s|%5.2f", "sab", "f2.5")
+method("replace-empty", ".replace", 2, "s" + "a" * 300, "s", "s" + "b" * 300)
+method("replace-filter", "|replace", 3, "sabcabc", "sb", "sxyz", "i1")
+method("join-method", ".join", 1, "s, ", "la,b,c")
+method("join-non-str", ".join", 1, "s,", "da=1,b=2")
+method("join-filter", "|join", 1, "la,b,c", "s--")
+method("indent-huge", "|indent", 1, "sa\nb", "i1000000000")
+method("tojson-indent", "|tojson", 1 | 4 | (1 << 3), "dk=v,l=w", "i100000")
+method("concat-list", " ~ ", 1, "la,b,c", "sx")
+method("repeat", " * ", 1, "sxy", "i100000000")
+method("twice-center", ".center", 1 | 0x80, "sx", "i300")
+
 # Prepared tokenizer bodies (after the 32-byte header the harness adds): sha256, where the
 # vocabulary and merges start in tokenizer.json (in the harness's SOURCE_JSON, whose vocabulary
 # and merges are empty: 18 and 30; or E64 for no merges), rest JSON, vocab size, ids, blob, starts, lengths, vocab table, merge table (each

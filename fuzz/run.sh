@@ -28,11 +28,12 @@ ROOT="$(dirname "$FUZZ_DIR")"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
 SANITIZER="${FUZZ_SANITIZER:-none}"
 SHARED="${KVAUDIT_SHARED:-$ROOT/../shared}"
-TARGETS="${FUZZ_TARGETS:-decode_events frames_reader replay_bytes conversation_json template_render prepared_tokenizer zmtp_frames}"
+TARGETS="${FUZZ_TARGETS:-decode_events frames_reader replay_bytes conversation_json template_render prepared_tokenizer zmtp_frames template_methods}"
 
 max_len() {
     case "$1" in
         template_render) echo 16384 ;;
+        template_methods) echo 4096 ;;
         *) echo 65536 ;;
     esac
 }

@@ -73,6 +73,11 @@ fn zmtp_frames() {
 }
 
 #[test]
+fn template_methods() {
+    replay("template_methods");
+}
+
+#[test]
 fn every_target_is_tested() {
     let names: Vec<&str> = harness::TARGETS.iter().map(|(n, _)| *n).collect();
     assert_eq!(
@@ -84,7 +89,8 @@ fn every_target_is_tested() {
             "conversation_json",
             "template_render",
             "prepared_tokenizer",
-            "zmtp_frames"
+            "zmtp_frames",
+            "template_methods"
         ]
     );
 }

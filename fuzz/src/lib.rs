@@ -22,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("template_render", template_render),
     ("prepared_tokenizer", prepared_tokenizer),
     ("zmtp_frames", zmtp_frames),
+    ("template_methods", template_methods),
 ];
 
 /// Equal, or both print the same (NaN timestamps and floats compare unequal to themselves).
@@ -237,6 +238,171 @@ pub fn template_render(data: &[u8]) {
         },
     };
     let _ = renderer.render(&input);
+}
+
+/// The calls `template_methods` makes: Python string methods (kvaudit's own and
+/// minijinja-contrib's), filters, and the operators that make text, each as the template text
+/// that applies it to `r`. The ones that can make far more output than input come first.
+pub const CALLS: &[&str] = &[
+    ".center",
+    ".ljust",
+    ".rjust",
+    ".zfill",
+    ".format",
+    ".replace",
+    ".join",
+    "|format",
+    "|replace",
+    "|join",
+    "|indent",
+    "|tojson",
+    "|string",
+    "|pprint",
+    "|trim",
+    "|center",
+    "|batch",
+    "|slice",
+    "|wordwrap",
+    "|truncate",
+    " ~ ",
+    " * ",
+    " + ",
+    ".split",
+    ".rsplit",
+    ".splitlines",
+    ".strip",
+    ".lstrip",
+    ".title",
+    ".upper",
+    ".capitalize",
+    ".partition",
+    ".expandtabs",
+    ".count",
+    ".startswith",
+    ".removeprefix",
+    ".swapcase",
+    "|upper",
+    "|title",
+    "|list",
+    "|unique",
+    "|sort",
+    "|e",
+    "|safe",
+    "|first",
+    "|length",
+    "|items",
+    "|dictsort",
+];
+
+/// Output limit for the methods target: small, so inputs that ask for the most output (a
+/// width of 10**9, a precision of 2**31) are refused quickly instead of filling 16 MB each.
+pub const METHODS_OUTPUT_LIMIT: usize = 1 << 16;
+
+/// One fuzzed value: a tag byte, then its text. `s` a string, `i` an integer, `f` a float,
+/// `n` None, `t`/`F` a bool, `l` a list of the comma-separated parts, `d` a dict of
+/// `key=value` parts; any other tag starts a string that includes it.
+fn fuzzed_value(field: &[u8]) -> serde_json::Value {
+    use serde_json::{Value as Json, json};
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let Some((&tag, rest)) = field.split_first() else {
+        return json!("");
+    };
+    let body = text(rest);
+    match tag {
+        b'i' => body
+            .trim()
+            .parse::<i64>()
+            .map(Json::from)
+            .or_else(|_| body.trim().parse::<u64>().map(Json::from))
+            .unwrap_or(json!(0)),
+        b'f' => body
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(json!(0.5), Json::Number),
+        b's' => json!(body),
+        b'n' => Json::Null,
+        b't' => json!(true),
+        b'F' => json!(false),
+        b'l' => Json::Array(body.split(',').map(|p| json!(p)).collect()),
+        b'd' => Json::Object(
+            body.split(',')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) => (k.to_string(), json!(v)),
+                    None => (kv.to_string(), Json::Null),
+                })
+                .collect(),
+        ),
+        _ => json!(text(field)),
+    }
+}
+
+/// `call, shape, receiver \0 arg \0 arg ...`: `CALLS[call]` applied to the receiver with up
+/// to three arguments (`shape` says how many, and whether the last is passed by keyword),
+/// rendered through kvaudit's real template environment with a small output limit. Errors are
+/// fine; a panic, an output past the limit or a hang is not.
+pub fn template_methods(data: &[u8]) {
+    use kvaudit::render::{ChatRenderer, RenderInput};
+    use serde_json::{Map, json};
+    let [call, shape, rest @ ..] = data else {
+        return;
+    };
+    let call = CALLS[*call as usize % CALLS.len()];
+    let mut fields = rest.split(|&b| b == 0);
+    let receiver = fuzzed_value(fields.next().unwrap_or_default());
+    let count = (*shape % 4) as usize;
+    let mut kwargs = Map::new();
+    kwargs.insert("r".into(), receiver);
+    let mut args = Vec::new();
+    for i in 0..count {
+        kwargs.insert(
+            format!("a{i}"),
+            fuzzed_value(fields.next().unwrap_or_default()),
+        );
+        args.push(format!("a{i}"));
+    }
+    // A keyword name for the last argument, from the ones the calls take.
+    if count > 0 && shape & 4 != 0 {
+        const KEYWORDS: &[&str] = &["width", "indent", "first", "blank", "count", "fill", "d"];
+        let name = KEYWORDS[(*shape as usize >> 3) % KEYWORDS.len()];
+        let last = args.pop().unwrap_or_default();
+        args.push(format!("{name}={last}"));
+    }
+    let expr = match call {
+        " ~ " | " * " | " + " => format!("r{call}{}", args.first().map_or("r", String::as_str)),
+        _ => format!("r{call}({})", args.join(", ")),
+    };
+    // Twice in a row when the shape says so: a call on the first call's result.
+    let template = if shape & 0x80 != 0 {
+        format!("{{{{ ({expr}){call}({}) }}}}", args.join(", "))
+    } else {
+        format!("{{{{ {expr} }}}}")
+    };
+    kvaudit::render::set_output_limit(METHODS_OUTPUT_LIMIT);
+    let Ok(renderer) = ChatRenderer::new(&template, Map::new(), TEMPLATE_FUEL) else {
+        return;
+    };
+    let messages = [json!({"role": "user", "content": "Hi"})];
+    let fixed = chrono::NaiveDate::from_ymd_opt(2026, 1, 15)
+        .and_then(|d| d.and_hms_opt(10, 0, 0))
+        .unwrap_or_default();
+    let input = RenderInput {
+        messages: &messages,
+        message_values: None,
+        tools: None,
+        documents: None,
+        kwargs: &kwargs,
+        add_generation_prompt: true,
+        now: fixed,
+    };
+    if let Ok(text) = renderer.render(&input) {
+        assert!(
+            text.len() <= METHODS_OUTPUT_LIMIT,
+            "{template}: {} bytes past the output limit",
+            text.len()
+        );
+    }
 }
 
 /// The tokenizer.json the prepared files are keyed to. Its vocabulary and merges are empty, so
