@@ -394,10 +394,10 @@ fn cases(dir: &Path) -> Vec<Case> {
             max_mb: 256,
         },
         Case {
-            name: "join of a repeated 100 MB string",
+            name: "join of a repeated 10 MB string",
             args: diff_turns(&[
                 "--template",
-                &template("join.jinja", "{{ ([('x'*10**8)]*100)|join }}"),
+                &template("join.jinja", "{{ ([('x'*10**7)]*100)|join }}"),
             ]),
             code: 2,
             fragment: "join would produce more than",

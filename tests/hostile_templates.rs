@@ -100,6 +100,16 @@ fn cases() -> Vec<Case> {
             "{{ ('x' * 10**6).join(['a'] * 100) }}",
             Refused("join would produce more than"),
         ),
+        case(
+            "'x' * 10**8",
+            "{{ ('x' * 10**8)|length }}",
+            Refused("* would produce more than"),
+        ),
+        case(
+            "[s] * 10**8",
+            "{{ (['x'] * 10**8)|length }}",
+            Refused("* would produce more than"),
+        ),
         // A small value that prints as gigabytes: its text is measured before it is made.
         case(
             "~ of a list repeating 1 MB",

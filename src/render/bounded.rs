@@ -158,6 +158,90 @@ fn format(state: &mut State, format: &Value, args: Rest<ValueOrKwargs>) -> Resul
     minijinja::filters::format(state, format, args)
 }
 
+/// `a * b` (see `guard::wrap_products`): Python's repetition of a string, list or tuple by an
+/// integer (a count below one gives an empty one; Markup stays Markup), refused before it
+/// passes the output limit, or a list of more than a million items; anything else (numbers)
+/// as minijinja multiplies it.
+pub fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
+    let repeatable = |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::String | ValueKind::Seq | ValueKind::Iterable
+        )
+    };
+    let (seq, count) = if repeatable(&a) {
+        (a, b)
+    } else if repeatable(&b) {
+        (b, a)
+    } else {
+        return minijinja_mul(a, b);
+    };
+    let n = match count.kind() {
+        ValueKind::Bool => i128::from(count.is_true()),
+        ValueKind::Number if count.is_integer() => i128::try_from(count.clone())?,
+        _ => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "can't multiply sequence by non-int of type '{}'",
+                    super::namespace::python_type(&count)
+                ),
+            ));
+        }
+    };
+    let n = usize::try_from(n.max(0)).unwrap_or(usize::MAX);
+    if let Some(s) = seq.as_str().filter(|_| seq.kind() == ValueKind::String) {
+        if s.len()
+            .checked_mul(n)
+            .is_none_or(|size| size > max_output())
+        {
+            return Err(too_large("*"));
+        }
+        let repeated = s.repeat(n);
+        return Ok(if seq.is_safe() {
+            Value::from_safe_string(repeated)
+        } else {
+            Value::from(repeated)
+        });
+    }
+    // A list is made, as Python makes it (minijinja repeated it lazily, so a small list could
+    // stand for a hundred million items that printing, joining or `~` then went through).
+    let items: Vec<Value> = seq.try_iter()?.collect();
+    let max_items = max_output() / 16;
+    let total = items.len().checked_mul(n).filter(|&t| t <= max_items);
+    let Some(total) = total else {
+        return Err(too_large("*"));
+    };
+    state.consume_fuel(total as u64 / 2)?;
+    let mut out = Vec::with_capacity(total);
+    for _ in 0..n {
+        out.extend(items.iter().cloned());
+    }
+    Ok(
+        if seq
+            .downcast_object_ref::<minijinja::value::Tuple>()
+            .is_some()
+        {
+            Value::from(minijinja::value::Tuple::from(out))
+        } else {
+            Value::from(out)
+        },
+    )
+}
+
+/// minijinja's own `*`, for what is not a repetition (its number semantics, its errors).
+fn minijinja_mul(a: Value, b: Value) -> Result<Value, Error> {
+    thread_local! {
+        static MUL: minijinja::Expression<'static, 'static> = {
+            static ENV: std::sync::OnceLock<Environment<'static>> = std::sync::OnceLock::new();
+            ENV.get_or_init(Environment::new)
+                .compile_expression("a * b")
+                .expect("a fixed expression compiles")
+        };
+    }
+    MUL.with(|mul| mul.eval(minijinja::context! { a => a, b => b }))
+}
+
 /// The two format languages: `%` (printf) and `str.format`.
 #[derive(Clone, Copy, PartialEq)]
 pub enum Style {

@@ -193,6 +193,7 @@ impl TemplateEngine {
         env.add_function(super::guard::SETATTR_FUNCTION, super::namespace::setattr);
         env.add_function(super::guard::STR_FUNCTION, super::namespace::str_function);
         env.add_function(super::guard::IN_FUNCTION, super::namespace::contains);
+        env.add_function(super::guard::MUL_FUNCTION, super::bounded::mul);
         env.set_syntax(
             SyntaxConfig::builder()
                 .trim_blocks(true)

@@ -50,6 +50,7 @@ pub const BIND_FUNCTION: &str = "__kvaudit_bind";
 pub const SETATTR_FUNCTION: &str = "__kvaudit_setattr";
 pub const STR_FUNCTION: &str = "__kvaudit_str";
 pub const IN_FUNCTION: &str = "__kvaudit_in";
+pub const MUL_FUNCTION: &str = "__kvaudit_mul";
 const SINK: &str = "__kvaudit_sink";
 const BLOCK_PREFIX: &str = "__kvaudit_block_";
 
@@ -292,7 +293,7 @@ pub fn check_depth(source: &str) -> Result<(), RenderError> {
 struct Edit {
     start: usize,
     end: usize,
-    order: (u8, i8),
+    order: (u8, i32),
     text: String,
 }
 
@@ -301,7 +302,7 @@ struct Edits(Vec<Edit>);
 
 impl Edits {
     /// Wraps `start..end` in `open` and `close`; `level` 0 is outermost.
-    fn wrap(&mut self, start: usize, end: usize, level: i8, open: String, close: &str) {
+    fn wrap(&mut self, start: usize, end: usize, level: i32, open: String, close: &str) {
         self.0.push(Edit {
             start,
             end: start,
@@ -424,6 +425,93 @@ fn bounds_concat_operand(tokens: &[(Token, Span)], i: usize, block: bool) -> boo
         Token::Ident("and" | "or" | "if" | "else" | "recursive") => true,
         Token::Ident("not") => !(i > 0 && matches!(tokens[i - 1].0, Token::Ident("is"))),
         _ => false,
+    }
+}
+
+/// Whether the token at `i` (outside any bracket of the operand being scanned) ends a chain
+/// of `*`, `/`, `//` and `%`: what binds less tightly (`~`, binary `+`/`-`, comparisons,
+/// `not`, `and`, `or`, the conditional), the separators, and a block tag's keyword.
+fn bounds_product(tokens: &[(Token, Span)], i: usize, block: bool) -> bool {
+    matches!(tokens[i].0, Token::Tilde) || bounds_concat_operand(tokens, i, block)
+}
+
+fn is_product_operator(t: &Token) -> bool {
+    matches!(t, Token::Mul | Token::Div | Token::FloorDiv | Token::Mod)
+}
+
+/// Rewrites `a * b` as [`MUL_FUNCTION`]`(a, b)`: minijinja repeats a string up to 100 MB and a
+/// list lazily up to 100 million items before anything counts them, where the output limit
+/// is 16 MiB. In a chain (`a * b / c * d`) each `*` takes everything to its left.
+fn wrap_products(tag: &Tag, edits: &mut Edits) {
+    let tokens = &tag.tokens;
+    if !tokens.iter().any(|(t, _)| matches!(t, Token::Mul)) {
+        return;
+    }
+    let brackets = matching_brackets(tokens);
+    // Each chain's start, and how many of its `*` were wrapped (later ones are outer).
+    let mut wrapped_in_chain: std::collections::HashMap<usize, i32> = Default::default();
+    for (i, (t, _)) in tokens.iter().enumerate() {
+        if !matches!(t, Token::Mul) {
+            continue;
+        }
+        // The chain's start: back over operands and `* / // %` to a boundary.
+        let mut first = i;
+        let mut k = i;
+        while k > 0 {
+            let j = k - 1;
+            let t = &tokens[j].0;
+            if is_close(t) {
+                match brackets[j] {
+                    Some(open) => {
+                        first = open;
+                        k = open;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            if is_open(t) || bounds_product(tokens, j, tag.block) {
+                break;
+            }
+            first = j;
+            k = j;
+        }
+        // The right operand: on to the next `* / // %` or a boundary.
+        let mut last = i;
+        let mut k = i + 1;
+        while k < tokens.len() {
+            let t = &tokens[k].0;
+            if is_open(t) {
+                match brackets[k] {
+                    Some(close) => {
+                        last = close;
+                        k = close + 1;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            if is_close(t) || is_product_operator(t) || bounds_product(tokens, k, tag.block) {
+                break;
+            }
+            last = k;
+            k += 1;
+        }
+        if first == i || last == i {
+            continue;
+        }
+        let count = wrapped_in_chain.entry(first).or_default();
+        *count += 1;
+        // Opening at the chain's start: a later `*` opens outside an earlier one.
+        edits.wrap(
+            start_of(&tokens[first].1),
+            end_of(&tokens[last].1),
+            3 + 100_000 - *count,
+            format!("{MUL_FUNCTION}("),
+            ")",
+        );
+        let star = &tokens[i].1;
+        edits.replace(start_of(star), end_of(star), ",".to_string());
     }
 }
 
@@ -824,6 +912,7 @@ pub fn instrument(source: &str) -> Result<Instrumented, RenderError> {
     for_each_tag(source, |tag| {
         wrap_concat_operands(&tag, &mut edits);
         rewrite_containment(&tag, &mut edits)?;
+        wrap_products(&tag, &mut edits);
         if !tag.block {
             return Ok(());
         }
@@ -1135,7 +1224,7 @@ mod tests {
             instrument("{{ 1 - a ~ -b * c }}|{{ x is not none ~ y }}|{{ f(a ~ b, c) }}")
                 .unwrap()
                 .text,
-            "{{ 1 - __kvaudit_str(a) ~ __kvaudit_str(-b * c) }}|\
+            "{{ 1 - __kvaudit_str(a) ~ __kvaudit_str(__kvaudit_mul(-b , c)) }}|\
              {{ __kvaudit_str(x is not none) ~ __kvaudit_str(y) }}|\
              {{ f(__kvaudit_str(a) ~ __kvaudit_str(b), c) }}"
         );
@@ -1158,6 +1247,14 @@ mod tests {
                 .unwrap()
                 .text,
             "{{ 'k' in m }}|{{ x not in ('a', 'b') }}|{{ __kvaudit_in(x , y) }}"
+        );
+        assert_eq!(
+            instrument("{{ a * b / c * -d ~ 'x' * 2 }}|{{ x + y * z.w|f }}|{{ a ** 2 * 3 }}")
+                .unwrap()
+                .text,
+            "{{ __kvaudit_str(__kvaudit_mul(__kvaudit_mul(a , b) / c , -d)) ~ \
+             __kvaudit_str(__kvaudit_mul('x' , 2)) }}|{{ x + __kvaudit_mul(y , z.w|f) }}|\
+             {{ __kvaudit_mul(a ** 2 , 3) }}"
         );
         // Errors are shown in the source as written.
         let source = "{{ 'x' in y ~ z }}";
