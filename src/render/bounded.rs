@@ -43,6 +43,12 @@ pub fn add_filters(env: &mut Environment<'static>) {
             minijinja::filters::split(&v, sep, max)
         },
     );
+    env.add_filter("list", |state: &State, v: Value| {
+        if let Some(s) = v.as_str().filter(|_| v.kind() == ValueKind::String) {
+            super::env::items_fit(s.chars().count(), "list")?;
+        }
+        minijinja::filters::list(state, v)
+    });
     env.add_filter("lines", |v: Value| {
         fits(&v, "lines")?;
         minijinja::filters::lines(&v)
@@ -158,11 +164,11 @@ fn format(state: &mut State, format: &Value, args: Rest<ValueOrKwargs>) -> Resul
     minijinja::filters::format(state, format, args)
 }
 
-/// `a * b` (see `guard::wrap_products`): Python's repetition of a string, list or tuple by an
+/// `a * b` in a chain (see [`product`]): Python's repetition of a string, list or tuple by an
 /// integer (a count below one gives an empty one; Markup stays Markup), refused before it
 /// passes the output limit, or a list of more than a million items; anything else (numbers)
 /// as minijinja multiplies it.
-pub fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
+fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
     let repeatable = |v: &Value| {
         matches!(
             v.kind(),
@@ -207,11 +213,8 @@ pub fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
     // A list is made, as Python makes it (minijinja repeated it lazily, so a small list could
     // stand for a hundred million items that printing, joining or `~` then went through).
     let items: Vec<Value> = seq.try_iter()?.collect();
-    let max_items = max_output() / 16;
-    let total = items.len().checked_mul(n).filter(|&t| t <= max_items);
-    let Some(total) = total else {
-        return Err(too_large("*"));
-    };
+    let total = items.len().saturating_mul(n);
+    super::env::items_fit(total, "*")?;
     state.consume_fuel(total as u64 / 2)?;
     let mut out = Vec::with_capacity(total);
     for _ in 0..n {
@@ -229,17 +232,99 @@ pub fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
     )
 }
 
-/// minijinja's own `*`, for what is not a repetition (its number semantics, its errors).
-fn minijinja_mul(a: Value, b: Value) -> Result<Value, Error> {
+/// `a + b` in a chain (see [`sum`]): two strings joined, or two lists or tuples, checked
+/// against the output limit and a million items before minijinja joins them; anything else
+/// (numbers) as minijinja adds it.
+fn add(a: Value, b: Value) -> Result<Value, Error> {
+    if let (Some(x), Some(y)) = (
+        a.as_str().filter(|_| a.kind() == ValueKind::String),
+        b.as_str().filter(|_| b.kind() == ValueKind::String),
+    ) {
+        if x.len().saturating_add(y.len()) > max_output() {
+            return Err(too_large("+"));
+        }
+        let joined = [x, y].concat();
+        return Ok(if a.is_safe() && b.is_safe() {
+            Value::from_safe_string(joined)
+        } else {
+            Value::from(joined)
+        });
+    }
+    let items = |v: &Value| match v.kind() {
+        ValueKind::Seq | ValueKind::Iterable => v.len(),
+        _ => None,
+    };
+    if let (Some(n), Some(m)) = (items(&a), items(&b)) {
+        super::env::items_fit(n.saturating_add(m), "+")?;
+    }
+    minijinja_binop(BinOp::Add, a, b)
+}
+
+/// A chain `a + b - c` (see `guard::wrap_sums`): `args` are the operands with each
+/// operator between them, evaluated left to right.
+pub fn sum(args: Rest<Value>) -> Result<Value, Error> {
+    fold(args, |op, a, b| match op {
+        "+" => add(a, b),
+        _ => minijinja_binop(BinOp::Sub, a, b),
+    })
+}
+
+/// A chain `a * b / c` (see `guard::wrap_products`), as [`sum`].
+pub fn product(state: &State, args: Rest<Value>) -> Result<Value, Error> {
+    fold(args, |op, a, b| match op {
+        "*" => mul(state, a, b),
+        "/" => minijinja_binop(BinOp::Div, a, b),
+        "//" => minijinja_binop(BinOp::FloorDiv, a, b),
+        _ => minijinja_binop(BinOp::Rem, a, b),
+    })
+}
+
+fn fold(
+    args: Rest<Value>,
+    mut apply: impl FnMut(&str, Value, Value) -> Result<Value, Error>,
+) -> Result<Value, Error> {
+    let mut args = args.0.into_iter();
+    let mut acc = args.next().unwrap_or_default();
+    while let (Some(op), Some(b)) = (args.next(), args.next()) {
+        acc = apply(op.as_str().unwrap_or_default(), acc, b)?;
+    }
+    Ok(acc)
+}
+
+#[derive(Clone, Copy)]
+enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    FloorDiv,
+    Rem,
+}
+
+/// minijinja's own arithmetic, for what kvaudit does not check itself (its number semantics,
+/// its errors): fixed expressions compiled once in a bare environment.
+fn minijinja_binop(op: BinOp, a: Value, b: Value) -> Result<Value, Error> {
     thread_local! {
-        static MUL: minijinja::Expression<'static, 'static> = {
+        static EXPRESSIONS: [minijinja::Expression<'static, 'static>; 6] = {
             static ENV: std::sync::OnceLock<Environment<'static>> = std::sync::OnceLock::new();
-            ENV.get_or_init(Environment::new)
-                .compile_expression("a * b")
-                .expect("a fixed expression compiles")
+            let env = ENV.get_or_init(Environment::new);
+            ["a + b", "a - b", "a * b", "a / b", "a // b", "a % b"]
+                .map(|e| env.compile_expression(e).expect("a fixed expression compiles"))
         };
     }
-    MUL.with(|mul| mul.eval(minijinja::context! { a => a, b => b }))
+    EXPRESSIONS
+        .with(|e| e[op as usize].eval(minijinja::context! { a => a, b => b }))
+        // The expression's own location (line 1 of `a + b`) would stand for the template's:
+        // the error is raised again without it, and the render places it at the call.
+        .map_err(|e| match e.detail() {
+            Some(detail) => Error::new(e.kind(), detail.to_string()),
+            None => Error::from(e.kind()),
+        })
+}
+
+/// minijinja's own `*`, for what is not a repetition (its number semantics, its errors).
+fn minijinja_mul(a: Value, b: Value) -> Result<Value, Error> {
+    minijinja_binop(BinOp::Mul, a, b)
 }
 
 /// The two format languages: `%` (printf) and `str.format`.

@@ -193,7 +193,8 @@ impl TemplateEngine {
         env.add_function(super::guard::SETATTR_FUNCTION, super::namespace::setattr);
         env.add_function(super::guard::STR_FUNCTION, super::namespace::str_function);
         env.add_function(super::guard::IN_FUNCTION, super::namespace::contains);
-        env.add_function(super::guard::MUL_FUNCTION, super::bounded::mul);
+        env.add_function(super::guard::SUM_FUNCTION, super::bounded::sum);
+        env.add_function(super::guard::PRODUCT_FUNCTION, super::bounded::product);
         env.set_syntax(
             SyntaxConfig::builder()
                 .trim_blocks(true)
@@ -371,6 +372,24 @@ pub fn reserve_str_within(out: &mut String, additional: usize, limit: usize) {
             .min(limit.max(needed));
         out.reserve_exact(target - out.len());
     }
+}
+
+/// The most items a method or filter of ours makes into one list: a list of a million takes
+/// ~24 MB of values where its text took a few (`('ab' * 5000000).split('a')`), so lists are
+/// bounded by count as text is by size.
+pub fn max_items() -> usize {
+    max_output() / 16
+}
+
+/// Refuses a list of `n` items past [`max_items`], before it is made.
+pub fn items_fit(n: usize, what: &str) -> Result<(), Error> {
+    if n > max_items() {
+        return Err(limit_error(format!(
+            "{what} would make more than {} items",
+            max_items()
+        )));
+    }
+    Ok(())
 }
 
 /// The error a filter of ours returns instead of building a result past [`MAX_OUTPUT`].
@@ -754,12 +773,14 @@ fn python_iter(value: Value) -> Result<Value, Error> {
             "'Namespace' object is not iterable",
         )),
         ValueKind::String => Ok(Value::from(
-            value
-                .as_str()
-                .unwrap_or_default()
-                .chars()
-                .map(|c| Value::from(c.to_string()))
-                .collect::<Vec<_>>(),
+            {
+                let text = value.as_str().unwrap_or_default();
+                items_fit(text.chars().count(), "iterating a string")?;
+                text
+            }
+            .chars()
+            .map(|c| Value::from(c.to_string()))
+            .collect::<Vec<_>>(),
         )),
         _ => Ok(value),
     }
@@ -767,8 +788,14 @@ fn python_iter(value: Value) -> Result<Value, Error> {
 
 /// Python's `datetime.strftime`, refusing specifiers chrono does not know (it would panic).
 pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
-    let items: Vec<Item> = StrftimeItems::new(format).collect();
-    if items.iter().any(|i| matches!(i, Item::Error)) {
+    // chrono formats the whole text before writing it anywhere; no specifier writes more
+    // than 32 bytes for its 2 (`%c` writes 24), so the format's length bounds the text.
+    if format.len().saturating_mul(16) > max_output() {
+        return Err(too_large("strftime_now"));
+    }
+    // Checked in one pass and formatted in another, never collected: a format of a million
+    // specifiers made a list of a million items before anything was written.
+    if StrftimeItems::new(format).any(|i| matches!(i, Item::Error)) {
         return Err(Error::new(
             ErrorKind::InvalidOperation,
             format!("strftime_now: unsupported format {format:?}"),
@@ -778,7 +805,7 @@ pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
     // %z and %Z; the other zone specifiers chrono knows (%:z, %+, ...) cannot be formatted on
     // a naive time (chrono returns fmt::Error, on which to_string() panicked) and end here.
     use chrono::format::Fixed;
-    let items = items.into_iter().filter(|i| {
+    let items = StrftimeItems::new(format).filter(|i| {
         !matches!(
             i,
             Item::Fixed(Fixed::TimezoneName) | Item::Fixed(Fixed::TimezoneOffset)

@@ -50,7 +50,17 @@ pub const BIND_FUNCTION: &str = "__kvaudit_bind";
 pub const SETATTR_FUNCTION: &str = "__kvaudit_setattr";
 pub const STR_FUNCTION: &str = "__kvaudit_str";
 pub const IN_FUNCTION: &str = "__kvaudit_in";
-pub const MUL_FUNCTION: &str = "__kvaudit_mul";
+pub const SUM_FUNCTION: &str = "__kvaudit_sum";
+pub const PRODUCT_FUNCTION: &str = "__kvaudit_product";
+
+/// How the wraps nest where they open at one offset (lower is outer), as the operators
+/// bind: a namespace assignment holds anything, a comparison holds sums, a sum holds `~`
+/// chains, a `~` operand holds products.
+const SETATTR_LEVEL: i32 = 0;
+const IN_LEVEL: i32 = 1;
+const ADD_LEVEL: i32 = 200_000;
+const STR_LEVEL: i32 = 300_000;
+const MUL_LEVEL: i32 = 500_000;
 const SINK: &str = "__kvaudit_sink";
 const BLOCK_PREFIX: &str = "__kvaudit_block_";
 
@@ -439,22 +449,49 @@ fn is_product_operator(t: &Token) -> bool {
     matches!(t, Token::Mul | Token::Div | Token::FloorDiv | Token::Mod)
 }
 
-/// Rewrites `a * b` as [`MUL_FUNCTION`]`(a, b)`: minijinja repeats a string up to 100 MB and a
-/// list lazily up to 100 million items before anything counts them, where the output limit
-/// is 16 MiB. In a chain (`a * b / c * d`) each `*` takes everything to its left.
-fn wrap_products(tag: &Tag, edits: &mut Edits) {
-    let tokens = &tag.tokens;
-    if !tokens.iter().any(|(t, _)| matches!(t, Token::Mul)) {
-        return;
+/// Whether the token at `i` is a binary `+` or `-` (after something that ends an operand).
+fn is_sum_operator(tokens: &[(Token, Span)], i: usize) -> bool {
+    matches!(tokens[i].0, Token::Plus | Token::Minus) && i > 0 && ends_operand(&tokens[i - 1].0)
+}
+
+/// Whether the token at `i` (outside any bracket) ends a chain of `+` and `-`: what binds less
+/// tightly (comparisons, `not`, `and`, `or`, the conditional), the separators, and a block
+/// tag's keyword. `~` binds more tightly than `+` in Jinja2.
+fn bounds_sum(tokens: &[(Token, Span)], i: usize, block: bool) -> bool {
+    if block && i == 0 {
+        return true;
     }
+    match &tokens[i].0 {
+        Token::Comma | Token::Colon | Token::Assign => true,
+        t if is_compare(t) => true,
+        Token::Ident("and" | "or" | "if" | "else" | "recursive") => true,
+        Token::Ident("not") => !(i > 0 && matches!(tokens[i - 1].0, Token::Ident("is"))),
+        _ => false,
+    }
+}
+
+/// A chain of operators of one precedence (`a + b - c`, `a * b / c`) at one bracket level:
+/// its first and last token, and its operators.
+struct Chain {
+    first: usize,
+    last: usize,
+    operators: Vec<usize>,
+}
+
+/// The chains in `tokens` whose operators `is_operator` recognises and whose ends
+/// `is_boundary` marks (what binds less tightly), each with at least one operator.
+fn chains(
+    tokens: &[(Token, Span)],
+    is_operator: impl Fn(usize) -> bool,
+    is_boundary: impl Fn(usize) -> bool,
+) -> Vec<Chain> {
     let brackets = matching_brackets(tokens);
-    // Each chain's start, and how many of its `*` were wrapped (later ones are outer).
-    let mut wrapped_in_chain: std::collections::HashMap<usize, i32> = Default::default();
-    for (i, (t, _)) in tokens.iter().enumerate() {
-        if !matches!(t, Token::Mul) {
+    let mut out: Vec<Chain> = Vec::new();
+    for i in 0..tokens.len() {
+        if !is_operator(i) || out.iter().any(|c| c.operators.contains(&i)) {
             continue;
         }
-        // The chain's start: back over operands and `* / // %` to a boundary.
+        // Back to the chain's start, over operands (bracketed parts whole) and operators.
         let mut first = i;
         let mut k = i;
         while k > 0 {
@@ -470,15 +507,16 @@ fn wrap_products(tag: &Tag, edits: &mut Edits) {
                     None => break,
                 }
             }
-            if is_open(t) || bounds_product(tokens, j, tag.block) {
+            if is_open(t) || is_boundary(j) {
                 break;
             }
             first = j;
             k = j;
         }
-        // The right operand: on to the next `* / // %` or a boundary.
+        // On to its end, noting the operators.
+        let mut operators = Vec::new();
         let mut last = i;
-        let mut k = i + 1;
+        let mut k = first;
         while k < tokens.len() {
             let t = &tokens[k].0;
             if is_open(t) {
@@ -491,27 +529,150 @@ fn wrap_products(tag: &Tag, edits: &mut Edits) {
                     None => break,
                 }
             }
-            if is_close(t) || is_product_operator(t) || bounds_product(tokens, k, tag.block) {
+            if is_close(t) || is_boundary(k) {
                 break;
+            }
+            if is_operator(k) {
+                operators.push(k);
             }
             last = k;
             k += 1;
         }
-        if first == i || last == i {
-            continue;
+        // A well-formed chain starts and ends with an operand.
+        if operators.first() != Some(&first) && operators.last() != Some(&last) {
+            out.push(Chain {
+                first,
+                last,
+                operators,
+            });
         }
-        let count = wrapped_in_chain.entry(first).or_default();
-        *count += 1;
-        // Opening at the chain's start: a later `*` opens outside an earlier one.
-        edits.wrap(
-            start_of(&tokens[first].1),
-            end_of(&tokens[last].1),
-            3 + 100_000 - *count,
-            format!("{MUL_FUNCTION}("),
-            ")",
-        );
-        let star = &tokens[i].1;
-        edits.replace(start_of(star), end_of(star), ",".to_string());
+    }
+    out
+}
+
+/// Rewrites a chain `a op b op c` as `function(a, 'op', b, 'op', c)`: one flat call, so a
+/// long chain does not nest calls (minijinja's parser refuses calls nested ~75 deep).
+fn wrap_chain(
+    tokens: &[(Token, Span)],
+    chain: &Chain,
+    function: &str,
+    level: i32,
+    edits: &mut Edits,
+) {
+    edits.wrap(
+        start_of(&tokens[chain.first].1),
+        end_of(&tokens[chain.last].1),
+        level,
+        format!("{function}("),
+        ")",
+    );
+    for &op in &chain.operators {
+        let span = &tokens[op].1;
+        let name = match tokens[op].0 {
+            Token::Plus => "+",
+            Token::Minus => "-",
+            Token::Mul => "*",
+            Token::Div => "/",
+            Token::FloorDiv => "//",
+            _ => "%",
+        };
+        edits.replace(start_of(span), end_of(span), format!(", '{name}',"));
+    }
+}
+
+/// The operands of a chain, as token ranges between its operators.
+fn operands(chain: &Chain) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut from = chain.first;
+    for &op in &chain.operators {
+        out.push((from, op));
+        from = op + 1;
+    }
+    out.push((from, chain.last + 1));
+    out
+}
+
+fn literal_of<'s>(tokens: &'s [(Token, Span)], (a, b): (usize, usize)) -> Option<&'s Token<'s>> {
+    match &tokens[a..b] {
+        [(t, _)] => Some(t),
+        _ => None,
+    }
+}
+
+/// Rewrites a chain of `+` and `-` as [`SUM_FUNCTION`]`(a, '+', b, '-', c)`: minijinja joins
+/// two lists lazily but makes one list of them once thirty-odd joins are chained, with no
+/// limit (`{% set x = x + x %}` forty times asked for 2**40 items), and joins strings up to
+/// the fuel's 256 MB. A `+` adds two unknown values only when the chain so far holds no
+/// string literal (after one, it can only join strings, which fuel bounds) and the next
+/// operand is no literal; a chain without such a `+` is left as it is: most of a template's
+/// `+` (`'<|im_start|>' + message.role + '\n' + message.content`).
+fn wrap_sums(tag: &Tag, edits: &mut Edits) {
+    let tokens = &tag.tokens;
+    if !tokens.iter().any(|(t, _)| matches!(t, Token::Plus)) {
+        return;
+    }
+    let literal = |range| {
+        matches!(
+            literal_of(tokens, range),
+            Some(
+                Token::Str(_)
+                    | Token::String(_)
+                    | Token::Int(_)
+                    | Token::Int128(_)
+                    | Token::Float(_)
+            )
+        )
+    };
+    let string = |range| {
+        matches!(
+            literal_of(tokens, range),
+            Some(Token::Str(_) | Token::String(_))
+        )
+    };
+    for chain in chains(
+        tokens,
+        |i| is_sum_operator(tokens, i),
+        |i| bounds_sum(tokens, i, tag.block),
+    ) {
+        let parts = operands(&chain);
+        let growing = chain.operators.iter().enumerate().any(|(n, &op)| {
+            matches!(tokens[op].0, Token::Plus)
+                && !parts[..=n].iter().any(|&p| string(p))
+                && !literal(parts[n + 1])
+        });
+        if growing {
+            wrap_chain(tokens, &chain, SUM_FUNCTION, ADD_LEVEL, edits);
+        }
+    }
+}
+
+/// Rewrites a chain of `*`, `/`, `//` and `%` holding a `*` as
+/// [`PRODUCT_FUNCTION`]`(a, '*', b, '/', c)`: minijinja repeats a string up to 100 MB and a
+/// list lazily up to 100 million items before anything counts them, where the output limit
+/// is 16 MiB. Only `*` of two number literals is left as it is.
+fn wrap_products(tag: &Tag, edits: &mut Edits) {
+    let tokens = &tag.tokens;
+    if !tokens.iter().any(|(t, _)| matches!(t, Token::Mul)) {
+        return;
+    }
+    let number = |range| {
+        matches!(
+            literal_of(tokens, range),
+            Some(Token::Int(_) | Token::Int128(_) | Token::Float(_))
+        )
+    };
+    for chain in chains(
+        tokens,
+        |i| is_product_operator(&tokens[i].0),
+        |i| bounds_product(tokens, i, tag.block),
+    ) {
+        let parts = operands(&chain);
+        let repeats = chain.operators.iter().enumerate().any(|(n, &op)| {
+            matches!(tokens[op].0, Token::Mul) && !(number(parts[n]) && number(parts[n + 1]))
+        });
+        if repeats {
+            wrap_chain(tokens, &chain, PRODUCT_FUNCTION, MUL_LEVEL, edits);
+        }
     }
 }
 
@@ -581,7 +742,7 @@ fn wrap_concat_operands(tag: &Tag, edits: &mut Edits) {
                 edits.wrap(
                     start_of(&tokens[a].1),
                     end_of(&tokens[b - 1].1),
-                    2,
+                    STR_LEVEL,
                     format!("{STR_FUNCTION}("),
                     ")",
                 );
@@ -713,7 +874,7 @@ fn rewrite_containment(tag: &Tag, edits: &mut Edits) -> Result<(), RenderError> 
         edits.wrap(
             start_of(&tokens[first].1),
             end_of(&tokens[last].1),
-            1,
+            IN_LEVEL,
             open,
             ")",
         );
@@ -912,6 +1073,7 @@ pub fn instrument(source: &str) -> Result<Instrumented, RenderError> {
     for_each_tag(source, |tag| {
         wrap_concat_operands(&tag, &mut edits);
         rewrite_containment(&tag, &mut edits)?;
+        wrap_sums(&tag, &mut edits);
         wrap_products(&tag, &mut edits);
         if !tag.block {
             return Ok(());
@@ -938,7 +1100,7 @@ pub fn instrument(source: &str) -> Result<Instrumented, RenderError> {
                             edits.wrap(
                                 from,
                                 to,
-                                0,
+                                SETATTR_LEVEL,
                                 format!("{SETATTR_FUNCTION}({ns}, '{attr}', ("),
                                 "))",
                             );
@@ -1224,7 +1386,7 @@ mod tests {
             instrument("{{ 1 - a ~ -b * c }}|{{ x is not none ~ y }}|{{ f(a ~ b, c) }}")
                 .unwrap()
                 .text,
-            "{{ 1 - __kvaudit_str(a) ~ __kvaudit_str(__kvaudit_mul(-b , c)) }}|\
+            "{{ 1 - __kvaudit_str(a) ~ __kvaudit_str(__kvaudit_product(-b , '*', c)) }}|\
              {{ __kvaudit_str(x is not none) ~ __kvaudit_str(y) }}|\
              {{ f(__kvaudit_str(a) ~ __kvaudit_str(b), c) }}"
         );
@@ -1249,12 +1411,34 @@ mod tests {
             "{{ 'k' in m }}|{{ x not in ('a', 'b') }}|{{ __kvaudit_in(x , y) }}"
         );
         assert_eq!(
-            instrument("{{ a * b / c * -d ~ 'x' * 2 }}|{{ x + y * z.w|f }}|{{ a ** 2 * 3 }}")
+            instrument(
+                "{{ a * b / c * -d ~ 'x' * 2 }}|{{ x + y * z.w|f }}|{{ a ** 2 * 3 }}|{{ 2 * 3 }}"
+            )
+            .unwrap()
+            .text,
+            "{{ __kvaudit_str(__kvaudit_product(a , '*', b , '/', c , '*', -d)) ~ \
+             __kvaudit_str(__kvaudit_product('x' , '*', 2)) }}|\
+             {{ __kvaudit_sum(x , '+', __kvaudit_product(y , '*', z.w|f)) }}|\
+             {{ __kvaudit_product(a ** 2 , '*', 3) }}|{{ 2 * 3 }}"
+        );
+        assert_eq!(
+            instrument(
+                "{{ '<s>' + a + '\\n' + b ~ c - d }}|{{ x - y + z }}|{{ p + 1 - q }}|{{ -1 + 2 }}"
+            )
+            .unwrap()
+            .text,
+            "{{ '<s>' + a + '\\n' + __kvaudit_str(b) ~ __kvaudit_str(c) - d }}|\
+             {{ __kvaudit_sum(x , '-', y , '+', z) }}|{{ p + 1 - q }}|{{ -1 + 2 }}"
+        );
+        // A chain of any length is one call, not calls nested as deep as the chain is long.
+        let chain = format!("{{{{ x{} }}}}", " + x".repeat(400));
+        assert_eq!(
+            instrument(&chain)
                 .unwrap()
-                .text,
-            "{{ __kvaudit_str(__kvaudit_mul(__kvaudit_mul(a , b) / c , -d)) ~ \
-             __kvaudit_str(__kvaudit_mul('x' , 2)) }}|{{ x + __kvaudit_mul(y , z.w|f) }}|\
-             {{ __kvaudit_mul(a ** 2 , 3) }}"
+                .text
+                .matches(SUM_FUNCTION)
+                .count(),
+            1
         );
         // Errors are shown in the source as written.
         let source = "{{ 'x' in y ~ z }}";

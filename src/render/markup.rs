@@ -137,6 +137,11 @@ fn native_add(a: Value, b: Value) -> Result<Value, Error> {
             .expect("a + b compiles")
     });
     expr.eval(minijinja::context! { a => a, b => b })
+        // The expression's own location (line 1 of `a + b`) would stand for the template's.
+        .map_err(|e| match e.detail() {
+            Some(detail) => Error::new(e.kind(), detail.to_string()),
+            None => Error::from(e.kind()),
+        })
 }
 
 fn type_name(v: &Value) -> &'static str {

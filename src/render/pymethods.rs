@@ -8,7 +8,9 @@ use minijinja::{Error, ErrorKind, State, Value};
 use minijinja_contrib::pycompat;
 
 use super::bounded::{Style, check_format, python_replace};
-use super::env::{Ends, is_python_space, max_output, python_lines, python_strip, too_large};
+use super::env::{
+    Ends, is_python_space, items_fit, max_output, python_lines, python_strip, too_large,
+};
 use super::namespace::python_type;
 
 pub fn unknown_method(
@@ -131,11 +133,13 @@ fn string_method(
         }
         "split" => {
             let (sep, maxsplit): (Option<&str>, Option<i64>) = from_args(args)?;
+            items_fit(pieces_at_most(s, sep, maxsplit.unwrap_or(-1)), "split")?;
             let parts = split(s, sep, maxsplit.unwrap_or(-1))?;
             Value::from(parts.into_iter().map(derived).collect::<Vec<_>>())
         }
         "splitlines" => {
             let (keepends,): (Option<bool>,) = from_args(args)?;
+            items_fit(python_lines(s).count(), "splitlines")?;
             let keep = keepends.unwrap_or(false);
             Value::from(
                 python_lines(s)
@@ -145,6 +149,7 @@ fn string_method(
         }
         "rsplit" => {
             let (sep, maxsplit): (Option<&str>, Option<i64>) = from_args(args)?;
+            items_fit(pieces_at_most(s, sep, maxsplit.unwrap_or(-1)), "rsplit")?;
             let parts = rsplit(s, sep, maxsplit.unwrap_or(-1))?;
             Value::from(parts.iter().map(|p| derived(p)).collect::<Vec<_>>())
         }
@@ -264,6 +269,20 @@ fn string_method(
         _ => return Ok(None),
     };
     Ok(Some(v))
+}
+
+/// At most how many pieces `split`/`rsplit` cut `s` into (counted without making them).
+fn pieces_at_most(s: &str, sep: Option<&str>, maxsplit: i64) -> usize {
+    let cuts = match sep {
+        Some("") => 0,
+        Some(sep) => s.matches(sep).count(),
+        None => s.chars().filter(|&c| is_python_space(c)).count(),
+    };
+    let cuts = match usize::try_from(maxsplit) {
+        Ok(most) => cuts.min(most),
+        Err(_) => cuts,
+    };
+    cuts.saturating_add(1)
 }
 
 /// A width argument as Python reads it: an integer (a bool counts), negative meaning no
