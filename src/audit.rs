@@ -113,6 +113,8 @@ pub struct ConversationAudit {
     pub rollover: Option<Vec<RolloverShift>>,
     /// The remedies of each rewrite point, when asked for.
     pub remedies: Option<ConversationRemedies>,
+    /// The first request the server refuses: the transitions are those before it.
+    pub refused: Option<crate::render::reply::Refused>,
 }
 
 /// A conversation that could not be audited (the others still are).
@@ -124,6 +126,9 @@ pub struct ConversationError {
     /// kvaudit refused to evaluate the template (see
     /// [`crate::render::RenderError::is_limit`]).
     pub limit: bool,
+    /// The server refuses one of its requests: the ones before it are audited (the
+    /// conversation is also in the report's conversations).
+    pub partial: bool,
 }
 
 /// Whether `e` is, or was caused by, a render that went past one of kvaudit's limits.
@@ -372,10 +377,21 @@ pub fn diff_turns_with_progress(
     for (i, conv) in conversations.iter().enumerate() {
         on_conversation(i, &conv.source);
         match auditor.audit(conv) {
-            Ok(a) => audits.push(a),
+            Ok(a) => {
+                if let Some(r) = &a.refused {
+                    errors.push(ConversationError {
+                        source: conv.source.clone(),
+                        limit: false,
+                        partial: true,
+                        message: format!("{r}: {}", r.source),
+                    });
+                }
+                audits.push(a)
+            }
             Err(e) => errors.push(ConversationError {
                 source: conv.source.clone(),
                 limit: hit_limit(&e),
+                partial: false,
                 message: e
                     .chain()
                     .map(|c| c.to_string())
@@ -621,6 +637,7 @@ fn audit_planned(
         None
     };
     let template = planned.template;
+    let refused = planned.plan.refused.clone();
     let routers = match &settings.router {
         Some(r) => {
             let mut sim = crate::index::router::Simulator::new(r);
@@ -638,6 +655,7 @@ fn audit_planned(
         routers,
         rollover,
         remedies,
+        refused,
     })
 }
 
@@ -796,6 +814,8 @@ pub struct RenderedConversation {
     pub prompt_count: usize,
     pub prompts: Vec<RenderedPrompt>,
     pub held: Vec<HeldStream>,
+    /// The first request the server refuses: the prompts stop before it.
+    pub refused: Option<crate::render::reply::Refused>,
 }
 
 #[derive(Debug, Clone)]
@@ -836,7 +856,7 @@ pub fn render_conversations(
     let mut out = Vec::new();
     for conv in conversations {
         let context = || format!("conversation {}", conv.source);
-        let (template, texts, turns) = if crate::render::reply::is_single_request(conv) {
+        let (template, texts, turns, refused) = if crate::render::reply::is_single_request(conv) {
             let (template, renderer, clock) = planner.template(conv)?;
             let text = crate::render::reply::render_single_request(
                 conv,
@@ -845,7 +865,7 @@ pub fn render_conversations(
                 &planner.options,
             )
             .with_context(context)?;
-            (template, vec![text], Vec::new())
+            (template, vec![text], Vec::new(), None)
         } else {
             let Planned { template, plan, .. } = planner.plan(conv)?;
             let mut texts: Vec<String> = plan.turns.iter().map(|t| t.prompt.clone()).collect();
@@ -860,7 +880,7 @@ pub fn render_conversations(
                 .filter(|(_, next)| next.is_some())
                 .map(|(t, _)| t)
                 .collect();
-            (template, texts, turns)
+            (template, texts, turns, plan.refused)
         };
         let count = texts.len();
         let mut rendered = RenderedConversation {
@@ -870,6 +890,14 @@ pub fn render_conversations(
             prompt_count: count,
             prompts: Vec::new(),
             held: Vec::new(),
+            refused: None,
+        };
+        // A prompt or transition at or past the refused request is that refusal.
+        let refused_error = |n: usize| {
+            refused
+                .as_ref()
+                .filter(|r| r.request <= n)
+                .map(|r| anyhow::anyhow!("conversation {}: {r}: {}", conv.source, r.source))
         };
         match selection {
             RenderSelection::AllPrompts | RenderSelection::Prompt(_) => {
@@ -894,6 +922,9 @@ pub fn render_conversations(
                 if let RenderSelection::Prompt(n) = selection
                     && rendered.prompts.is_empty()
                 {
+                    if let Some(e) = refused_error(n) {
+                        return Err(e);
+                    }
                     anyhow::bail!(
                         "conversation {} has {count} prompt{}, so there is no prompt {n}",
                         conv.source,
@@ -903,6 +934,9 @@ pub fn render_conversations(
             }
             RenderSelection::Held(n) => {
                 let Some(turn) = n.checked_sub(1).and_then(|k| turns.get(k)) else {
+                    if let Some(e) = refused_error(n + 1) {
+                        return Err(e);
+                    }
                     let have = match turns.len() {
                         0 => "no transition (no assistant reply is followed by a prompt)".into(),
                         1 => "one transition, 1 -> 2".into(),
@@ -932,6 +966,9 @@ pub fn render_conversations(
                     ids,
                 });
             }
+        }
+        if selection == RenderSelection::AllPrompts {
+            rendered.refused = refused;
         }
         out.push(rendered);
     }

@@ -182,6 +182,7 @@ struct Seen {
 
 /// A one-thread HTTP/1.1 server on a free loopback port answering each request with
 /// `respond(path, body) -> (status, extra headers, body)`; it stops after `max` requests.
+/// `GET /metrics` (where probe looks for vLLM's block size) is answered 404 and not counted.
 fn fake_server(
     max: usize,
     respond: impl Fn(&str, &Json) -> (u16, Vec<(String, String)>, String) + Send + 'static,
@@ -191,9 +192,15 @@ fn fake_server(
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     std::thread::spawn(move || {
-        for stream in listener.incoming().take(max) {
+        let mut served = 0;
+        for stream in listener.incoming() {
             let Ok(stream) = stream else { break };
-            let _ = serve_one(stream, &respond, &log);
+            if !matches!(serve_one(stream, &respond, &log), Ok(false)) {
+                served += 1;
+            }
+            if served >= max {
+                break;
+            }
         }
     });
     (url, seen)
@@ -203,7 +210,7 @@ fn serve_one(
     stream: TcpStream,
     respond: &impl Fn(&str, &Json) -> (u16, Vec<(String, String)>, String),
     log: &Mutex<Vec<Seen>>,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
@@ -228,6 +235,11 @@ fn serve_one(
     reader.read_exact(&mut body)?;
     let body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
     let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    if path == "/metrics" {
+        let mut out = stream;
+        out.write_all(b"HTTP/1.1 404 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+        return Ok(false);
+    }
     let (status, extra, text) = respond(&path, &body);
     log.lock().unwrap().push(Seen {
         line: line.trim_end().to_string(),
@@ -245,7 +257,8 @@ fn serve_one(
     head.push_str("\r\n");
     out.write_all(head.as_bytes())?;
     out.write_all(text.as_bytes())?;
-    out.flush()
+    out.flush()?;
+    Ok(true)
 }
 
 /// A chat answer with a reply and usage, but no cached-token field (vLLM without

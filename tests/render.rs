@@ -387,3 +387,128 @@ fn special_ids_are_the_added_tokens_marked_special() {
         assert_eq!(prepared.special_ids(), want, "{}", path.display());
     }
 }
+
+/// vLLM refuses a request, not a conversation: a tool call without an id makes the request
+/// whose history holds it a 400, and the requests before it are served. render shows those,
+/// then names the refused request (exit 2); diff-turns audits the transitions before it.
+#[test]
+fn a_refused_request_stops_the_conversation_there_not_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let conv = dir.path().join("conv.json");
+    std::fs::write(
+        &conv,
+        json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello there"},
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+            {"role": "tool", "content": "sunny"},
+            {"role": "assistant", "content": "It is sunny"},
+            {"role": "user", "content": "thanks"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let model = common::fixtures().join("models/tiny-call");
+    let run = |args: &[&str]| {
+        kvaudit()
+            .args(args)
+            .arg("-m")
+            .arg(&model)
+            .arg("-c")
+            .arg(&conv)
+            .args(["--server", "vllm", "--format", "json"])
+            .output()
+            .unwrap()
+    };
+    let out = run(&["render"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: ")
+            && stderr.contains("request 3: vllm rejects this request (tool_call_without_id)"),
+        "{stderr}"
+    );
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let numbers: Vec<&Json> = report["conversations"][0]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["prompt"])
+        .collect();
+    assert_eq!(numbers, [&json!(1), &json!(2)]);
+    // A prompt before the refused one is served: no error.
+    let out = run(&["render", "--prompt", "2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["render", "--prompt", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("request 3:"));
+    // diff-turns: transition 1 -> 2 audited, then the refusal (exit 2), in the JSON too.
+    let out = run(&["diff-turns"]);
+    assert_eq!(out.status.code(), Some(2));
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &report["conversations"][0];
+    assert_eq!(c["transitions"].as_array().unwrap().len(), 1);
+    assert_eq!(c["transitions"][0]["from_prompt"], json!(1));
+    assert_eq!(c["refused"]["request"], json!(3));
+    assert_eq!(
+        c["refused"]["reason"],
+        json!("rejected:tool_call_without_id")
+    );
+    // transformers renders what it is given: no refusal there.
+    let out = kvaudit()
+        .args(["render", "-m"])
+        .arg(&model)
+        .arg("-c")
+        .arg(&conv)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A reply cut at max_tokens (finish_reason "length", as probe --save-conversation records
+/// it) holds one token less: its last sampled token was never fed back.
+#[test]
+fn a_reply_cut_at_max_tokens_holds_one_token_less() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::fixtures().join("models/tiny-call");
+    let held = |finish: Option<&str>| {
+        let mut reply = json!({"role": "assistant", "content": "one two three four"});
+        if let Some(f) = finish {
+            reply["finish_reason"] = json!(f);
+        }
+        let conv = dir.path().join("c.json");
+        std::fs::write(
+            &conv,
+            json!({"messages": [{"role": "user", "content": "count"}, reply,
+                {"role": "user", "content": "more"}]})
+            .to_string(),
+        )
+        .unwrap();
+        let out = kvaudit()
+            .args(["diff-turns", "--format", "json", "-m"])
+            .arg(&model)
+            .arg("-c")
+            .arg(&conv)
+            .output()
+            .unwrap();
+        let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+        report["conversations"][0]["transitions"][0]["held_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    let whole = held(None);
+    assert_eq!(held(Some("stop")), whole);
+    assert_eq!(held(Some("length")), whole - 1);
+}

@@ -201,6 +201,10 @@ pub fn align_plan(
         };
         let mut held = prompt_ids.to_vec();
         held.extend_from_slice(&generated);
+        // A reply cut at max_tokens: the last sampled token was never fed back.
+        if turn.cut && !generated.is_empty() {
+            held.pop();
+        }
         let next_encoded = tok.encode_after_reusing(next_text, Some(&prompt), Some(&reply))?;
         let next = next_encoded.ids().to_vec();
         let lcp = common_prefix(&held, &next);

@@ -46,11 +46,16 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
         // Nothing audited, one cause: the error alone says it all.
         bail!("{}: {}", only.source, only.message);
     }
+    let unaudited = report.errors.iter().filter(|e| !e.partial).count();
     let failed = |e: &audit::ConversationError| {
+        if report.errors.len() == 1 && e.partial {
+            // The report above has the requests before the refused one.
+            return anyhow::anyhow!("{}: {}", e.source, e.message);
+        }
         anyhow::anyhow!(
             "{} of {} conversations could not be audited; the first, {}: {}",
             report.errors.len(),
-            report.errors.len() + report.conversations.len(),
+            unaudited + report.conversations.len(),
             e.source,
             e.message
         )

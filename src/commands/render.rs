@@ -32,5 +32,11 @@ pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         &super::settings::style(false),
     )?;
     out.write_all(text.as_bytes())?;
+    // The server serves the prompts shown; the request after them is refused.
+    if let Some(c) = rendered.conversations.iter().find(|c| c.refused.is_some())
+        && let Some(r) = &c.refused
+    {
+        anyhow::bail!("{}: {r}: {}", c.source, r.source);
+    }
     Ok(Outcome::Clean)
 }

@@ -707,6 +707,12 @@ where
             None => auditor.audit(conv),
         };
         match audited {
+            // The corpus counts whole conversations: one the server stops part-way is skipped
+            // with the reason, as one it refuses from the first request.
+            Ok(audit) if audit.refused.is_some() => {
+                let error = audit.refused.as_ref().map(|r| format!("{r}: {}", r.source));
+                tally.skipped.add("server_refused", order, source, error)
+            }
             Ok(audit) if audit.transitions.is_empty() => {
                 tally.skipped.add("no_transition", order, source, None)
             }

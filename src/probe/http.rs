@@ -56,6 +56,9 @@ impl Answer {
     }
 }
 
+/// An answer's status, lower-cased headers and body bytes.
+type RawAnswer = (u16, Vec<(String, String)>, Vec<u8>);
+
 pub struct Client {
     agent: ureq::Agent,
     /// `--url` without a trailing slash, e.g. `http://host:8000/v1`.
@@ -140,6 +143,27 @@ impl Client {
         self.finish(path, req.call())
     }
 
+    /// `GET {url}{path}` of a text answer (Prometheus' `/metrics`), under the same bounds.
+    pub fn get_text(&self, path: &str, under_v1: bool) -> Result<String, ProbeError> {
+        let url = self.url(path, under_v1);
+        let mut req = self.agent.get(&url);
+        for (k, v) in self.request_headers() {
+            req = req.header(k, v);
+        }
+        let (status, _, bytes) = self.read(path, req.call())?;
+        if !(200..300).contains(&status) {
+            return Err(ProbeError::Status {
+                endpoint: path.to_string(),
+                status,
+                message: None,
+            });
+        }
+        String::from_utf8(bytes).map_err(|_| ProbeError::Protocol {
+            endpoint: path.to_string(),
+            why: "the answer is not UTF-8 text".into(),
+        })
+    }
+
     /// `POST {url}{path}` with a JSON body.
     pub fn post(&self, path: &str, under_v1: bool, body: &Json) -> Result<Answer, ProbeError> {
         let url = self.url(path, under_v1);
@@ -195,6 +219,38 @@ impl Client {
         endpoint: &str,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Answer, ProbeError> {
+        let (status, headers, bytes) = self.read(endpoint, sent)?;
+        let body: Json = match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(_) if !(200..300).contains(&status) => Json::Null,
+            Err(e) => {
+                return Err(ProbeError::Protocol {
+                    endpoint: endpoint.to_string(),
+                    why: format!("the answer is not JSON ({e})"),
+                });
+            }
+        };
+        if !(200..300).contains(&status) {
+            return Err(ProbeError::Status {
+                endpoint: endpoint.to_string(),
+                status,
+                message: error_message(&body, &self.secrets()),
+            });
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// The answer's status, headers and body (at most `max_body` bytes); a redirect is an
+    /// error (the key goes to the --url host only).
+    fn read(
+        &self,
+        endpoint: &str,
+        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<RawAnswer, ProbeError> {
         let mut resp = sent.map_err(|e| ProbeError::Unreachable {
             server: self.shown.clone(),
             why: transport(&e),
@@ -229,28 +285,7 @@ impl Client {
                     why: transport(&other),
                 },
             })?;
-        let body: Json = match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(_) if !(200..300).contains(&status) => Json::Null,
-            Err(e) => {
-                return Err(ProbeError::Protocol {
-                    endpoint: endpoint.to_string(),
-                    why: format!("the answer is not JSON ({e})"),
-                });
-            }
-        };
-        if !(200..300).contains(&status) {
-            return Err(ProbeError::Status {
-                endpoint: endpoint.to_string(),
-                status,
-                message: error_message(&body, &self.secrets()),
-            });
-        }
-        Ok(Answer {
-            status,
-            headers,
-            body,
-        })
+        Ok((status, headers, bytes))
     }
 }
 

@@ -170,6 +170,8 @@ pub struct ProbeReport {
     pub engine: Engine,
     pub served_model: String,
     pub block_size: usize,
+    /// `--block-size`, `/metrics` (vLLM's cache_config_info) or `default`.
+    pub block_size_from: &'static str,
     pub model: ModelInfo,
     pub source: String,
     pub resend: ResendMode,
@@ -195,20 +197,12 @@ pub fn profile(engine: Engine) -> ServerProfile {
 }
 
 /// What the server can reuse of prompt k+1 after turn k (the module's rule).
-pub fn predict_cached(
-    engine: Engine,
-    block: usize,
-    t: &Transition,
-    stopped_at_limit: bool,
-) -> usize {
-    let computed = if stopped_at_limit {
-        t.held_tokens.saturating_sub(1)
-    } else {
-        t.held_tokens
-    };
+pub fn predict_cached(engine: Engine, block: usize, t: &Transition) -> usize {
+    // held_tokens already leaves out the last token of a reply cut at max_tokens (the
+    // conversation records its finish_reason).
     let reusable = t
         .common_prefix_tokens
-        .min(computed)
+        .min(t.held_tokens)
         .min(t.next_prompt_tokens.saturating_sub(1));
     match engine {
         Engine::Llamacpp => reusable,
@@ -330,9 +324,21 @@ pub fn run(
         .clone()
         .or(listed_model)
         .unwrap_or_else(|| files.source.clone());
-    let block = settings
-        .block_size
-        .unwrap_or_else(|| engine.default_block_size());
+    // The server's own block size where it says it: vLLM's /metrics carries its cache config.
+    let from_metrics = || {
+        client
+            .get_text("/metrics", false)
+            .ok()
+            .and_then(|text| wire::metrics_block_size(&text))
+    };
+    let (block, block_size_from) = match (settings.block_size, engine) {
+        (Some(b), _) => (b, "--block-size"),
+        (None, Engine::Vllm) => match from_metrics() {
+            Some(b) => (b, "/metrics"),
+            None => (engine.default_block_size(), "default"),
+        },
+        (None, _) => (engine.default_block_size(), "default"),
+    };
     if block == 0 {
         return Err(ProbeError::Usage("--block-size must be positive".into()).into());
     }
@@ -356,7 +362,6 @@ pub fn run(
 
     let mut messages: Vec<Json> = Vec::new();
     let mut turns: Vec<TurnResult> = Vec::new();
-    let mut stopped_at_limit = Vec::new();
     let mut any_cached_field = false;
     for (i, segment) in segments.iter().take(k).enumerate() {
         let turn = i + 1;
@@ -436,23 +441,14 @@ pub fn run(
             })
         });
         let transition = request.transitions.last().cloned();
-        let predicted = transition.as_ref().map(|t| {
-            predict_cached(
-                engine,
-                block,
-                t,
-                stopped_at_limit
-                    .get(i.wrapping_sub(1))
-                    .copied()
-                    .unwrap_or(false),
-            )
-        });
+        let predicted = transition
+            .as_ref()
+            .map(|t| predict_cached(engine, block, t));
         let cached = reply.cached_tokens.unwrap_or(0);
         let generated_ids = reply
             .generated_ids
             .as_ref()
             .map(|ids| reply_ids(ids, &stops));
-        stopped_at_limit.push(reply.finish_reason.as_deref() == Some("length"));
         turns.push(TurnResult {
             turn,
             server_prompt_tokens: reply.prompt_tokens,
@@ -491,6 +487,10 @@ pub fn run(
             assistant.insert("generated".into(), json!(tok.decode(ids)));
             assistant.insert("generated_ids".into(), json!(ids));
         }
+        // A reply cut at max_tokens holds one token less: diff-turns reads this.
+        if let Some(reason) = &reply.finish_reason {
+            assistant.insert("finish_reason".into(), json!(reason));
+        }
         messages.push(Json::Object(assistant));
     }
     // vLLM and SGLang leave the field out when nothing was cached; never seeing it where
@@ -524,6 +524,7 @@ pub fn run(
         engine,
         served_model,
         block_size: block,
+        block_size_from,
         model: auditor.model().clone(),
         source: conv.source.clone(),
         resend: conv.resend,
@@ -558,17 +559,17 @@ mod tests {
     fn vllm_counts_full_blocks_below_the_prompt_length() {
         // LCP 45 -> two blocks of 16.
         assert_eq!(
-            predict_cached(Engine::Vllm, 16, &transition(50, 80, 45), false),
+            predict_cached(Engine::Vllm, 16, &transition(50, 80, 45)),
             32
         );
         // The whole prompt held: capped at N - 1 = 63 -> three blocks.
         assert_eq!(
-            predict_cached(Engine::Vllm, 16, &transition(70, 64, 64), false),
+            predict_cached(Engine::Vllm, 16, &transition(70, 64, 64)),
             48
         );
         // SGLang's default page of 1: N - 1.
         assert_eq!(
-            predict_cached(Engine::Sglang, 1, &transition(70, 64, 64), false),
+            predict_cached(Engine::Sglang, 1, &transition(70, 64, 64)),
             63
         );
     }
@@ -576,18 +577,13 @@ mod tests {
     #[test]
     fn llamacpp_reuses_token_by_token_less_the_unfed_last_token() {
         assert_eq!(
-            predict_cached(Engine::Llamacpp, 1, &transition(50, 80, 45), false),
+            predict_cached(Engine::Llamacpp, 1, &transition(50, 80, 45)),
             45
         );
-        // Held fully extended by the next prompt: all of it, unless the reply was cut at
-        // max_tokens (its last sampled token never entered the cache).
+        // Held fully extended by the next prompt: all of it.
         assert_eq!(
-            predict_cached(Engine::Llamacpp, 1, &transition(50, 80, 50), false),
+            predict_cached(Engine::Llamacpp, 1, &transition(50, 80, 50)),
             50
-        );
-        assert_eq!(
-            predict_cached(Engine::Llamacpp, 1, &transition(50, 80, 50), true),
-            49
         );
     }
 

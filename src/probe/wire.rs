@@ -346,3 +346,42 @@ pub fn parse_models(answer: &Answer) -> (Option<String>, Option<Engine>) {
         .and_then(Engine::from_owner);
     (id, engine)
 }
+
+/// The KV block size in vLLM's Prometheus `/metrics`: the `block_size` label of
+/// `vllm:cache_config_info` (an info gauge whose labels are the cache config).
+pub fn metrics_block_size(text: &str) -> Option<usize> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("vllm:cache_config_info{"))?;
+    let labels = &line["vllm:cache_config_info{".len()..line.rfind('}')?];
+    labels.split(',').find_map(|pair| {
+        let value = pair
+            .trim()
+            .strip_prefix("block_size=\"")?
+            .strip_suffix('"')?;
+        value.parse().ok().filter(|&b: &usize| b > 0)
+    })
+}
+
+#[cfg(test)]
+mod metrics_tests {
+    use super::metrics_block_size;
+
+    #[test]
+    fn block_size_is_read_from_the_cache_config_labels() {
+        // As vLLM 0.32 prints it (labels abridged).
+        let text = "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n\
+            # TYPE vllm:cache_config_info gauge\n\
+            vllm:cache_config_info{block_size=\"32\",cache_dtype=\"auto\",enable_prefix_caching=\"True\"} 1.0\n";
+        assert_eq!(metrics_block_size(text), Some(32));
+        assert_eq!(metrics_block_size("vllm:num_requests_running 0.0\n"), None);
+        assert_eq!(
+            metrics_block_size("vllm:cache_config_info{block_size=\"0\"} 1.0"),
+            None
+        );
+        assert_eq!(
+            metrics_block_size("vllm:cache_config_info{block_size=\"x\"} 1.0"),
+            None
+        );
+    }
+}

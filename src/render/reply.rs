@@ -105,6 +105,9 @@ pub struct Turn {
     pub generated: String,
     /// Sampled ids when the conversation gives them.
     pub generated_ids: Option<Vec<u32>>,
+    /// The reply stopped at max_tokens (`finish_reason: "length"`): its last sampled token was
+    /// never fed back, so its KV was never computed.
+    pub cut: bool,
     /// The reasoning text the reply carries, if any.
     pub reasoning: Option<String>,
     pub format: ReplyFormat,
@@ -125,6 +128,20 @@ pub struct TurnPlan {
     pub next_with_held_request: Vec<Option<String>>,
     /// The system message text, if the conversation has one.
     pub system: Option<String>,
+    /// The first request the server refuses, when one after the first is: the plan stops
+    /// before it, as the server serves the requests before it and answers that one with an
+    /// error.
+    pub refused: Option<Refused>,
+}
+
+/// A request the server profile refuses (vLLM's and SGLang's request validation).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("request {request}")]
+pub struct Refused {
+    /// 1-based: the request of prompt `request`.
+    pub request: usize,
+    #[source]
+    pub source: ServerError,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -349,13 +366,26 @@ pub fn plan_turns(
     let mut prompts: Vec<String> = Vec::new();
     // How much of `history` each prompt was rendered from.
     let mut prompt_history: Vec<usize> = Vec::new();
+    let mut refused = None;
+    // A server refuses one request, not the conversation: the requests before it are served.
+    // Only the first request refused fails the plan (there is nothing before it).
+    let refusal = |e: PlanError, request: usize| match e {
+        PlanError::Server { source, .. } if request > 1 => Ok(Refused { request, source }),
+        e => Err(e),
+    };
     for msg in msgs {
         if role(msg) != "assistant" {
             history.push(clean(msg));
             continue;
         }
         let k = turns.len();
-        let prompt = render(history.all(), true, k, clock)?;
+        let prompt = match render(history.all(), true, k, clock) {
+            Ok(p) => p,
+            Err(e) => {
+                refused = Some(refusal(e, k + 1)?);
+                break;
+            }
+        };
         let none = Map::new();
         let obj = msg.as_object().unwrap_or(&none);
         let content = entry(obj, "content")
@@ -389,7 +419,29 @@ pub fn plan_turns(
                     json: &with_call,
                     values: None,
                 };
-                let rendered = render(with_call, false, k, clock)?;
+                // The call is history in the next request: a server that refuses it refuses
+                // request k + 2, and this turn's reply never reaches a prompt.
+                let rendered = match render(with_call, false, k, clock) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        refused = Some(refusal(e, k + 2)?);
+                        prompts.push(if k == 0 {
+                            String::new()
+                        } else {
+                            prompt.clone()
+                        });
+                        prompt_history.push(history.len());
+                        turns.push(Turn {
+                            prompt,
+                            generated: String::new(),
+                            generated_ids: None,
+                            cut: false,
+                            reasoning: None,
+                            format,
+                        });
+                        break;
+                    }
+                };
                 tool_call_generation(
                     format,
                     &prompt,
@@ -412,6 +464,7 @@ pub fn plan_turns(
                     .filter_map(|x| x.as_u64().map(|v| v as u32))
                     .collect::<Vec<u32>>()
             });
+        let cut = entry(obj, "finish_reason").and_then(Json::as_str) == Some("length");
         history.push(history_message(
             obj,
             conv.resend,
@@ -429,14 +482,20 @@ pub fn plan_turns(
             prompt,
             generated,
             generated_ids,
+            cut,
             reasoning,
             format,
         });
         prompt_history.push(history.len() - 1);
     }
-    if has_final {
-        prompts.push(render(history.all(), true, turns.len(), clock)?);
-        prompt_history.push(history.len());
+    if has_final && refused.is_none() {
+        match render(history.all(), true, turns.len(), clock) {
+            Ok(p) => {
+                prompts.push(p);
+                prompt_history.push(history.len());
+            }
+            Err(e) => refused = Some(refusal(e, turns.len() + 1)?),
+        }
     }
 
     let mut next_prompts = Vec::with_capacity(turns.len());
@@ -482,6 +541,7 @@ pub fn plan_turns(
         next_at_held_time,
         next_with_held_request,
         system,
+        refused,
     })
 }
 
@@ -556,13 +616,17 @@ fn role(m: &Json) -> &str {
     field(m, "role").and_then(Json::as_str).unwrap_or("")
 }
 
-/// A message without kvaudit's own keys (`generated`, `generated_ids`): what a client sends.
+/// Keys a conversation file records about a reply that a client does not send back.
+const RECORD_KEYS: [&str; 3] = ["generated", "generated_ids", "finish_reason"];
+
+/// A message without kvaudit's own keys ([`RECORD_KEYS`]): what a client sends.
 pub fn clean(m: &Json) -> Json {
     match m {
         Json::Object(obj) => {
             let mut obj = obj.clone();
-            obj.shift_remove("generated");
-            obj.shift_remove("generated_ids");
+            for k in RECORD_KEYS {
+                obj.shift_remove(k);
+            }
             Json::Object(obj)
         }
         other => other.clone(),
@@ -581,8 +645,9 @@ pub fn history_message(
     reasoning: Option<&str>,
 ) -> Json {
     let mut m = obj.clone();
-    m.shift_remove("generated");
-    m.shift_remove("generated_ids");
+    for k in RECORD_KEYS {
+        m.shift_remove(k);
+    }
     match mode {
         ResendMode::AsGiven => {}
         ResendMode::Content => {

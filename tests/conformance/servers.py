@@ -299,16 +299,48 @@ def vllm_arguments(call):
     fn["arguments"] = parsed if isinstance(parsed, dict) else {}
 
 
+LAX_TRUE = {"1", "on", "t", "true", "y", "yes"}
+LAX_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+def lax_bool(v):
+    """pydantic's lax `bool | None`: None, a bool, 0/1, or a boolean word (any case)."""
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in LAX_TRUE | LAX_FALSE:
+        return v.lower() in LAX_TRUE
+    raise Rejected("tool_field_invalid")
+
+
 def vllm_tool(t):
+    # ChatCompletionToolsParam / FunctionDefinition (vLLM 0.32): only the models' own fields
+    # are dumped; strict and defer_loading only when set; a tool-level defer_loading is also
+    # copied into a function without one.
     if not isinstance(t, dict) or not isinstance(t.get("function"), dict) or not isinstance(t["function"].get("name"), str):
         raise Rejected("tool_not_a_function")
     if t.get("type", "function") != "function":
         raise Rejected("tool_not_a_function")
     f = t["function"]
-    fn = {"name": f["name"], "description": f.get("description"), "parameters": f.get("parameters")}
-    fn.update({k: v for k, v in f.items() if k not in fn})
+    description, parameters = f.get("description"), f.get("parameters")
+    if description is not None and not isinstance(description, str):
+        raise Rejected("tool_field_invalid")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise Rejected("tool_field_invalid")
+    strict = lax_bool(f.get("strict"))
+    tool_defer = lax_bool(t.get("defer_loading"))
+    defer = lax_bool(f.get("defer_loading"))
+    if defer is None:
+        defer = tool_defer
+    fn = {"name": f["name"], "description": description, "parameters": parameters}
+    if strict is not None:
+        fn["strict"] = strict
+    if defer is not None:
+        fn["defer_loading"] = defer
     out = {"type": "function", "function": fn}
-    out.update({k: v for k, v in t.items() if k not in out})
+    if tool_defer is not None:
+        out["defer_loading"] = tool_defer
     return out
 
 

@@ -232,3 +232,63 @@ fn transformers_passes_everything_through() {
     assert_eq!(Json::Array(got.messages.into_owned()), msgs);
     assert_eq!(got.tools, Some(json!([])));
 }
+
+/// vLLM's tool models keep only their own fields. Expected values are what
+/// `ChatCompletionToolsParam(**tool).model_dump()` returns in vLLM 0.32.0 (pydantic 2).
+#[test]
+fn vllm_tools_keep_only_the_request_models_fields() {
+    let cases = [
+        (
+            json!({"type":"function","function":{"name":"f","required":null,"foo":1,"parameters":{"type":"object"}},"extra":2}),
+            json!({"type":"function","function":{"name":"f","description":null,"parameters":{"type":"object"}}}),
+        ),
+        (
+            json!({"function":{"name":"f","description":"d","strict":null}}),
+            json!({"type":"function","function":{"name":"f","description":"d","parameters":null}}),
+        ),
+        (
+            json!({"type":"function","function":{"name":"f","strict":"yes"},"defer_loading":true}),
+            json!({"type":"function","function":{"name":"f","description":null,"parameters":null,"strict":true,"defer_loading":true},"defer_loading":true}),
+        ),
+        (
+            json!({"type":"function","function":{"name":"f","defer_loading":false},"defer_loading":true}),
+            json!({"type":"function","function":{"name":"f","description":null,"parameters":null,"defer_loading":false},"defer_loading":true}),
+        ),
+        (
+            json!({"type":"function","function":{"name":"f","strict":1}}),
+            json!({"type":"function","function":{"name":"f","description":null,"parameters":null,"strict":true}}),
+        ),
+        (
+            json!({"type":"function","function":{"name":"f","strict":"TRUE"}}),
+            json!({"type":"function","function":{"name":"f","description":null,"parameters":null,"strict":true}}),
+        ),
+    ];
+    for (sent, want) in cases {
+        let got = prepare(
+            ServerProfile::Vllm,
+            json!([{"role": "user", "content": "q"}]),
+            Some(json!([sent])),
+        )
+        .unwrap();
+        // Key order matters: the template's tojson prints it.
+        assert_eq!(
+            serde_json::to_string(&got.tools).unwrap(),
+            serde_json::to_string(&json!([want])).unwrap(),
+            "{sent}"
+        );
+    }
+    // pydantic refuses these (400): a strict of 2, " true", a numeric description, list parameters.
+    for bad in [
+        json!({"type":"function","function":{"name":"f","strict":2}}),
+        json!({"type":"function","function":{"name":"f","strict":" true"}}),
+        json!({"type":"function","function":{"name":"f","description":3}}),
+        json!({"type":"function","function":{"name":"f","parameters":[]}}),
+    ] {
+        let got = prepare(
+            ServerProfile::Vllm,
+            json!([{"role": "user", "content": "q"}]),
+            Some(json!([bad])),
+        );
+        assert!(got.is_err(), "{bad}");
+    }
+}

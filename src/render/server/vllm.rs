@@ -317,8 +317,13 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     Ok(Json::Object(out))
 }
 
-/// `ChatCompletionToolsParam.model_dump()`: type, then name, description, parameters (null
-/// when missing), then the function's other keys, then the tool's other keys (1.6).
+/// `ChatCompletionToolsParam.model_dump()` (vLLM 0.32: `chat_completion/protocol.py` and
+/// `FunctionDefinition` in `generate/base/protocol.py`). The models accept unknown keys but
+/// their serializers keep only their own fields, so the template sees `type`, then `function`
+/// with `name`, `description` and `parameters` (null when missing), `strict` and
+/// `defer_loading` only when not null, then the tool's `defer_loading` when not null; a
+/// tool-level `defer_loading` is also copied into a function that has none. A field of the
+/// wrong type fails validation (400).
 fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
     let obj = t.as_object();
     let function = obj
@@ -339,25 +344,64 @@ fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
             format!("tool {at}: {}", shown(Some(t))),
         ));
     };
+    let field =
+        |map: &Map<String, Json>, key: &str, ok: fn(&Json) -> Option<Json>| match map.get(key) {
+            None | Some(Json::Null) => Ok(Json::Null),
+            Some(v) => ok(v).ok_or_else(|| {
+                rejected(
+                    "tool_field_invalid",
+                    format!("tool {at}: {key} {}", shown(Some(v))),
+                )
+            }),
+        };
+    let string = |v: &Json| v.is_string().then(|| v.clone());
+    let object = |v: &Json| v.is_object().then(|| v.clone());
     let mut f = Map::new();
     f.insert("name".into(), name.into());
-    for key in ["description", "parameters"] {
-        f.insert(key.into(), function.get(key).cloned().unwrap_or(Json::Null));
+    f.insert(
+        "description".into(),
+        field(function, "description", string)?,
+    );
+    f.insert("parameters".into(), field(function, "parameters", object)?);
+    let strict = field(function, "strict", lax_bool)?;
+    let tool_defer = field(obj, "defer_loading", lax_bool)?;
+    let mut defer = field(function, "defer_loading", lax_bool)?;
+    if defer.is_null() {
+        defer = tool_defer.clone();
     }
-    for (k, v) in function {
-        if !f.contains_key(k) {
-            f.insert(k.clone(), v.clone());
-        }
+    if !strict.is_null() {
+        f.insert("strict".into(), strict);
+    }
+    if !defer.is_null() {
+        f.insert("defer_loading".into(), defer);
     }
     let mut out = Map::new();
     out.insert("type".into(), "function".into());
     out.insert("function".into(), Json::Object(f));
-    for (k, v) in obj {
-        if !out.contains_key(k) {
-            out.insert(k.clone(), v.clone());
-        }
+    if !tool_defer.is_null() {
+        out.insert("defer_loading".into(), tool_defer);
     }
     Ok(Json::Object(out))
+}
+
+/// A `bool | None` field in pydantic's lax mode: booleans, the integers 0 and 1, and the
+/// strings pydantic reads as booleans (case-insensitive).
+fn lax_bool(v: &Json) -> Option<Json> {
+    let b = match v {
+        Json::Bool(b) => *b,
+        Json::Number(n) => match n.as_f64()? {
+            0.0 => false,
+            1.0 => true,
+            _ => return None,
+        },
+        Json::String(s) => match s.to_ascii_lowercase().as_str() {
+            "0" | "off" | "f" | "false" | "n" | "no" => false,
+            "1" | "on" | "t" | "true" | "y" | "yes" => true,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(Json::Bool(b))
 }
 
 /// A developer message becomes system when the template never names the role, and all system

@@ -340,10 +340,12 @@ fn summary(report: &DiffTurnsReport, w: usize) -> String {
         }
     }
     let rewrites: usize = classes.values().sum();
+    let partial = report.errors.iter().filter(|e| e.partial).count();
+    // A conversation stopped at a refused request is audited up to it.
     let audited = report.conversations.len();
-    let total = audited + report.errors.len();
+    let total = audited + report.errors.len() - partial;
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
-    let mut text = if report.errors.is_empty() {
+    let mut text = if total == audited {
         format!("summary: {}, ", plural(audited, "conversation"))
     } else {
         format!(
@@ -440,11 +442,15 @@ fn summary(report: &DiffTurnsReport, w: usize) -> String {
         ));
     }
     let verdict = if !report.errors.is_empty() {
-        format!(
-            "verdict: {} conversation{} could not be audited (exit 2)",
-            report.errors.len(),
-            if report.errors.len() == 1 { "" } else { "s" }
-        )
+        let n = report.errors.len();
+        let s = if n == 1 { "" } else { "s" };
+        if partial == n {
+            format!(
+                "verdict: {n} conversation{s} stopped at a request the server refuses; the requests before it are audited (exit 2)"
+            )
+        } else {
+            format!("verdict: {n} conversation{s} could not be audited (exit 2)")
+        }
     } else if report.has_findings() {
         "verdict: turns rewrite what the decode pod holds, so its KV cannot be reused in full (exit 1)"
             .to_string()

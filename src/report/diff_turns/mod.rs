@@ -51,6 +51,18 @@ pub struct ConversationView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy_sources: Option<RemedySourcesView<'a>>,
     pub transitions: Vec<TransitionView<'a>>,
+    /// The first request the server refuses (the transitions stop before it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedView>,
+}
+
+#[derive(Serialize)]
+pub struct RefusedView {
+    /// 1-based request (prompt) number.
+    pub request: usize,
+    /// `rejected:<rule>` or `unsupported`.
+    pub reason: String,
+    pub error: String,
 }
 
 #[derive(Serialize)]
@@ -176,6 +188,11 @@ impl<'a> ConversationView<'a> {
                 date_sources: &r.date_sources,
             }),
             transitions,
+            refused: c.refused.as_ref().map(|r| RefusedView {
+                request: r.request,
+                reason: r.source.reason(),
+                error: r.source.to_string(),
+            }),
         }
     }
 }

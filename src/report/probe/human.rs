@@ -37,7 +37,15 @@ fn to_human(r: &ProbeReport, w: usize) -> String {
     );
     out.push_str(&wrap(&head, w, "", "    "));
     out.push_str(&wrap(
-        &format!("predicted cached tokens: {}", rule(r.engine, r.block_size)),
+        &format!(
+            "predicted cached tokens: {}; {}",
+            rule(r.engine, r.block_size),
+            match r.block_size_from {
+                "/metrics" => "block size from the server's /metrics",
+                "--block-size" => "block size from --block-size",
+                _ => "the engine's default block size (give --block-size if the server runs another)",
+            }
+        ),
         w,
         "",
         "    ",

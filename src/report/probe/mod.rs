@@ -44,6 +44,8 @@ pub struct ServerView<'a> {
     pub engine: Engine,
     pub served_model: &'a str,
     pub block_size: usize,
+    /// Where the block size came from: `--block-size`, `/metrics` or `default`.
+    pub block_size_from: &'static str,
     pub prediction: String,
 }
 
@@ -136,6 +138,7 @@ impl View for ProbeReport {
                 engine: self.engine,
                 served_model: &self.served_model,
                 block_size: self.block_size,
+                block_size_from: self.block_size_from,
                 prediction: rule(self.engine, self.block_size),
             },
             model: ModelView::new(&self.model),
