@@ -1,0 +1,816 @@
+//! kvaudit against a running vLLM: the CPU build from PyPI (`.ci/vllm.sh`) serving tiny
+//! random-weight models that carry real tokenizers and chat templates (`tests/make_tiny_hf.py`
+//! from ../shared/models). Checked against the engine: `render --server vllm` equals vLLM's
+//! `/tokenize` on a sample of every ../shared/corpus file, requests vLLM refuses are the ones
+//! kvaudit refuses, `probe` agrees on every turn (Qwen3 thinking on and off, Llama 3.1), a
+//! reply cut at max_tokens saved by probe audits to what vLLM reused, the block size is read
+//! from `/metrics`, and `capture` of the engine's KV events then `replay` gives, per index
+//! block size, what `diff-turns` predicts for the same conversation.
+//!
+//! One server per model family for the whole binary, started on first use (bounded wait,
+//! its log shown on failure) and stopped when the test process exits: a shell between the
+//! tests and vLLM kills vLLM's process group when its stdin (held by this process) closes.
+//! Tests that use a server take its lock and empty its prefix cache first, so each sees only
+//! its own requests. The environment is found at KVAUDIT_VLLM_VENV (what .ci/run exports),
+//! else where .ci/vllm.sh puts it; without it the tests say they skip (under CI=true they
+//! fail).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::{Value as Json, json};
+
+/// The vLLM release .ci/vllm.sh installs.
+const VLLM_VERSION: &str = "0.32.0";
+/// vLLM's CPU attention takes only multiples of 32.
+const BLOCK: usize = 32;
+/// Bound on vLLM's start-up (about 60 s on 2 cores with --enforce-eager).
+const START_TIMEOUT: Duration = Duration::from_secs(420);
+
+fn kvaudit() -> Command {
+    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
+    cmd.env_remove("OPENAI_API_KEY")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("COLUMNS", "100")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+fn work_dir() -> PathBuf {
+    let dir = common::repo_root().join("target/vllm-live");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Family {
+    Qwen3,
+    Llama,
+}
+
+impl Family {
+    fn name(self) -> &'static str {
+        match self {
+            Family::Qwen3 => "qwen3",
+            Family::Llama => "llama",
+        }
+    }
+
+    fn reference(self) -> &'static str {
+        match self {
+            Family::Qwen3 => "qwen3-8b",
+            Family::Llama => "llama-3.1-8b-instruct",
+        }
+    }
+}
+
+/// The vLLM environment, or `None` (the test skips, saying why; under CI it fails).
+fn venv(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("KVAUDIT_VLLM_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .unwrap_or_default();
+            cache.join(format!("kvaudit-vllm/{VLLM_VERSION}"))
+        });
+    if dir.join(".complete").is_file() && dir.join("bin/vllm").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "vLLM {VLLM_VERSION} not found at {} (set KVAUDIT_VLLM_VENV; .ci/vllm.sh installs it)",
+        dir.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why}");
+    }
+    common::skipped(test, &why);
+    None
+}
+
+/// A running vLLM serving one tiny model.
+struct Server {
+    /// `http://127.0.0.1:PORT`.
+    root: String,
+    /// Where the KV-event publisher connects (a subscriber binds it), `tcp://127.0.0.1:PORT`.
+    events: String,
+    model_dir: PathBuf,
+    log: PathBuf,
+    /// Closed when this process exits: the shell around vLLM then stops it.
+    _stdin: Mutex<ChildStdin>,
+    /// One test at a time: the prefix cache is shared state.
+    turn: Mutex<()>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The tiny model of `family`, written once per checkout under target/.
+fn tiny_model(venv: &Path, shared: &Path, family: Family) -> PathBuf {
+    let dir = work_dir().join(format!("models/tiny-{}", family.name()));
+    if !dir.join("model.safetensors").is_file() {
+        let out = Command::new(venv.join("bin/python"))
+            .arg(common::repo_root().join("tests/make_tiny_hf.py"))
+            .arg(family.name())
+            .arg(shared.join("models").join(family.reference()))
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "make_tiny_hf.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    dir
+}
+
+/// GET or POST on the server; the status and the body (JSON, or the text as a JSON string).
+fn http(root: &str, method: &str, path: &str, body: Option<&Json>) -> (u16, Json) {
+    let agent = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(300)))
+            .build(),
+    );
+    let url = format!("{root}{path}");
+    let mut resp = match (method, body) {
+        ("GET", _) => agent.get(&url).call(),
+        (_, Some(b)) => agent
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .send(serde_json::to_vec(b).unwrap().as_slice()),
+        (_, None) => agent.post(&url).send_empty(),
+    }
+    .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Json::String(text));
+    (status, body)
+}
+
+fn start(venv: &Path, shared: &Path, family: Family) -> Result<Server, String> {
+    let model_dir = tiny_model(venv, shared, family);
+    let (port, events, replay) = (free_port(), free_port(), free_port());
+    let log = work_dir().join(format!("vllm-{}-{port}.log", family.name()));
+    let pid_file = work_dir().join(format!("vllm-{}-{port}.pid", family.name()));
+    let kv_events = json!({
+        "enable_kv_cache_events": true,
+        "publisher": "zmq",
+        "endpoint": format!("tcp://127.0.0.1:{events}"),
+        "replay_endpoint": format!("tcp://127.0.0.1:{replay}"),
+        "topic": "kv-events",
+    });
+    // vLLM in its own session (its engine runs in a child process); the shell kills the whole
+    // group when its stdin reaches end of file, which happens when this test process exits.
+    let script = r#"setsid "$@" & pid=$!; echo $pid > "$PIDFILE"; cat >/dev/null; kill -TERM -- -$pid 2>/dev/null; sleep 5; kill -KILL -- -$pid 2>/dev/null; true"#;
+    let mut child = Command::new("bash")
+        .args(["-c", script, "vllm-live"])
+        .arg(venv.join("bin/vllm"))
+        .arg("serve")
+        .arg(&model_dir)
+        .args(["--served-model-name", "tiny", "--host", "127.0.0.1"])
+        .args(["--port", &port.to_string()])
+        .args(["--block-size", &BLOCK.to_string()])
+        .args(["--max-model-len", "4096", "--enforce-eager"])
+        .arg("--enable-prompt-tokens-details")
+        .args(["--kv-events-config", &kv_events.to_string()])
+        .env("PIDFILE", &pid_file)
+        .env("VLLM_TARGET_DEVICE", "cpu")
+        .env("VLLM_CPU_KVCACHE_SPACE", "1")
+        // /reset_prefix_cache, so each test starts from an empty cache.
+        .env("VLLM_SERVER_DEV_MODE", "1")
+        .env("VLLM_NO_USAGE_STATS", "1")
+        .env("HF_HUB_OFFLINE", "1")
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .map_err(|e| format!("cannot start vLLM: {e}"))?;
+    let stdin = child.stdin.take().unwrap();
+    let root = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    let failed = |why: String| {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(format!(
+            "{why}; vLLM's log ({}):\n{}",
+            log.display(),
+            tail.join("\n")
+        ))
+    };
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            if text.starts_with("HTTP/1.1 200") {
+                break;
+            }
+        }
+        let alive = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| std::fs::read_to_string(format!("/proc/{}/stat", p.trim())).ok())
+            .is_some_and(|stat| !stat.contains(") Z "));
+        if started.elapsed() > Duration::from_secs(5) && !alive {
+            return failed("vLLM exited during start-up".into());
+        }
+        if started.elapsed() > START_TIMEOUT {
+            return failed(format!("vLLM did not come up in {START_TIMEOUT:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "vLLM {} up in {:.0} s",
+        family.name(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Server {
+        root,
+        events: format!("tcp://127.0.0.1:{events}"),
+        model_dir,
+        log,
+        _stdin: Mutex::new(stdin),
+        turn: Mutex::new(()),
+    })
+}
+
+/// The server of `family` for `test`, its lock held and its prefix cache empty; `None` when
+/// the test skips.
+fn server(
+    test: &str,
+    family: Family,
+) -> Option<(&'static Server, MutexGuard<'static, ()>, PathBuf)> {
+    static QWEN3: OnceLock<Result<Server, String>> = OnceLock::new();
+    static LLAMA: OnceLock<Result<Server, String>> = OnceLock::new();
+    let shared = common::shared_dir(test)?;
+    let venv = venv(test)?;
+    let cell = match family {
+        Family::Qwen3 => &QWEN3,
+        Family::Llama => &LLAMA,
+    };
+    let server = match cell.get_or_init(|| start(&venv, &shared, family)) {
+        Ok(s) => s,
+        Err(e) => panic!("{test}: {e}"),
+    };
+    let guard = server.turn.lock().unwrap_or_else(|e| e.into_inner());
+    let (status, body) = http(&server.root, "POST", "/reset_prefix_cache", None);
+    assert_eq!(status, 200, "/reset_prefix_cache: {body}");
+    Some((server, guard, shared))
+}
+
+/// A message as a client sends it: without the keys a conversation file records about replies.
+fn sent(m: &Json) -> Json {
+    let mut m = m.clone();
+    if let Some(o) = m.as_object_mut() {
+        for k in ["generated", "generated_ids", "finish_reason"] {
+            o.shift_remove(k);
+        }
+    }
+    m
+}
+
+/// vLLM's ids of prompt `messages` (with the generation prompt), or its error status.
+fn vllm_tokenize(
+    server: &Server,
+    messages: &[Json],
+    tools: Option<&Json>,
+) -> Result<Vec<u32>, (u16, String)> {
+    let mut body = json!({
+        "model": "tiny",
+        "messages": messages.iter().map(sent).collect::<Vec<_>>(),
+        "add_generation_prompt": true,
+    });
+    if let Some(t) = tools {
+        body["tools"] = t.clone();
+    }
+    let (status, answer) = http(&server.root, "POST", "/tokenize", Some(&body));
+    if status != 200 {
+        return Err((status, answer.to_string()));
+    }
+    Ok(answer["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect())
+}
+
+/// `kvaudit render --server vllm` of one conversation: its prompts' ids, exit code, stderr.
+fn kvaudit_render(server: &Server, conv: &Path) -> (Vec<Vec<u32>>, i32, String) {
+    let out = kvaudit()
+        .args([
+            "render", "--server", "vllm", "--format", "json", "--tokens", "-m",
+        ])
+        .arg(&server.model_dir)
+        .arg("-c")
+        .arg(conv)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
+    let prompts = report["conversations"][0]["prompts"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    p["ids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_u64().unwrap() as u32)
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (prompts, out.status.code().unwrap_or(-1), stderr)
+}
+
+/// A tool-call conversation with the ids and string arguments vLLM requires, and each tool
+/// answer pointing at its call.
+fn with_call_ids(record: &Json) -> Option<Json> {
+    let mut record = record.clone();
+    let mut changed = false;
+    let mut last_ids: Vec<String> = Vec::new();
+    let mut n = 0;
+    for m in record["messages"].as_array_mut()? {
+        if let Some(calls) = m.get_mut("tool_calls").and_then(Json::as_array_mut) {
+            last_ids.clear();
+            for c in calls {
+                if c.get("id").is_none() {
+                    n += 1;
+                    c["id"] = json!(format!("call_{n}"));
+                    changed = true;
+                }
+                last_ids.push(c["id"].as_str().unwrap_or("").to_string());
+                let args = &mut c["function"]["arguments"];
+                if !args.is_string() {
+                    *args = json!(args.to_string());
+                    changed = true;
+                }
+            }
+        } else if m["role"] == "tool" && m.get("tool_call_id").is_none() && !last_ids.is_empty() {
+            m["tool_call_id"] = json!(last_ids.remove(0));
+            changed = true;
+        }
+    }
+    changed.then_some(record)
+}
+
+#[derive(Default, Debug)]
+struct RenderTally {
+    conversations: usize,
+    prompts: usize,
+    identical: usize,
+    refused_by_both: usize,
+    differ: Vec<String>,
+}
+
+/// Every prompt kvaudit renders equals vLLM's `/tokenize` of the same request, and the first
+/// request vLLM refuses is the one kvaudit refuses (the ones before it rendered by both).
+fn compare_conversation(server: &Server, label: &str, record: &Json, tally: &mut RenderTally) {
+    let file = work_dir().join(format!("conv/{}.json", label.replace([':', '/'], "_")));
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let conv = json!({"messages": record["messages"], "tools": record.get("tools").cloned().unwrap_or(Json::Null)});
+    std::fs::write(&file, serde_json::to_vec(&conv).unwrap()).unwrap();
+    let messages = record["messages"].as_array().unwrap();
+    let tools = record.get("tools").filter(|t| !t.is_null());
+    let (ours, code, stderr) = kvaudit_render(server, &file);
+    tally.conversations += 1;
+    let ends = common::prompt_ends(messages);
+    for (i, &end) in ends.iter().enumerate() {
+        let request = i + 1;
+        match vllm_tokenize(server, &messages[..end], tools) {
+            Ok(theirs) => {
+                tally.prompts += 1;
+                match ours.get(i) {
+                    Some(ids) if *ids == theirs => tally.identical += 1,
+                    Some(ids) => {
+                        let at = ids.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+                        tally.differ.push(format!(
+                            "{label} prompt {request}: first difference at token {at} (kvaudit {}, vLLM {} tokens)",
+                            ids.len(),
+                            theirs.len()
+                        ));
+                    }
+                    None => tally.differ.push(format!(
+                        "{label} prompt {request}: vLLM serves it, kvaudit did not render it (exit {code}): {stderr}"
+                    )),
+                }
+            }
+            Err((status, why)) => {
+                // vLLM refuses this request: kvaudit rendered exactly the ones before it and
+                // names this one.
+                let named =
+                    stderr.contains(&format!("request {request}:")) || (request == 1 && code == 2);
+                if status == 400 && ours.len() == i && code == 2 && named {
+                    tally.refused_by_both += 1;
+                } else {
+                    tally.differ.push(format!(
+                        "{label} request {request}: vLLM answers {status} ({why}); kvaudit rendered {} prompts, exit {code}: {stderr}",
+                        ours.len()
+                    ));
+                }
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn render_equals_vllm_tokenize_on_every_corpus_file() {
+    let test = "render_equals_vllm_tokenize_on_every_corpus_file";
+    let Some((server, _turn, shared)) = server(test, Family::Qwen3) else {
+        return;
+    };
+    let mut tally = RenderTally::default();
+    let mut with_ids = RenderTally::default();
+    for (label, record) in common::sampled_corpus(&shared, Some(4)) {
+        compare_conversation(server, &label, &record, &mut tally);
+        // Tool calls as sent (without ids, vLLM refuses) and with the ids vLLM requires:
+        // the tool definitions then reach the template as vLLM's request models keep them.
+        if let Some(fixed) = with_call_ids(&record) {
+            compare_conversation(server, &format!("{label}+ids"), &fixed, &mut with_ids);
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "render vs vLLM /tokenize: {} conversations, {} prompts, {} identical, {} refused by both; \
+         with tool-call ids: {} conversations, {} prompts, {} identical, {} refused by both",
+        tally.conversations,
+        tally.prompts,
+        tally.identical,
+        tally.refused_by_both,
+        with_ids.conversations,
+        with_ids.prompts,
+        with_ids.identical,
+        with_ids.refused_by_both,
+    );
+    let differ: Vec<&String> = tally.differ.iter().chain(&with_ids.differ).collect();
+    assert!(differ.is_empty(), "{} differ:\n{:#?}", differ.len(), differ);
+    assert!(tally.conversations >= 30, "{tally:?}");
+    assert!(
+        tally.refused_by_both > 0,
+        "no conversation exercised a refusal"
+    );
+    assert!(
+        with_ids.identical > 0,
+        "no tool-call conversation rendered with ids"
+    );
+}
+
+/// `kvaudit probe` against `server`; the JSON report, exit code and stderr.
+fn probe(server: &Server, extra: &[&str]) -> (Json, i32, String) {
+    let out = kvaudit()
+        .args(["probe", "--server", "vllm", "--format", "json", "--url"])
+        .arg(format!("{}/v1", server.root))
+        .arg("-m")
+        .arg(&server.model_dir)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe printed no JSON ({e}); stderr: {stderr}; vLLM log: {}",
+            server.log.display()
+        )
+    });
+    (report, out.status.code().unwrap_or(-1), stderr)
+}
+
+/// Every turn agrees: the server's prompt ids are kvaudit's, and from turn 2 on it reused
+/// exactly the predicted number of tokens, more than none.
+fn assert_agrees(what: &str, report: &Json, code: i32, stderr: &str) {
+    let turns = report["turns"].as_array().unwrap();
+    assert!(turns.len() >= 3, "{what}: {} turns", turns.len());
+    for t in turns {
+        assert_eq!(t["verdict"], json!("agrees"), "{what}: {t:#}");
+        assert_eq!(
+            t["server_prompt_ids_from"],
+            json!("prompt_token_ids"),
+            "{what}"
+        );
+        assert_eq!(t["generated_ids_from"], json!("sampled"), "{what}");
+    }
+    for t in &turns[1..] {
+        assert_eq!(
+            t["server_cached_tokens"], t["predicted_cached_tokens"],
+            "{what}: {t:#}"
+        );
+    }
+    // A random reply can retokenize differently and end the reuse early, but never on every
+    // turn: a check that only ever compared zeros would check nothing.
+    let reused: u64 = turns[1..]
+        .iter()
+        .map(|t| t["server_cached_tokens"].as_u64().unwrap())
+        .sum();
+    assert!(reused > 0, "{what}: no turn reused anything");
+    assert_eq!(code, 0, "{what}: {stderr}");
+}
+
+#[test]
+fn probe_agrees_with_vllm_on_qwen3_thinking_on_and_off() {
+    let test = "probe_agrees_with_vllm_on_qwen3_thinking_on_and_off";
+    for (what, extra) in [
+        ("thinking on", vec![]),
+        (
+            "thinking off",
+            vec!["--template-kwarg", "enable_thinking=false"],
+        ),
+    ] {
+        let Some((server, _turn, _)) = server(test, Family::Qwen3) else {
+            return;
+        };
+        let mut args = vec!["--block-size", "32", "--max-tokens", "40"];
+        args.extend(extra);
+        let (report, code, stderr) = probe(server, &args);
+        assert_agrees(what, &report, code, &stderr);
+        assert_eq!(report["server"]["block_size_from"], json!("--block-size"));
+    }
+}
+
+#[test]
+fn probe_agrees_with_vllm_on_llama_3_1() {
+    let test = "probe_agrees_with_vllm_on_llama_3_1";
+    let Some((server, _turn, _)) = server(test, Family::Llama) else {
+        return;
+    };
+    let (report, code, stderr) = probe(server, &["--block-size", "32", "--max-tokens", "40"]);
+    assert_agrees("llama 3.1", &report, code, &stderr);
+}
+
+/// Without --block-size, probe reads vLLM's from /metrics and says so.
+#[test]
+fn probe_reads_the_block_size_from_vllm_metrics() {
+    let test = "probe_reads_the_block_size_from_vllm_metrics";
+    let Some((server, _turn, _)) = server(test, Family::Qwen3) else {
+        return;
+    };
+    let (report, code, stderr) = probe(server, &["--max-tokens", "24"]);
+    assert_eq!(report["server"]["block_size"], json!(BLOCK), "{stderr}");
+    assert_eq!(report["server"]["block_size_from"], json!("/metrics"));
+    assert_agrees("block size from /metrics", &report, code, &stderr);
+}
+
+/// `probe --save-conversation` of one quick-form turn with thinking off, the follow-up
+/// appended: a conversation `diff-turns` audits.
+fn one_turn(server: &Server, name: &str, max_tokens: usize) -> PathBuf {
+    let saved = work_dir().join(format!("{name}.json"));
+    let (report, code, stderr) = probe(
+        server,
+        &[
+            "--block-size",
+            "32",
+            "--template-kwarg",
+            "enable_thinking=false",
+            "--user",
+            "Explain how a KV cache speeds up decoding.",
+            "--follow-up",
+            "And what evicts it?",
+            "--turns",
+            "1",
+            "--max-tokens",
+            &max_tokens.to_string(),
+            "--save-conversation",
+            saved.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let mut conv: Json = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    conv["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "user", "content": "And what evicts it?"}));
+    std::fs::write(&saved, serde_json::to_vec(&conv).unwrap()).unwrap();
+    let _ = report;
+    saved
+}
+
+fn json_out(cmd: &mut Command) -> Json {
+    let out = cmd.output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}), exit {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The engine's KV events, captured live, replayed through the index at each block size:
+/// what the index stores and finds of turn 2's prompt is what diff-turns predicts for the same
+/// conversation from its text alone.
+#[test]
+fn capture_then_replay_gives_what_diff_turns_predicts() {
+    let test = "capture_then_replay_gives_what_diff_turns_predicts";
+    let Some((server, _turn, _)) = server(test, Family::Qwen3) else {
+        return;
+    };
+    let frames = work_dir().join("live.frames");
+    let _ = std::fs::remove_file(&frames);
+    let mut capture = kvaudit()
+        .args([
+            "capture",
+            "--bind",
+            &server.events,
+            "--duration",
+            "300s",
+            "--out",
+        ])
+        .arg(&frames)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // vLLM's publisher connects to a host:port endpoint (it binds only `*`), so capture binds
+    // on loopback and waits for it; what is published before it joins is missed.
+    std::thread::sleep(Duration::from_secs(3));
+    let conv = one_turn(server, "capture-turn", 100);
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = Command::new("kill")
+        .args(["-INT", &capture.id().to_string()])
+        .status();
+    let status = capture.wait().unwrap();
+    let mut err = String::new();
+    capture
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        status.code().is_some_and(|c| c < 2),
+        "capture: {status}: {err}"
+    );
+
+    // Turn 2's prompt ids, the lookup replay makes.
+    let rendered = json_out(
+        kvaudit()
+            .args([
+                "render", "--server", "vllm", "--tokens", "--format", "json", "--prompt", "2",
+            ])
+            .args(["--template-kwarg", "enable_thinking=false", "-m"])
+            .arg(&server.model_dir)
+            .arg("-c")
+            .arg(&conv),
+    );
+    let next_ids = rendered["conversations"][0]["prompts"][0]["ids"].clone();
+    let lookup = work_dir().join("live-lookup.json");
+    std::fs::write(&lookup, json!([next_ids]).to_string()).unwrap();
+
+    let mut compared = 0;
+    for index in [16, 32, 64, 128] {
+        let predicted = json_out(
+            kvaudit()
+                .args(["diff-turns", "--server", "vllm", "--format", "json"])
+                .args(["--template-kwarg", "enable_thinking=false"])
+                .args([
+                    "--engine-block-size",
+                    "32",
+                    "--index-block-size",
+                    &index.to_string(),
+                ])
+                .arg("-m")
+                .arg(&server.model_dir)
+                .arg("-c")
+                .arg(&conv),
+        );
+        let router = &predicted["conversations"][0]["transitions"][0]["router"];
+        let replayed = json_out(
+            kvaudit()
+                .args([
+                    "replay",
+                    "--format",
+                    "json",
+                    "--index-block-size",
+                    &index.to_string(),
+                ])
+                .arg("--lookup")
+                .arg(&lookup)
+                .arg(&frames),
+        );
+        let view = &replayed["views"][0];
+        let what = format!("index block {index}: predicted {router:#}\nreplayed {view:#}");
+        assert_eq!(
+            replayed["events"]["block_stored"], router["events_emitted"],
+            "{what}"
+        );
+        assert_eq!(view["stores_skipped"], router["events_skipped"], "{what}");
+        assert_eq!(
+            view["lookups"][0]["index_tokens"], router["index_visible_tokens"],
+            "{what}"
+        );
+        // The engine stored every full block of prompt + reply (less the last token).
+        let held = predicted["conversations"][0]["transitions"][0]["held_tokens"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(
+            view["sequences"][0]["engine_tokens"],
+            json!(held / BLOCK as u64 * BLOCK as u64),
+            "{what}"
+        );
+        compared += 1;
+    }
+    assert_eq!(compared, 4);
+}
+
+/// A reply cut at max_tokens where prompt + reply end exactly on a block boundary: vLLM
+/// never computed the last sampled token's KV, so one block fewer is reused. probe predicts
+/// it live, and diff-turns on what probe saved counts the same.
+#[test]
+fn a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused() {
+    let test = "a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused";
+    let Some((server, _turn, _)) = server(test, Family::Qwen3) else {
+        return;
+    };
+    // Prompt 1's length, so that prompt + reply fill exactly three blocks.
+    let prompt = json_out(
+        kvaudit()
+            .args([
+                "render", "--server", "vllm", "--format", "json", "--prompt", "1",
+            ])
+            .args(["--template-kwarg", "enable_thinking=false"])
+            .args(["--user", "Explain how a KV cache speeds up decoding."])
+            .args(["--reply", "x", "--follow-up", "And what evicts it?", "-m"])
+            .arg(&server.model_dir),
+    );
+    let prompt_tokens = prompt["conversations"][0]["prompts"][0]["token_count"]
+        .as_u64()
+        .unwrap() as usize;
+    let max_tokens = 3 * BLOCK - prompt_tokens;
+    // Both turns live with the same limit; turn 2's reuse is what vLLM did after the cut.
+    let saved = work_dir().join("cut-turns.json");
+    let (report, code, stderr) = probe(
+        server,
+        &[
+            "--block-size",
+            "32",
+            "--template-kwarg",
+            "enable_thinking=false",
+            "--user",
+            "Explain how a KV cache speeds up decoding.",
+            "--follow-up",
+            "And what evicts it?",
+            "--turns",
+            "2",
+            "--max-tokens",
+            &max_tokens.to_string(),
+            "--save-conversation",
+            saved.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let turns = report["turns"].as_array().unwrap();
+    assert_eq!(turns[0]["finish_reason"], json!("length"), "{report:#}");
+    let recorded: Json = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert_eq!(recorded["messages"][1]["finish_reason"], json!("length"));
+
+    let audited = json_out(
+        kvaudit()
+            .args([
+                "diff-turns",
+                "--server",
+                "vllm",
+                "--format",
+                "json",
+                "--block-sizes",
+                "32",
+            ])
+            .args(["--template-kwarg", "enable_thinking=false", "-m"])
+            .arg(&server.model_dir)
+            .arg("-c")
+            .arg(&saved),
+    );
+    let t = &audited["conversations"][0]["transitions"][0];
+    let n = |k: &str| t[k].as_u64().unwrap() as usize;
+    assert_eq!(n("held_tokens"), 3 * BLOCK - 1, "{t:#}");
+    // vLLM's rule on diff-turns' numbers equals what vLLM reused.
+    let reusable = n("common_prefix_tokens")
+        .min(n("held_tokens"))
+        .min(n("next_prompt_tokens") - 1);
+    assert_eq!(
+        turns[1]["server_cached_tokens"].as_u64().unwrap() as usize,
+        reusable / BLOCK * BLOCK,
+        "{t:#}\n{:#}",
+        turns[1]
+    );
+}
