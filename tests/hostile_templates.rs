@@ -50,6 +50,22 @@ fn cases() -> Vec<Case> {
     let selfish = "{% set ns = namespace(a=1) %}{% set ns.a = ns %}";
     let repeated = "{% set s = 'x' * 10**6 %}{% set l = [s] * 1000 %}";
     vec![
+        // Found by the round-3 sweep: these panicked in the formatting or template engine.
+        case(
+            "'%.70000e'|format",
+            "{{ '%.70000e'|format(1.5) }}",
+            Refused("a precision over 65535 is not supported"),
+        ),
+        case(
+            "'{:.65536g}'.format",
+            "{{ '{:.65536g}'.format(1.5) }}",
+            Refused("a precision over 65535 is not supported"),
+        ),
+        case(
+            "loop.cycle() without arguments",
+            "{% for x in [1] %}{{ loop.cycle() }}{% endfor %}",
+            Refused("the template engine failed on it"),
+        ),
         // Python's padding and format specs: the size is checked before anything is made.
         case(
             "center(10**10)",

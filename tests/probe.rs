@@ -410,13 +410,20 @@ fn redirects_are_not_followed_and_bad_flags_exit_2() {
             vec!["--url", "ftp://h/v1"],
             "the scheme must be http or https",
         ),
-        (vec!["--url", "http://u:p@h/v1"], "credentials in the URL"),
+        (
+            vec!["--url", "http://u:sk-SECRET-1@h/v1"],
+            "credentials in the URL",
+        ),
+        (
+            vec!["--url", "http://h/v1?key=sk-SECRET-2"],
+            "a query string is not allowed",
+        ),
         (
             vec!["--url", "http://h/v1", "--turns", "0"],
             "--turns must be at least 1",
         ),
         (
-            vec!["--url", "http://h/v1", "--header", "nocolon"],
+            vec!["--url", "http://h/v1", "--header", "sk-SECRET-3"],
             "expected NAME: VALUE",
         ),
         (vec!["--url", "http://h/v1", "--timeout", "0s"], "--timeout"),
@@ -430,6 +437,8 @@ fn redirects_are_not_followed_and_bad_flags_exit_2() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
         assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        // A URL's credentials or query and a header's text are never printed.
+        assert!(!stderr.contains("SECRET"), "{flags:?}: {stderr}");
     }
 }
 

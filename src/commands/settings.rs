@@ -755,11 +755,12 @@ pub fn probe_settings(
     };
     let mut headers = Vec::new();
     for h in &args.header {
+        // A header is often a credential: errors name the flag, never its text.
         let Some((name, value)) = h.split_once(':') else {
-            bail!("--header {h:?}: expected NAME: VALUE");
+            bail!("a --header has no ':' (expected NAME: VALUE; its text is not shown)");
         };
         if name.trim().is_empty() {
-            bail!("--header {h:?}: the name is empty");
+            bail!("a --header has an empty name (expected NAME: VALUE)");
         }
         headers.push((name.trim().to_string(), value.trim().to_string()));
     }

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value as Json};
 
 pub use hub::{
-    Fetched, HubSettings, fetch as fetch_from_hub, fetch_detailed, is_hub_id, transport_words,
+    Fetched, HubSettings, fetch as fetch_from_hub, fetch_detailed, is_hub_id, redact_url,
+    transport_words,
 };
 
 /// Files kvaudit reads from a model repository; the first two are required.

@@ -72,7 +72,9 @@ pub struct Client {
 
 impl Client {
     pub fn new(url: &str, settings: HttpSettings) -> Result<Client, ProbeError> {
-        let bad = |why: &str| ProbeError::Usage(format!("--url {url:?}: {why}"));
+        // The URL may carry credentials or a token: only its redacted form is shown.
+        let shown_url = crate::model::redact_url(url);
+        let bad = |why: &str| ProbeError::Usage(format!("--url {shown_url:?}: {why}"));
         let uri: Uri = url
             .parse()
             .map_err(|_| bad("not a URL (expected e.g. http://host:8000/v1)"))?;

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use minijinja::value::{Kwargs, Rest, StringInput, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
-use super::env::{max_output, too_large};
+use super::env::{limit_error, max_output, too_large};
 use super::namespace::{py_str, repr_len, write_repr};
 
 pub fn add_filters(env: &mut Environment<'static>) {
@@ -398,6 +398,26 @@ fn check_format_keys(spec: &str, style: Style) -> Result<(), Error> {
     Ok(())
 }
 
+/// The largest precision a format may ask for: Rust's float formatting counts exponent-form
+/// digits in a u16 (a precision of 65536 in `e` or `g` panics), and no template needs more.
+const MAX_PRECISION: usize = 65535;
+
+/// Refuses a precision (the digits after the spec's `.`) over [`MAX_PRECISION`].
+fn check_precision(spec: &str, what: &str) -> Result<(), Error> {
+    let Some((_, after)) = spec.split_once('.') else {
+        return Ok(());
+    };
+    let digits: &str = &after[..after
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(after.len())];
+    if digits.parse::<usize>().is_ok_and(|p| p <= MAX_PRECISION) || digits.is_empty() {
+        return Ok(());
+    }
+    Err(limit_error(format!(
+        "{what}: a precision over {MAX_PRECISION} is not supported"
+    )))
+}
+
 /// Refuses a format whose result could pass [`MAX_OUTPUT`] bytes: what it can write is its own
 /// text, and for each field the text of the argument it names, its width and precision (every
 /// number in its spec counted, a fill digit included) and room for the longest number.
@@ -439,6 +459,8 @@ pub fn check_format(spec: &str, args: &[Value], style: Style, what: &str) -> Res
     let bytes = spec.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
+        // A field's precision error, raised after its size is checked (the clearer error first).
+        let precision: Option<Error>;
         let field_len = match (style, bytes[i]) {
             (Style::Braces, b'{') if bytes.get(i + 1) == Some(&b'{') => {
                 i += 2;
@@ -481,6 +503,7 @@ pub fn check_format(spec: &str, args: &[Value], style: Style, what: &str) -> Res
                         _ => 0,
                     }
                 };
+                precision = check_precision(format_spec, what).err();
                 arg.saturating_add(numbers(format_spec))
             }
             (Style::Printf, b'%') => {
@@ -505,6 +528,7 @@ pub fn check_format(spec: &str, args: &[Value], style: Style, what: &str) -> Res
                     next += 1;
                     positional_len(next - 1, &mut text_len)?
                 };
+                precision = check_precision(flags, what).err();
                 arg.saturating_add(numbers(flags))
             }
             _ => {
@@ -515,6 +539,9 @@ pub fn check_format(spec: &str, args: &[Value], style: Style, what: &str) -> Res
         total = total.saturating_add(field_len);
         if total > max_output() {
             return Err(too_large(what));
+        }
+        if let Some(e) = precision {
+            return Err(e);
         }
     }
     Ok(())

@@ -80,14 +80,20 @@ impl Endpoint {
 
 /// A URL with any `user:password@` removed, for messages.
 pub fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
+    let (scheme, rest) = match url.find("://") {
+        Some(end) => (&url[..end + 3], &url[end + 3..]),
+        None => ("", url),
     };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{}://{}", &url[..scheme_end], &rest[at + 1..]),
-        None => url.to_string(),
+    // The credentials end at the last `@` before the path; a hostile one may hold `?` or `#`.
+    let path_start = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..path_start].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
+    // A query or fragment can carry a token (`?token=…`): never shown.
+    match rest.find(['?', '#']) {
+        Some(q) => format!("{scheme}{}?[redacted]", &rest[..q]),
+        None => format!("{scheme}{rest}"),
     }
 }
 
@@ -443,6 +449,16 @@ mod tests {
         );
         assert_eq!(redact("http://h:1/a@b"), "http://h:1/a@b");
         assert_eq!(redact("https://hub.example"), "https://hub.example");
+        // A query or fragment may carry a token; a hostile password may hold `?` or `#`.
+        assert_eq!(
+            redact("https://hub.example/?token=hf_abc#x"),
+            "https://hub.example/?[redacted]"
+        );
+        assert_eq!(
+            redact("http://u:p?ss#w@h:1/v1?key=sk"),
+            "http://h:1/v1?[redacted]"
+        );
+        assert_eq!(redact("not a url?k=v"), "not a url?[redacted]");
         let e = Endpoint::parse("http://u:secret@127.0.0.1:9/").unwrap();
         assert!(!e.shown.contains("secret"));
     }

@@ -7,6 +7,8 @@
 mod cache;
 mod http;
 
+pub use http::redact as redact_url;
+
 pub use http::transport_words;
 
 use std::path::PathBuf;
@@ -57,10 +59,7 @@ impl HubSettings {
                 let path = var("HF_TOKEN_PATH")
                     .map(PathBuf::from)
                     .unwrap_or_else(|| hf_home.join("token"));
-                std::fs::read_to_string(path)
-                    .ok()
-                    .map(|t| t.trim().to_string())
-                    .filter(|t| !t.is_empty())
+                read_token_file(&path)
             });
         let env_offline = var("HF_HUB_OFFLINE").is_some_and(|v| {
             matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
@@ -406,6 +405,25 @@ fn explain(e: &HttpError, settings: &HubSettings) -> String {
         ),
         other => other.to_string(),
     }
+}
+
+/// The token file's text, trimmed: at most 64 KiB is read (a token is under 100 bytes; the path
+/// comes from the environment and may name a device or an endless file), and a longer file,
+/// or one that is not text, is no token.
+fn read_token_file(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    const MAX: u64 = 64 << 10;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX {
+        return None;
+    }
+    let text = String::from_utf8(bytes).ok()?;
+    Some(text.trim().to_string()).filter(|t| !t.is_empty())
 }
 
 #[cfg(test)]
