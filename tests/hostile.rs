@@ -213,9 +213,10 @@ fn cases(dir: &Path) -> Vec<Case> {
             &[0x01],
         ],
     );
-    // A capture whose topic carries terminal control sequences (retitle, clear screen, bell).
+    // A capture whose topic carries terminal control sequences (retitle, clear screen, bell)
+    // and a newline (which would start a false row of the pod table).
     let mut hostile_topic = Vec::new();
-    let topic = b"kv@\x1b]0;owned\x07\x1b[2J@m";
+    let topic = b"kv@\x1b]0;owned\x07\x1b[2J\nrow@m";
     hostile_topic.extend_from_slice(&(topic.len() as u32).to_be_bytes());
     hostile_topic.extend_from_slice(topic);
     hostile_topic.extend_from_slice(&0u64.to_be_bytes());
@@ -257,7 +258,7 @@ fn cases(dir: &Path) -> Vec<Case> {
             name: "a capture topic with control sequences",
             args: owned(&["replay", &hostile_topic]),
             code: 1,
-            fragment: "\\u001b]0;owned\\u0007\\u001b[2J",
+            fragment: "\\u001b]0;owned\\u0007\\u001b[2J\\nrow",
             max_mb: 256,
         },
         Case {

@@ -952,3 +952,31 @@ fn an_error_body_quoting_the_key_is_printed_redacted_and_escaped() {
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+/// Without --server, a /v1/models that fails (a wrong key: 401) is named as the reason the
+/// engine is unknown, not taken for a server that does not say.
+#[test]
+fn a_failing_models_endpoint_is_named_when_the_engine_is_unknown() {
+    let Some(shared) = common::shared_dir("a_failing_models_endpoint_is_named") else {
+        return;
+    };
+    let (url, _seen) = fake_server(4, |_, _| {
+        (
+            401,
+            Vec::new(),
+            json!({"error": {"message": "invalid key"}}).to_string(),
+        )
+    });
+    let out = kvaudit()
+        .args(["probe", "--url", &url, "--model", &qwen3(&shared)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("/v1/models failed") && stderr.contains("401"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("give --server"), "{stderr}");
+}

@@ -586,3 +586,80 @@ fn prepared_file_seals_a_body_as_the_cache_does() {
     assert_eq!(kvaudit::tokenize::prepared_file(&data[32..], &source), data);
     assert_ne!(kvaudit::tokenize::prepared_file(&data[32..], b"{}"), data);
 }
+
+/// Found by the round-3 sweep: small tokenizer.json files that made the crate allocate
+/// gigabytes (stacked empty-pattern Replace normalizers, a fixed padding of 4e9, a 10 MB
+/// Prepend, millions of merges or template pieces). Each is one error naming the bound, at
+/// once, in little memory; a padding config is ignored, as transformers encodes prompts
+/// without padding.
+#[test]
+fn a_tokenizer_that_asks_for_gigabytes_is_refused_or_ignored() {
+    let cache = tempfile::tempdir().unwrap();
+    let conv = "fixtures/conversations/tool-loop.json";
+    let empty = serde_json::json!({"type": "Replace", "pattern": {"String": ""}, "content": "ab"});
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit, Option<&str>)> = vec![
+        (
+            "stacked empty Replace",
+            Box::new(move |j| {
+                j["normalizer"] =
+                    serde_json::json!({"type": "Sequence", "normalizers": vec![empty.clone(); 8]})
+            }),
+            Some("the normalizer can make a text 6561 times longer"),
+        ),
+        (
+            "10 MB Prepend",
+            Box::new(|j| {
+                j["normalizer"] =
+                    serde_json::json!({"type": "Prepend", "prepend": "x".repeat(10 << 20)})
+            }),
+            Some("prepends 10485760 bytes"),
+        ),
+        (
+            "2M merges",
+            Box::new(|j| j["model"]["merges"] = serde_json::json!(vec!["a b"; 2 << 20])),
+            Some("model.merges has 2097152 entries"),
+        ),
+        (
+            "1M template pieces",
+            Box::new(|j| {
+                j["post_processor"] = serde_json::json!({"type": "TemplateProcessing",
+                    "single": vec![serde_json::json!({"Sequence": {"id": "A", "type_id": 0}}); 1 << 20],
+                    "pair": [], "special_tokens": {}})
+            }),
+            Some("the post_processor's single has 1048576 entries"),
+        ),
+        (
+            "fixed padding of 4e9",
+            Box::new(|j| {
+                j["padding"] = serde_json::json!({"strategy": {"Fixed": 4_000_000_000u64},
+                    "direction": "Right", "pad_to_multiple_of": null, "pad_id": 0,
+                    "pad_type_id": 0, "pad_token": "x"})
+            }),
+            None,
+        ),
+    ];
+    for (what, edit, refused) in cases {
+        let model = tiny_model(edit);
+        let out = kvaudit(cache.path())
+            .arg("--model")
+            .arg(model.path())
+            .args(["-c", conv])
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        match refused {
+            Some(says) => {
+                assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+                assert_eq!(err.lines().count(), 1, "{what}: {err}");
+                assert!(
+                    err.starts_with("error: ") && err.contains(says),
+                    "{what}: {err}"
+                );
+            }
+            // Audited like the model without it.
+            None => assert!(matches!(out.status.code(), Some(0 | 1)), "{what}: {err}"),
+        }
+    }
+}

@@ -298,12 +298,17 @@ pub fn run(
     settings: &ProbeSettings,
 ) -> Result<ProbeReport> {
     // Which engine, and the model name to ask for.
+    // Why /v1/models said nothing, when it failed (a wrong key answers 401 here first).
+    let mut models_failed = None;
     let (listed_model, listed_engine) =
         if settings.engine.is_none() || settings.served_model.is_none() {
             match client.get("/models", true) {
                 Ok(answer) => wire::parse_models(&answer),
                 Err(e @ ProbeError::Unreachable { .. }) => return Err(e.into()),
-                Err(_) => (None, None),
+                Err(e) => {
+                    models_failed = Some(e.to_string());
+                    (None, None)
+                }
             }
         } else {
             (None, None)
@@ -311,10 +316,15 @@ pub fn run(
     let engine = match settings.engine.or(listed_engine) {
         Some(e) => e,
         None => {
+            let why = match models_failed {
+                Some(e) => format!("asking {}/v1/models failed ({e})", client.shown()),
+                None => format!(
+                    "{}/v1/models does not say which engine serves it",
+                    client.shown()
+                ),
+            };
             return Err(ProbeError::Usage(format!(
-                "{}/v1/models does not say which engine serves it; give --server vllm, sglang \
-                 or llamacpp",
-                client.shown()
+                "{why}; give --server vllm, sglang or llamacpp"
             ))
             .into());
         }

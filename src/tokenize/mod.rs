@@ -49,6 +49,7 @@ fn prefetch<T>(value: &T) {
 
 mod added_scan;
 mod ascii_split;
+mod bounds;
 mod direct;
 mod gap_memo;
 mod incremental;
@@ -128,21 +129,32 @@ impl Tokenizer {
             path: shown.clone(),
             message,
         };
-        // With a cache to fill, tokenizer.json is parsed once: the crate's tokenizer and the
-        // prepared form are both built from that tree. Any failure there takes the plain
-        // path, whose error names the line and column.
-        let parsed = cached.as_ref().and_then(|_| {
-            let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok()?;
-            let inner = serde::Deserialize::deserialize(&json).ok()?;
-            Some((inner, json))
-        });
-        let (inner, json) = match parsed {
-            Some((inner, json)) => (inner, Some(json)),
-            None => (
-                tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_error(e.to_string()))?,
-                None,
-            ),
+        // tokenizer.json is parsed once into a tree: its bounds are checked there, before the
+        // crate sizes anything by it, and the crate's tokenizer and the prepared form are both
+        // built from it. A failure to build takes the plain path, whose error names the line
+        // and column.
+        bounds::check_counts(&bytes).map_err(load_error)?;
+        let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+        if let Some(json) = &json {
+            bounds::check(json).map_err(load_error)?;
+        }
+        let parsed = json
+            .as_ref()
+            .and_then(|json| serde::Deserialize::deserialize(json).ok());
+        let mut inner: tokenizers::Tokenizer = match parsed {
+            Some(inner) => inner,
+            None => {
+                tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| load_error(e.to_string()))?
+            }
         };
+        // transformers encodes a chat prompt with padding and truncation off, whatever
+        // tokenizer.json says (set_truncation_and_padding with DO_NOT_PAD, DO_NOT_TRUNCATE),
+        // and a fixed padding length of billions would be allocated on every encode.
+        inner.with_padding(None);
+        inner
+            .with_truncation(None)
+            .map_err(|e| load_error(e.to_string()))?;
+        let json = json.filter(|_| cached.is_some());
         // The crate keeps ids in maps and takes any u32, but the prepared form indexes its
         // tables by id: an absurd id is one error for every path, cache or not, rather than
         // a table sized by it. The crate's map is checked, so that a run without a cache

@@ -31,7 +31,7 @@ use super::short_words::{self, Key, ShortWords};
 // key and value are stored together, as the table in memory holds them. v07: the merge table
 // has 1.5x the merges' slots rounded up to a power of two, not 2x (at most two thirds full;
 // the loader accepts up to three quarters); half the size for Qwen3-8B and Llama 3.1.
-const MAGIC: &[u8; 8] = b"KVTOKv07";
+const MAGIC: &[u8; 8] = b"KVTOKv08";
 const EMPTY32: u32 = u32::MAX;
 const EMPTY64: u64 = u64::MAX;
 
@@ -1267,9 +1267,10 @@ impl Parts {
         tok.with_pre_tokenizer(self.pre_tokenizer);
         tok.with_post_processor(self.post_processor);
         tok.with_decoder(self.decoder);
-        tok.with_truncation(self.truncation)
-            .map_err(|e| e.to_string())?;
-        tok.with_padding(self.padding);
+        // Off, as transformers encodes prompts (and as the crate's tokenizer is loaded).
+        let _ = (self.truncation, self.padding);
+        tok.with_truncation(None).map_err(|e| e.to_string())?;
+        tok.with_padding(None);
         tok.add_tokens(self.added).map_err(|e| e.to_string())?;
         Ok(tok)
     }

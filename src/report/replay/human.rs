@@ -168,7 +168,12 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             .iter()
             .take(10)
             .map(|s| {
-                let mut row = vec![s.pod.clone(), s.model.clone(), s.engine_tokens.to_string()];
+                // Pod and model come from the capture's topics: a newline would break the row.
+                let mut row = vec![
+                    crate::report::visible(&s.pod),
+                    crate::report::visible(&s.model),
+                    s.engine_tokens.to_string(),
+                ];
                 row.extend(s.index_tokens.iter().map(|t| t.to_string()));
                 row
             })
@@ -199,8 +204,8 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             let _ = writeln!(
                 out,
                 "  {} {}: {} tokens, index finds {}",
-                l.pod,
-                l.model,
+                crate::report::visible(&l.pod),
+                crate::report::visible(&l.model),
                 l.tokens,
                 found.join(", ")
             );

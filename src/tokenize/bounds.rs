@@ -1,0 +1,361 @@
+//! What a tokenizer.json may ask of the tokenizer built from it. The file is untrusted (a Hub
+//! repository, a pull request), and the tokenizers crate sizes its tables by it and applies its
+//! normalizers to every prompt: a few kilobytes of stacked `Replace` normalizers with an empty
+//! pattern make every text thousands of times longer, and millions of merges take gigabytes.
+//! The bounds are far above any real tokenizer (the largest vocabularies are about 260,000
+//! tokens; real normalizers grow text at most threefold: " " to "▁").
+
+use serde_json::Value as Json;
+
+/// Merges of a BPE model (real ones: under 520,000).
+pub const MAX_MERGES: usize = 1 << 20;
+/// Vocabulary entries and added tokens.
+pub const MAX_VOCAB: usize = 1 << 20;
+/// How many times longer the normalizers may make a text, at worst.
+pub const MAX_GROWTH: u64 = 64;
+/// Text a normalizer or pre-tokenizer adds (`Prepend`, a `Metaspace` replacement).
+pub const MAX_AFFIX: usize = 1024;
+/// Pieces of a post-processor template and ids per special token.
+pub const MAX_TEMPLATE: usize = 1024;
+/// Steps of a `Sequence` normalizer or post-processor.
+const MAX_STEPS: usize = 64;
+
+/// The bounds on counts, checked on the file's bytes before any tree is built from them (a
+/// tree of millions of merges is itself gigabytes): nothing is kept but the counts. A file
+/// that does not parse passes here; the parse that follows names its error.
+pub fn check_counts(bytes: &[u8]) -> Result<(), String> {
+    let Ok(top) = serde_json::from_slice::<Top>(bytes) else {
+        return Ok(());
+    };
+    if let Some(p) = &top.post_processor {
+        p.check(0)?;
+    }
+    let model = top.model.unwrap_or_default();
+    for (what, n, max) in [
+        ("model.merges", model.merges.0, MAX_MERGES),
+        ("model.vocab", model.vocab.0, MAX_VOCAB),
+        ("added_tokens", top.added_tokens.0, MAX_VOCAB),
+    ] {
+        if n > max {
+            return Err(format!(
+                "{what} has {n} entries, more than the {max} kvaudit accepts"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(serde::Deserialize, Default)]
+struct Top {
+    #[serde(default)]
+    model: Option<ModelCounts>,
+    #[serde(default)]
+    added_tokens: Count,
+    #[serde(default)]
+    post_processor: Option<ProcessorCounts>,
+}
+
+/// A post-processor's template sizes, and those of the steps of a Sequence.
+#[derive(serde::Deserialize, Default)]
+struct ProcessorCounts {
+    #[serde(default)]
+    single: Count,
+    #[serde(default)]
+    pair: Count,
+    #[serde(default)]
+    special_tokens: Count,
+    #[serde(default)]
+    processors: Option<Vec<ProcessorCounts>>,
+}
+
+impl ProcessorCounts {
+    fn check(&self, depth: usize) -> Result<(), String> {
+        if depth > 8 {
+            return Err("the post_processor nests Sequences more than 8 deep".into());
+        }
+        for (what, n) in [
+            ("single", self.single.0),
+            ("pair", self.pair.0),
+            ("special_tokens", self.special_tokens.0),
+        ] {
+            if n > MAX_TEMPLATE {
+                return Err(format!(
+                    "the post_processor's {what} has {n} entries, more than {MAX_TEMPLATE}"
+                ));
+            }
+        }
+        let steps = self.processors.as_deref().unwrap_or_default();
+        if steps.len() > MAX_STEPS {
+            return Err(format!(
+                "the post_processor has {} steps, more than {MAX_STEPS}",
+                steps.len()
+            ));
+        }
+        steps.iter().try_for_each(|p| p.check(depth + 1))
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ModelCounts {
+    #[serde(default)]
+    merges: Count,
+    #[serde(default)]
+    vocab: Count,
+}
+
+/// The number of entries of a list or map, read without keeping any (anything else is 0).
+#[derive(Default)]
+struct Count(usize);
+
+impl<'de> serde::Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct Counter;
+        impl<'de> Visitor<'de> for Counter {
+            type Value = Count;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Count, A::Error> {
+                let mut n = 0;
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_unit<E>(self) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_none<E>(self) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+        }
+        d.deserialize_any(Counter)
+    }
+}
+
+/// Refuses a tokenizer.json that breaks a bound, saying which and where.
+pub fn check(json: &Json) -> Result<(), String> {
+    let model = json.get("model");
+    if let Some(merges) = model.and_then(|m| m.get("merges")).and_then(Json::as_array)
+        && merges.len() > MAX_MERGES
+    {
+        return Err(format!(
+            "model.merges has {} entries, more than the {MAX_MERGES} kvaudit accepts",
+            merges.len()
+        ));
+    }
+    let vocab = model.and_then(|m| m.get("vocab")).map_or(0, |v| match v {
+        Json::Object(o) => o.len(),
+        Json::Array(a) => a.len(),
+        _ => 0,
+    });
+    let added = json
+        .get("added_tokens")
+        .and_then(Json::as_array)
+        .map_or(0, Vec::len);
+    for (what, n) in [("model.vocab", vocab), ("added_tokens", added)] {
+        if n > MAX_VOCAB {
+            return Err(format!(
+                "{what} has {n} entries, more than the {MAX_VOCAB} kvaudit accepts"
+            ));
+        }
+    }
+    if let Some(n) = json.get("normalizer").filter(|n| !n.is_null()) {
+        let growth = growth(n, 0)?;
+        if growth > MAX_GROWTH {
+            return Err(format!(
+                "the normalizer can make a text {growth} times longer (more than {MAX_GROWTH}): \
+                 its Replace steps grow every match"
+            ));
+        }
+    }
+    if let Some(p) = json.get("post_processor").filter(|p| !p.is_null()) {
+        post_processor(p, 0)?;
+    }
+    if let Some(p) = json.get("pre_tokenizer").filter(|p| !p.is_null()) {
+        affixes(p, "pre_tokenizer", 0)?;
+    }
+    Ok(())
+}
+
+fn kind(v: &Json) -> &str {
+    v.get("type").and_then(Json::as_str).unwrap_or("")
+}
+
+fn steps<'a>(v: &'a Json, key: &str, what: &str) -> Result<&'a [Json], String> {
+    let list = v
+        .get(key)
+        .and_then(Json::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if list.len() > MAX_STEPS {
+        return Err(format!(
+            "the {what} has {} steps, more than {MAX_STEPS}",
+            list.len()
+        ));
+    }
+    Ok(list)
+}
+
+/// At most how many times longer `n` makes a text: each `Replace` can write its content for
+/// every byte it matches, or between every two bytes when its pattern can match nothing (an
+/// empty string; any regex is counted so).
+fn growth(n: &Json, depth: usize) -> Result<u64, String> {
+    if depth > 8 {
+        return Err("the normalizer nests Sequences more than 8 deep".into());
+    }
+    Ok(match kind(n) {
+        "Sequence" => {
+            let mut total = 1u64;
+            for step in steps(n, "normalizers", "normalizer")? {
+                total = total.saturating_mul(growth(step, depth + 1)?);
+            }
+            total
+        }
+        "Replace" => {
+            let content = n.get("content").and_then(Json::as_str).map_or(0, str::len) as u64;
+            match n
+                .get("pattern")
+                .and_then(|p| p.get("String"))
+                .and_then(Json::as_str)
+            {
+                Some(s) if !s.is_empty() => content.div_ceil(s.len() as u64).max(1),
+                _ => content + 1,
+            }
+        }
+        "Prepend" => {
+            let prepend = n.get("prepend").and_then(Json::as_str).map_or(0, str::len);
+            if prepend > MAX_AFFIX {
+                return Err(format!(
+                    "the normalizer prepends {prepend} bytes, more than {MAX_AFFIX}"
+                ));
+            }
+            1
+        }
+        _ => 1,
+    })
+}
+
+/// Refuses a pre-tokenizer that adds more than [`MAX_AFFIX`] bytes (a Metaspace replacement).
+fn affixes(p: &Json, what: &str, depth: usize) -> Result<(), String> {
+    if depth > 8 {
+        return Err(format!("the {what} nests Sequences more than 8 deep"));
+    }
+    if kind(p) == "Sequence" {
+        for step in steps(p, "pretokenizers", what)? {
+            affixes(step, what, depth + 1)?;
+        }
+        return Ok(());
+    }
+    let replacement = p
+        .get("replacement")
+        .and_then(Json::as_str)
+        .map_or(0, str::len);
+    if replacement > MAX_AFFIX {
+        return Err(format!(
+            "the {what}'s replacement is {replacement} bytes, more than {MAX_AFFIX}"
+        ));
+    }
+    Ok(())
+}
+
+fn post_processor(p: &Json, depth: usize) -> Result<(), String> {
+    if depth > 8 {
+        return Err("the post_processor nests Sequences more than 8 deep".into());
+    }
+    if kind(p) == "Sequence" {
+        for step in steps(p, "processors", "post_processor")? {
+            post_processor(step, depth + 1)?;
+        }
+        return Ok(());
+    }
+    let too_many = |what: &str, n: usize| {
+        Err(format!(
+            "the post_processor's {what} has {n} entries, more than {MAX_TEMPLATE}"
+        ))
+    };
+    for key in ["single", "pair"] {
+        let n = p.get(key).and_then(Json::as_array).map_or(0, Vec::len);
+        if n > MAX_TEMPLATE {
+            return too_many(key, n);
+        }
+    }
+    if let Some(specials) = p.get("special_tokens").and_then(Json::as_object) {
+        if specials.len() > MAX_TEMPLATE {
+            return too_many("special_tokens", specials.len());
+        }
+        for s in specials.values() {
+            for key in ["ids", "tokens"] {
+                let n = s.get(key).and_then(Json::as_array).map_or(0, Vec::len);
+                if n > MAX_TEMPLATE {
+                    return too_many("special token ids", n);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn real_normalizers_pass_and_growing_ones_are_refused() {
+        // Llama 2 / Mistral: Prepend "▁", Replace " " -> "▁" (3 bytes for 1).
+        let sentencepiece = json!({"normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}});
+        assert_eq!(check(&sentencepiece), Ok(()));
+        let empty = json!({"type": "Replace", "pattern": {"String": ""}, "content": "ab"});
+        let stacked = json!({"normalizer": {"type": "Sequence",
+            "normalizers": vec![empty; 4]}});
+        let err = check(&stacked).unwrap_err();
+        assert!(err.contains("81 times longer"), "{err}");
+        let prepend = json!({"normalizer": {"type": "Prepend", "prepend": "x".repeat(2000)}});
+        assert!(check(&prepend).unwrap_err().contains("prepends 2000 bytes"));
+    }
+
+    #[test]
+    fn counts_are_read_from_the_bytes() {
+        let text = json!({"model": {"merges": vec!["a b"; MAX_MERGES + 1], "vocab": {"a": 0}},
+            "added_tokens": []})
+        .to_string();
+        let err = check_counts(text.as_bytes()).unwrap_err();
+        assert!(err.contains("model.merges has 1048577 entries"), "{err}");
+        assert_eq!(check_counts(br#"{"model": {"vocab": {"a": 0}}}"#), Ok(()));
+        assert_eq!(check_counts(b"not json"), Ok(()));
+    }
+
+    #[test]
+    fn counts_over_the_bounds_are_refused() {
+        let merges = json!({"model": {"type": "BPE", "merges": vec!["a b"; MAX_MERGES + 1]}});
+        assert!(check(&merges).unwrap_err().contains("model.merges"));
+        let template = json!({"post_processor": {"type": "TemplateProcessing",
+            "single": vec![json!({"Sequence": {"id": "A", "type_id": 0}}); MAX_TEMPLATE + 1]}});
+        assert!(check(&template).unwrap_err().contains("single"));
+    }
+}
