@@ -561,11 +561,7 @@ fn llama_server(test: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             // Where .ci/llama-server.sh puts it by default.
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .unwrap_or_default();
-            cache.join(format!("kvaudit-llama/{LLAMA_VERSION}/bin/llama-server"))
+            common::user_cache().join(format!("kvaudit-llama/{LLAMA_VERSION}/bin/llama-server"))
         });
     if path.is_file() {
         return Some(path);

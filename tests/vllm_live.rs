@@ -75,13 +75,7 @@ impl Family {
 fn venv(test: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("KVAUDIT_VLLM_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .unwrap_or_default();
-            cache.join(format!("kvaudit-vllm/{VLLM_VERSION}"))
-        });
+        .unwrap_or_else(|| common::user_cache().join(format!("kvaudit-vllm/{VLLM_VERSION}")));
     if dir.join(".complete").is_file() && dir.join("bin/vllm").is_file() {
         return Some(dir);
     }
@@ -571,10 +565,13 @@ fn probe_reads_the_block_size_from_vllm_metrics() {
     assert_agrees("block size from /metrics", &report, code, &stderr);
 }
 
-/// `probe --save-conversation` of one quick-form turn with thinking off, the follow-up
-/// appended: a conversation `diff-turns` audits.
-fn one_turn(server: &Server, name: &str, max_tokens: usize) -> PathBuf {
-    let saved = work_dir().join(format!("{name}.json"));
+const QUESTION: &str = "Explain how a KV cache speeds up decoding.";
+const FOLLOW_UP: &str = "And what evicts it?";
+
+/// `probe` of the quick-form chat (QUESTION, then FOLLOW_UP) with thinking off, `turns` turns
+/// of at most `max_tokens`, saved to `saved`; probe's report (it must exit 0).
+fn quick_probe(server: &Server, turns: usize, max_tokens: usize, saved: &Path) -> Json {
+    let (turns, max_tokens) = (turns.to_string(), max_tokens.to_string());
     let (report, code, stderr) = probe(
         server,
         &[
@@ -583,25 +580,32 @@ fn one_turn(server: &Server, name: &str, max_tokens: usize) -> PathBuf {
             "--template-kwarg",
             "enable_thinking=false",
             "--user",
-            "Explain how a KV cache speeds up decoding.",
+            QUESTION,
             "--follow-up",
-            "And what evicts it?",
+            FOLLOW_UP,
             "--turns",
-            "1",
+            &turns,
             "--max-tokens",
-            &max_tokens.to_string(),
+            &max_tokens,
             "--save-conversation",
             saved.to_str().unwrap(),
         ],
     );
     assert_eq!(code, 0, "{stderr}");
+    report
+}
+
+/// One quick-form turn saved by probe, the follow-up appended: a conversation `diff-turns`
+/// audits.
+fn one_turn(server: &Server, name: &str, max_tokens: usize) -> PathBuf {
+    let saved = work_dir().join(format!("{name}.json"));
+    quick_probe(server, 1, max_tokens, &saved);
     let mut conv: Json = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     conv["messages"]
         .as_array_mut()
         .unwrap()
-        .push(json!({"role": "user", "content": "And what evicts it?"}));
+        .push(json!({"role": "user", "content": FOLLOW_UP}));
     std::fs::write(&saved, serde_json::to_vec(&conv).unwrap()).unwrap();
-    let _ = report;
     saved
 }
 
@@ -749,8 +753,15 @@ fn a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused() {
                 "render", "--server", "vllm", "--format", "json", "--prompt", "1",
             ])
             .args(["--template-kwarg", "enable_thinking=false"])
-            .args(["--user", "Explain how a KV cache speeds up decoding."])
-            .args(["--reply", "x", "--follow-up", "And what evicts it?", "-m"])
+            .args([
+                "--user",
+                QUESTION,
+                "--reply",
+                "x",
+                "--follow-up",
+                FOLLOW_UP,
+                "-m",
+            ])
             .arg(&server.model_dir),
     );
     let prompt_tokens = prompt["conversations"][0]["prompts"][0]["token_count"]
@@ -759,26 +770,7 @@ fn a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused() {
     let max_tokens = 3 * BLOCK - prompt_tokens;
     // Both turns live with the same limit; turn 2's reuse is what vLLM did after the cut.
     let saved = work_dir().join("cut-turns.json");
-    let (report, code, stderr) = probe(
-        server,
-        &[
-            "--block-size",
-            "32",
-            "--template-kwarg",
-            "enable_thinking=false",
-            "--user",
-            "Explain how a KV cache speeds up decoding.",
-            "--follow-up",
-            "And what evicts it?",
-            "--turns",
-            "2",
-            "--max-tokens",
-            &max_tokens.to_string(),
-            "--save-conversation",
-            saved.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{stderr}");
+    let report = quick_probe(server, 2, max_tokens, &saved);
     let turns = report["turns"].as_array().unwrap();
     assert_eq!(turns[0]["finish_reason"], json!("length"), "{report:#}");
     let recorded: Json = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();

@@ -478,6 +478,38 @@ struct Chain {
     operators: Vec<usize>,
 }
 
+/// Where the operand run ending before token `i` starts: back over tokens (a bracketed part
+/// whole) until a boundary, an unmatched opening bracket, or an unmatched closing one.
+fn walk_back(
+    tokens: &[(Token, Span)],
+    brackets: &[Option<usize>],
+    i: usize,
+    is_boundary: &dyn Fn(usize) -> bool,
+) -> usize {
+    let mut first = i;
+    let mut k = i;
+    while k > 0 {
+        let j = k - 1;
+        let t = &tokens[j].0;
+        if is_close(t) {
+            match brackets[j] {
+                Some(open) => {
+                    first = open;
+                    k = open;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        if is_open(t) || is_boundary(j) {
+            break;
+        }
+        first = j;
+        k = j;
+    }
+    first
+}
+
 /// The chains in `tokens` whose operators `is_operator` recognises and whose ends
 /// `is_boundary` marks (what binds less tightly), each with at least one operator.
 fn chains(
@@ -492,27 +524,7 @@ fn chains(
             continue;
         }
         // Back to the chain's start, over operands (bracketed parts whole) and operators.
-        let mut first = i;
-        let mut k = i;
-        while k > 0 {
-            let j = k - 1;
-            let t = &tokens[j].0;
-            if is_close(t) {
-                match brackets[j] {
-                    Some(open) => {
-                        first = open;
-                        k = open;
-                        continue;
-                    }
-                    None => break,
-                }
-            }
-            if is_open(t) || is_boundary(j) {
-                break;
-            }
-            first = j;
-            k = j;
-        }
+        let first = walk_back(tokens, &brackets, i, &is_boundary);
         // On to its end, noting the operators.
         let mut operators = Vec::new();
         let mut last = i;
@@ -689,27 +701,9 @@ fn wrap_concat_operands(tag: &Tag, edits: &mut Edits) {
             continue;
         }
         // The operand before: back to a boundary or an unmatched opening bracket.
-        let mut first = i;
-        let mut k = i;
-        while k > 0 {
-            let j = k - 1;
-            let t = &tokens[j].0;
-            if is_close(t) {
-                match brackets[j] {
-                    Some(open) => {
-                        first = open;
-                        k = open;
-                        continue;
-                    }
-                    None => break,
-                }
-            }
-            if is_open(t) || bounds_concat_operand(tokens, j, tag.block) {
-                break;
-            }
-            first = j;
-            k = j;
-        }
+        let first = walk_back(tokens, &brackets, i, &|j| {
+            bounds_concat_operand(tokens, j, tag.block)
+        });
         // The operand after: on to a boundary or an unmatched closing bracket.
         let mut last = i;
         let mut k = i + 1;

@@ -115,6 +115,14 @@ pub fn corpus_prompts<'a>(
     })
 }
 
+/// `$XDG_CACHE_HOME`, else `~/.cache`: where the .ci scripts keep the engines they build.
+pub fn user_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_default()
+}
+
 pub fn fixtures() -> PathBuf {
     repo_root().join("fixtures")
 }
