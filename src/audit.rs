@@ -30,6 +30,20 @@ pub struct ModelSpec {
 }
 
 /// A directory wins over a Hub id of the same spelling, as in transformers.
+/// The model's tokenizer as `server` tokenizes prompts: llama.cpp without tokenizer.json's
+/// Unicode normalization ([`Tokenizer::from_file_as_llamacpp`]), the others as transformers.
+pub fn tokenizer_for(
+    files: &ModelFiles,
+    server: crate::render::ServerProfile,
+) -> Result<Tokenizer, crate::tokenize::TokenizeError> {
+    match server {
+        crate::render::ServerProfile::Llamacpp => {
+            Tokenizer::from_file_as_llamacpp(&files.tokenizer_path)
+        }
+        _ => Tokenizer::from_file(&files.tokenizer_path),
+    }
+}
+
 pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let path = Path::new(&spec.model);
     let mut fetched = None;

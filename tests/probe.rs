@@ -579,16 +579,22 @@ fn llama_server(test: &str) -> Option<PathBuf> {
 
 /// The tiny GGUF (written once per checkout under target/, deterministic).
 fn tiny_gguf(shared: &Path) -> PathBuf {
+    tiny_gguf_seeded(shared, 0)
+}
+
+/// The tiny GGUF with the weights of `seed`: other random replies, the hard inputs.
+fn tiny_gguf_seeded(shared: &Path, seed: u64) -> PathBuf {
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = common::repo_root().join("target/probe-models");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tiny-qwen3-seed0.gguf");
+    let path = dir.join(format!("tiny-qwen3-seed{seed}.gguf"));
     if !path.is_file() {
         let status = Process::new("python3")
             .arg(common::repo_root().join("tests/make_tiny_gguf.py"))
             .arg(shared.join("models/qwen3-8b"))
             .arg(&path)
+            .args(["--seed", &seed.to_string()])
             .status()
             .unwrap();
         assert!(status.success(), "make_tiny_gguf.py failed");
@@ -800,13 +806,14 @@ fn live_llama_server_agrees_on_three_corpus_conversations() {
     }
 }
 
-/// Where llama-server does not tokenize like transformers, probe says so, and shows where.
-/// The user's question holds U+037E GREEK QUESTION MARK, which Qwen3's tokenizer.json
-/// normalizes (NFC) to `;` (id 26) before encoding; llama-server applies no normalizer and
-/// encodes the character itself (id 145569, bytes CD BE). The text is the client's, not the
-/// random model's, so the case does not depend on what the model samples.
+/// llama-server does not apply tokenizer.json's Unicode normalization, and neither does
+/// kvaudit under `--server llamacpp`. The user's question holds U+037E GREEK QUESTION MARK,
+/// which Qwen3's tokenizer.json normalizes (NFC) to `;` (id 26), as transformers encodes it;
+/// llama-server encodes the character itself (id 145569, bytes CD BE), and so does kvaudit's
+/// llamacpp profile: probe agrees. The text is the client's, not the random model's, so the
+/// case does not depend on what the model samples.
 #[test]
-fn live_llama_server_without_nfc_normalization_renders_differently() {
+fn live_llama_server_tokenizes_without_nfc_as_the_llamacpp_profile_does() {
     let Some((shared, binary, gguf)) = live("live_llama_server_nfc") else {
         return;
     };
@@ -815,26 +822,36 @@ fn live_llama_server_without_nfc_normalization_renders_differently() {
     let conv = json!({"messages": [
         {"role": "user", "content": "Is this a question mark\u{37e} Answer briefly."},
         {"role": "assistant", "content": "Yes."},
-        {"role": "user", "content": "Thanks."}]});
+        {"role": "user", "content": "Thanks\u{37e} And another\u{37e}"},
+        {"role": "assistant", "content": "Sure."},
+        {"role": "user", "content": "Bye."}]});
     std::fs::write(&path, conv.to_string()).unwrap();
     let server = start(&binary, &gguf, &[]);
     let (code, report, stderr) = probe(
         &server,
         &shared,
-        &["--conversation", path.to_str().unwrap(), "--turns", "2"],
+        &["--conversation", path.to_str().unwrap(), "--turns", "3"],
     );
-    assert_eq!(code, 1, "{stderr}");
-    let turns = report["turns"].as_array().unwrap();
-    assert_eq!(turns[0]["verdict"], json!("server_renders_differently"));
-    let d = &turns[0]["prompt_divergence"];
-    assert!(d["position"].as_u64().is_some_and(|p| p > 0), "{d}");
-    assert_eq!(d["server"][0], json!({"id": 145569, "text": "\u{37e}"}));
-    assert_eq!(d["kvaudit"][0], json!({"id": 26, "text": ";"}));
-    // Same counts, other ids: only the ids show it.
-    assert_eq!(
-        turns[0]["server_prompt_tokens"],
-        turns[0]["kvaudit_prompt_tokens"]
-    );
+    assert_agrees("U+037E", code, &report, &stderr);
+    // The two profiles' ids of prompt 1: transformers normalizes, llamacpp does not.
+    let ids = |server: &str| -> Vec<u64> {
+        let out = kvaudit()
+            .args(["render", "--format", "json", "--tokens", "--prompt", "1"])
+            .args(["--server", server, "-m", &qwen3(&shared), "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+        report["conversations"][0]["prompts"][0]["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let (hf, llama) = (ids("transformers"), ids("llamacpp"));
+    assert!(hf.contains(&26) && !hf.contains(&145569), "{hf:?}");
+    assert!(llama.contains(&145569) && !llama.contains(&26), "{llama:?}");
 }
 
 #[test]
@@ -975,4 +992,102 @@ fn a_failing_models_endpoint_is_named_when_the_engine_is_unknown() {
         "{stderr}"
     );
     assert!(stderr.contains("give --server"), "{stderr}");
+}
+
+/// kvaudit's llamacpp tokenizer against llama-server's own `/tokenize`, on the messages of 2
+/// conversations per `../shared/corpus` file and on 300 texts made of randomly sampled
+/// vocabulary ids (what tiny random models emit: rare scripts, CJK compatibility ideographs,
+/// byte pieces, added tokens), each encoded with special tokens parsed, as prompts are.
+#[test]
+fn live_llama_server_tokenizes_as_the_llamacpp_profile() {
+    let Some((shared, binary, gguf)) = live("live_llama_server_tokenize") else {
+        return;
+    };
+    let path = shared.join("models/qwen3-8b/tokenizer.json");
+    let ours = kvaudit::tokenize::Tokenizer::from_file_as_llamacpp(&path).unwrap();
+    let mut texts: Vec<String> = Vec::new();
+    for (_, record) in common::sampled_corpus(&shared, Some(2)) {
+        for m in record["messages"].as_array().into_iter().flatten() {
+            if let Some(t) = m["content"].as_str().filter(|t| !t.is_empty()) {
+                texts.push(t.chars().take(4000).collect());
+            }
+        }
+    }
+    let mut next = common::xorshift(7);
+    for _ in 0..300 {
+        let ids: Vec<u32> = (0..24).map(|_| (next() % 151_669) as u32).collect();
+        texts.push(ours.decode(&ids));
+    }
+    let server = start(&binary, &gguf, &[]);
+    let root = server.url.trim_end_matches("/v1").to_string();
+    let agent = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build(),
+    );
+    let mut differ = Vec::new();
+    for text in &texts {
+        let body = json!({"content": text, "add_special": false, "parse_special": true});
+        let text_answer = agent
+            .post(&format!("{root}/tokenize"))
+            .header("Content-Type", "application/json")
+            .send(body.to_string().as_bytes())
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        let answer: Json = serde_json::from_str(&text_answer).unwrap();
+        let theirs: Vec<u32> = answer["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let mine = ours.encode(text).unwrap();
+        if mine != theirs {
+            let at = mine.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+            differ.push(format!(
+                "{:?}: first difference at {at}: kvaudit {:?}, llama-server {:?}",
+                text.chars().take(60).collect::<String>(),
+                &mine[at..(at + 3).min(mine.len())],
+                &theirs[at..(at + 3).min(theirs.len())]
+            ));
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "llama-server /tokenize vs kvaudit llamacpp: {} texts, {} identical",
+        texts.len(),
+        texts.len() - differ.len()
+    );
+    assert!(
+        differ.is_empty(),
+        "{} of {} differ:\n{:#?}",
+        differ.len(),
+        texts.len(),
+        differ
+    );
+}
+
+/// Every turn agrees over other seeds of the tiny model too (thinking on and off): each seed
+/// samples other random text, resent and retokenized by llama-server.
+#[test]
+fn live_llama_server_agrees_over_several_seeds() {
+    let Some((shared, binary, _)) = live("live_llama_server_seeds") else {
+        return;
+    };
+    for seed in [1, 2, 3] {
+        let gguf = tiny_gguf_seeded(&shared, seed);
+        for (what, extra) in [
+            ("thinking on", vec![]),
+            (
+                "thinking off",
+                vec!["--template-kwarg", "enable_thinking=false"],
+            ),
+        ] {
+            let server = start(&binary, &gguf, &[]);
+            let (code, report, stderr) = probe(&server, &shared, &extra);
+            assert_agrees(&format!("seed {seed}, {what}"), code, &report, &stderr);
+        }
+    }
 }

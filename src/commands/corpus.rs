@@ -9,7 +9,6 @@ use crate::audit::{self, Auditor};
 use crate::cli::CorpusArgs;
 use crate::corpus::input::{Rows, Selection};
 use crate::corpus::{self, Hooks, PerTransition};
-use crate::tokenize::Tokenizer;
 use crate::{output, report};
 
 pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
@@ -40,7 +39,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let tok_slot = OnceLock::new();
     let auditor_slot: OnceLock<Result<Auditor>> = OnceLock::new();
     let make_auditor = || {
-        let tok = Tokenizer::from_file(&files.tokenizer_path)?;
+        let tok = audit::tokenizer_for(&files, settings.plan.server)?;
         let tok = tok_slot.get_or_init(|| tok);
         // Built here rather than by the first row to need them, while the workers render.
         tok.prepare_encoders();
@@ -310,7 +309,7 @@ mod tests {
             corpus::run(at, rows, summary, &corpus_settings, no_hooks())
         };
         let taken_all = AtomicBool::new(false);
-        let tok = Tokenizer::from_file(&files.tokenizer_path).unwrap();
+        let tok = crate::tokenize::Tokenizer::from_file(&files.tokenizer_path).unwrap();
         let auditor = Auditor::new(&files, &tok, &settings).unwrap();
         let ready = export(run(corpus::AuditorAt::Ready(&auditor), &taken_all));
         assert!(ready.contains("\"not_json\": 2"), "{ready}");

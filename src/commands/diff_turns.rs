@@ -7,7 +7,6 @@ use super::settings::{
 use crate::audit;
 use crate::cli::DiffTurnsArgs;
 use crate::report;
-use crate::tokenize::Tokenizer;
 
 pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let mut settings = audit_settings(
@@ -32,7 +31,7 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     ) {
         super::terminal::stderr_line(&format!("warning: {warning}"));
     }
-    let tok = Tokenizer::from_file(&files.tokenizer_path)?;
+    let tok = audit::tokenizer_for(&files, settings.plan.server)?;
     let spinner = super::progress::Spinner::start("rendering");
     let n = conversations.len();
     let report =

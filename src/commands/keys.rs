@@ -7,7 +7,6 @@ use super::settings::{audit_settings, conversations, ignored_input_warnings, ind
 use crate::audit::{self, ModelSpec};
 use crate::cli::KeysArgs;
 use crate::report::keys::KeysReport;
-use crate::tokenize::Tokenizer;
 
 pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if args.index_block_size == 0 {
@@ -28,12 +27,12 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             ..ModelSpec::default()
         })?;
         super::note_cached_model(&files, args.offline);
-        let tok = Tokenizer::from_file(&files.tokenizer_path)?;
         let convs = conversations(&args.conversation)?;
         for warning in ignored_input_warnings(&args.conversation, &files, None, &convs) {
             super::terminal::stderr_line(&format!("warning: {warning}"));
         }
         let settings = audit_settings(&args.conversation.rendering, None)?;
+        let tok = audit::tokenizer_for(&files, settings.plan.server)?;
         if model_name.is_none() {
             model_name = files.served_name(model);
         }

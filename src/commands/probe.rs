@@ -3,7 +3,6 @@ use anyhow::Result;
 use super::Outcome;
 use super::settings::{model_spec, probe_conversation, probe_settings, style};
 use crate::cli::ProbeArgs;
-use crate::tokenize::Tokenizer;
 use crate::{audit, output, probe, report};
 
 pub fn run(args: &ProbeArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
@@ -16,9 +15,10 @@ pub fn run(args: &ProbeArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         .into_iter()
         .chain(args.conversation.iter().cloned());
     output::check_outputs(inputs, args.save_conversation.iter())?;
-    let tok = Tokenizer::from_file(&files.tokenizer_path)?;
+    // The engine (so how it tokenizes) may be known only once the server answers.
+    let tokenizer = |server| audit::tokenizer_for(&files, server).map_err(anyhow::Error::from);
     let spinner = super::progress::Spinner::start("probing");
-    let report = probe::run(&client, &files, &tok, &conv, &settings);
+    let report = probe::run(&client, &files, &tokenizer, &conv, &settings);
     drop(spinner);
     let report = report?;
     if let Some(path) = &args.save_conversation {

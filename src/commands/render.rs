@@ -5,7 +5,6 @@ use super::settings::{audit_settings, conversations, render_selection};
 use crate::audit;
 use crate::cli::RenderArgs;
 use crate::report;
-use crate::tokenize::Tokenizer;
 
 /// Render has no findings: it succeeds or fails on its input.
 pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
@@ -17,7 +16,7 @@ pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
     super::note_cached_model(&files, args.model.offline);
-    let tok = Tokenizer::from_file(&files.tokenizer_path)?;
+    let tok = audit::tokenizer_for(&files, settings.plan.server)?;
     let rendered = audit::render_conversations(
         &files,
         &tok,

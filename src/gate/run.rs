@@ -15,7 +15,6 @@ use crate::align::AlignOptions;
 use crate::audit::{self, AuditSettings, ModelSpec};
 use crate::render::reply::PlanOptions;
 use crate::render::{Clock, Conversation};
-use crate::tokenize::Tokenizer;
 
 /// What the run compares against.
 #[derive(Debug, Clone)]
@@ -206,7 +205,7 @@ fn audit_model(
         progress: options.progress,
     })
     .with_context(context)?;
-    let tok = Tokenizer::from_file(&files.tokenizer_path).with_context(context)?;
+    let tok = audit::tokenizer_for(&files, m.server).with_context(context)?;
     let settings = AuditSettings {
         clock: Clock::Fixed(gate.now),
         date_rollover: gate.level(super::Code::DateRollover) != super::Level::Allow,

@@ -293,7 +293,7 @@ const CONTEXT: usize = 8;
 pub fn run(
     client: &Client,
     files: &ModelFiles,
-    tok: &Tokenizer,
+    tokenizer: &dyn Fn(ServerProfile) -> Result<Tokenizer>,
     conv: &Conversation,
     settings: &ProbeSettings,
 ) -> Result<ProbeReport> {
@@ -354,6 +354,7 @@ pub fn run(
     }
     let mut audit = settings.audit.clone();
     audit.plan.server = profile(engine);
+    let tok = &tokenizer(profile(engine))?;
     let auditor = Auditor::new(files, tok, &audit)?;
     let segments = user_segments(conv)?;
     let k = settings.turns.unwrap_or(segments.len()).min(segments.len());

@@ -100,15 +100,35 @@ impl Tokenizer {
         Tokenizer::load(path, cache_dir().as_deref())
     }
 
+    /// [`from_file`](Self::from_file) as llama.cpp tokenizes: llama.cpp builds its
+    /// tokenizer from the vocabulary and merges alone and never applies tokenizer.json's
+    /// Unicode normalization (Qwen3's NFC: U+F98E stays itself instead of becoming U+5E74),
+    /// so the normalizer's NFC, NFD, NFKC and NFKD steps are left out. Its other steps (a
+    /// SentencePiece model's space escaping) are what llama.cpp's own tokenizers do too.
+    pub fn from_file_as_llamacpp(path: &Path) -> Result<Tokenizer, TokenizeError> {
+        Tokenizer::load_with(path, cache_dir().as_deref(), false)
+    }
+
     /// Load `path`; with a cache directory, use (or create) its prepared form there.
     pub fn load(path: &Path, cache: Option<&Path>) -> Result<Tokenizer, TokenizeError> {
+        Tokenizer::load_with(path, cache, true)
+    }
+
+    fn load_with(
+        path: &Path,
+        cache: Option<&Path>,
+        unicode_normalization: bool,
+    ) -> Result<Tokenizer, TokenizeError> {
         let shown = path.display().to_string();
-        let bytes = crate::input::read_bounded(path, MAX_TOKENIZER_JSON).map_err(|source| {
+        let mut bytes = crate::input::read_bounded(path, MAX_TOKENIZER_JSON).map_err(|source| {
             TokenizeError::Read {
                 path: shown.clone(),
                 source,
             }
         })?;
+        if !unicode_normalization {
+            bytes = without_unicode_normalization(bytes);
+        }
         let key = xxhash_rust::xxh3::xxh3_128(&bytes);
         let cached = cache.map(|dir| dir.join(format!("{key:032x}.kvtok")));
         // The cache only saves time: a file that cannot be read, is not a regular file, or
@@ -189,7 +209,41 @@ impl Tokenizer {
             memo_owner: per_model::new_key(),
         })
     }
+}
 
+/// tokenizer.json without the Unicode normalization forms of its normalizer (a file that does
+/// not parse is passed on as it is: the load names its error).
+fn without_unicode_normalization(bytes: Vec<u8>) -> Vec<u8> {
+    let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return bytes;
+    };
+    let is_form = |n: &serde_json::Value| {
+        matches!(
+            n.get("type").and_then(serde_json::Value::as_str),
+            Some("NFC" | "NFD" | "NFKC" | "NFKD")
+        )
+    };
+    let Some(normalizer) = json.get_mut("normalizer") else {
+        return bytes;
+    };
+    if is_form(normalizer) {
+        *normalizer = serde_json::Value::Null;
+    } else if let Some(steps) = normalizer
+        .get_mut("normalizers")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        let before = steps.len();
+        steps.retain(|s| !is_form(s));
+        if steps.len() == before {
+            return bytes;
+        }
+    } else {
+        return bytes;
+    }
+    serde_json::to_vec(&json).unwrap_or(bytes)
+}
+
+impl Tokenizer {
     /// Whether this tokenizer was read from its prepared form.
     pub fn is_prepared(&self) -> bool {
         matches!(self.inner, Inner::Prepared(_))
