@@ -366,8 +366,8 @@ fn replay_of_non_captures_and_empty_captures() {
     let help = kvaudit().args(["replay", "--help"]).assert().code(0);
     let help = stdout(&help);
     assert!(help.contains("Exit codes:") && help.contains("a capture with no messages"));
-    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
-    assert!(readme.contains("and for a capture with no messages"));
+    let guide = std::fs::read_to_string(common::repo_root().join("docs/events.md")).unwrap();
+    assert!(guide.contains("and for a capture with no messages"));
 }
 
 // 19: --color always colours replay and keys too; NO_COLOR only counts when non-empty.

@@ -1,5 +1,6 @@
-//! Every README example that shows a `$ kvaudit …` command with its output is what the tool
-//! prints: each is run as written, at 80 columns without colour, and compared byte for byte.
+//! Every example in the README and in the docs/ guide that shows a `$ kvaudit …` command with
+//! its output is what the tool prints: each is run as written, at 80 columns without colour,
+//! and compared byte for byte.
 //! The Hub ids it uses name directories of a scratch folder linked to their copies in
 //! ../shared/models (a local directory wins over the Hub), so no network is needed and the
 //! output names the model as the README does. `KVAUDIT_UPDATE_README=1` writes the tool's
@@ -44,9 +45,32 @@ fn readme_examples_are_the_tools_output() {
         return;
     };
     let root = common::repo_root();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    // The README and the guide pages in docs/ it links to.
+    let mut pages = vec![root.join("README.md")];
+    let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    let total: usize = pages
+        .iter()
+        .map(|p| examples(&std::fs::read_to_string(p).unwrap()).len())
+        .sum();
+    assert!(total >= 4, "found {total} examples");
+    for page in &pages {
+        check_page(&shared, &root, page);
+    }
+}
+
+/// Runs every example of one page (`KVAUDIT_UPDATE_README=1`: writes the tool's output in).
+fn check_page(shared: &std::path::Path, root: &std::path::Path, page: &std::path::Path) {
+    let readme = std::fs::read_to_string(page).unwrap();
     let examples = examples(&readme);
-    assert!(examples.len() >= 4, "found {} examples", examples.len());
+    if examples.is_empty() {
+        return;
+    }
     let scratch = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(root.join("fixtures"), scratch.path().join("fixtures")).unwrap();
     for (id, dir) in MODELS {
@@ -84,6 +108,6 @@ fn readme_examples_are_the_tools_output() {
         assert_eq!(&stdout, expected, "README example: kvaudit {command}");
     }
     if update {
-        std::fs::write(root.join("README.md"), updated).unwrap();
+        std::fs::write(page, updated).unwrap();
     }
 }
