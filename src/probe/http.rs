@@ -137,22 +137,24 @@ impl Client {
 
     /// `GET {url}{path}` (`path` under `/v1` when `under_v1`).
     pub fn get(&self, path: &str, under_v1: bool) -> Result<Answer, ProbeError> {
-        let url = self.url(path, under_v1);
-        let mut req = self.agent.get(&url);
+        self.finish(path, self.send_get(path, under_v1))
+    }
+
+    fn send_get(
+        &self,
+        path: &str,
+        under_v1: bool,
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        let mut req = self.agent.get(&self.url(path, under_v1));
         for (k, v) in self.request_headers() {
             req = req.header(k, v);
         }
-        self.finish(path, req.call())
+        req.call()
     }
 
     /// `GET {url}{path}` of a text answer (Prometheus' `/metrics`), under the same bounds.
     pub fn get_text(&self, path: &str, under_v1: bool) -> Result<String, ProbeError> {
-        let url = self.url(path, under_v1);
-        let mut req = self.agent.get(&url);
-        for (k, v) in self.request_headers() {
-            req = req.header(k, v);
-        }
-        let (status, _, bytes) = self.read(path, req.call())?;
+        let (status, _, bytes) = self.read(path, self.send_get(path, under_v1))?;
         if !(200..300).contains(&status) {
             return Err(ProbeError::Status {
                 endpoint: path.to_string(),
