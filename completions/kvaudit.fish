@@ -242,7 +242,7 @@ json\t''
 sarif\t'SARIF 2.1.0, for GitHub code scanning'
 junit\t'JUnit XML: one test case per model and scenario'
 markdown\t'For $GITHUB_STEP_SUMMARY and pull-request comments'"
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s o -l output -d 'Write the report to this file instead of stdout' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s o -l output -d 'Write the report to this file instead of stdout (`--update-baseline` writes no report)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l explain -d 'Explain a finding code (e.g. KVA101) and exit' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s j -l jobs -d 'Models audited at once (default: one per core)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''

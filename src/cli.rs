@@ -245,8 +245,13 @@ pub struct CheckArgs {
     #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
     pub format: CheckFormat,
 
-    /// Write the report to this file instead of stdout.
-    #[arg(long, short = 'o', value_name = "FILE")]
+    /// Write the report to this file instead of stdout (`--update-baseline` writes no report).
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "FILE",
+        conflicts_with = "update_baseline"
+    )]
     pub output: Option<PathBuf>,
 
     /// Explain a finding code (e.g. KVA101) and exit.

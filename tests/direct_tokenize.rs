@@ -243,6 +243,21 @@ fn one_split(normalizer: Json, pattern: &'static str) -> Change {
 #[test]
 fn fixture_pipelines_the_direct_encoder_takes_encode_like_the_crate() {
     let shapes: Vec<(&str, Change)> = vec![
+        // The fixture as it is: GPT-2's form, ByteLevel splitting with its own regex.
+        ("ByteLevel with its own regex", Box::new(|_: &mut Json| {})),
+        (
+            "a digit split before ByteLevel's own regex, NFC",
+            Box::new(|j: &mut Json| {
+                pipeline(
+                    j,
+                    json!({"type": "NFC"}),
+                    vec![
+                        split(json!({"Regex": r"\p{N}{1,3}"}), "Isolated", false),
+                        byte_level(true),
+                    ],
+                )
+            }),
+        ),
         (
             "NFC, Qwen split",
             one_split(json!({"type": "NFC"}), QWEN_SPLIT),
@@ -354,7 +369,17 @@ fn fixture_pipelines_the_direct_encoder_takes_encode_like_the_crate() {
 #[test]
 fn other_pipelines_are_encoded_by_the_crate() {
     let shapes: Vec<(&str, Change)> = vec![
-        ("ByteLevel with its own regex", Box::new(|_: &mut Json| {})),
+        (
+            "ByteLevel adding a prefix space",
+            Box::new(|j: &mut Json| {
+                pipeline(
+                    j,
+                    Json::Null,
+                    vec![json!({"type": "ByteLevel", "add_prefix_space": true,
+                        "trim_offsets": true, "use_regex": true})],
+                )
+            }),
+        ),
         (
             "NFKC",
             Box::new(|j: &mut Json| {

@@ -625,3 +625,62 @@ fn a_full_disk_under_stdout_is_an_error_and_a_closed_pipe_is_not() {
         );
     }
 }
+
+/// Conversations just under the 8 MiB limit, tokenized as a user's runs do (with the prepared
+/// tokenizer, built by the first run and read by the second): one word of 8 MB (a run of
+/// letters no split breaks, merged as one BPE word) and 8 MB of short words. Each stays
+/// within a fixed multiple of its size: 768 MiB of address space for 8 MB of text.
+#[test]
+fn conversations_at_the_size_limit_stay_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let near_limit = |name: &str, text: String| {
+        write(
+            dir.path(),
+            name,
+            conversation(&[
+                ("user", text),
+                ("assistant", "ok".into()),
+                ("user", "more".into()),
+            ]),
+        )
+    };
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let words: String = (0..8_000_000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            b"abcdefghijklmnopqrstuvwxyz    \n"[(state % 31) as usize] as char
+        })
+        .collect();
+    let inputs = [
+        (
+            "one word of 8 MB",
+            near_limit("one_word.json", "x".repeat(8_000_000)),
+        ),
+        ("8 MB of short words", near_limit("many_words.json", words)),
+    ];
+    let cache = dir.path().join("cache");
+    let env = [("KVAUDIT_TOKENIZER_CACHE", cache.to_str().unwrap())];
+    let mut failures = Vec::new();
+    for (name, path) in &inputs {
+        for run in ["preparing", "prepared"] {
+            let args = diff_turns(&["--conversation", path, "--format", "json"]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let m = common::run_measured(&args, &env, Duration::from_secs(120), 768);
+            // The tiny model's template drops the think block: one rewrite point, exit 1.
+            let report: Option<serde_json::Value> = serde_json::from_slice(&m.stdout).ok();
+            let held = report
+                .as_ref()
+                .and_then(|r| r["conversations"][0]["transitions"][0]["held_tokens"].as_u64());
+            if m.code != 1 || held.is_none_or(|h| h < 1_000_000) {
+                failures.push(format!(
+                    "{name} ({run}): exit {}, held {held:?}, stderr {:?}",
+                    m.code,
+                    &m.stderr[..m.stderr.len().min(300)]
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -720,6 +720,65 @@ fn outputs_over_inputs_are_refused() {
     assert_no_failures(&failures);
 }
 
+/// The second sweep's minor messages: each says what is wrong, once, and nothing is written.
+#[test]
+fn refusals_say_what_is_wrong_once() {
+    let w = World::new();
+    let tiny = tiny().display().to_string();
+    let mut failures = Vec::new();
+    // A baseline that is a directory is not "not found".
+    w.config("", "[gate]\nbaseline = \".\"\n");
+    refused_untouched(
+        &w,
+        "baseline = \".\"",
+        &["check"],
+        "is not a lock file",
+        &mut failures,
+    );
+    w.config("", "");
+    // --update-baseline writes no report: an -o beside it (even the lock itself) is refused.
+    refused_untouched(
+        &w,
+        "--update-baseline --baseline x.lock -o x.lock",
+        &[
+            "check",
+            "--update-baseline",
+            "--baseline",
+            "x.lock",
+            "-o",
+            "x.lock",
+        ],
+        "cannot be used with",
+        &mut failures,
+    );
+    // Standard input read twice would be empty the second time.
+    refused_untouched(
+        &w,
+        "corpus - -",
+        &["corpus", "-m", &tiny, "-", "-"],
+        "can be given once",
+        &mut failures,
+    );
+    // A directory as the capture file: said once.
+    let m = w.run(&[
+        "capture",
+        "--endpoint",
+        "tcp://127.0.0.1:9",
+        "--out",
+        "templates",
+        "--duration",
+        "1s",
+    ]);
+    match refusal(&m, "capture --out DIR", "it is a directory") {
+        Err(e) => failures.push(e),
+        Ok(()) if m.stderr.matches("cannot write").count() != 1 => {
+            failures.push(format!("capture --out DIR: {}", m.stderr));
+        }
+        Ok(()) => {}
+    }
+    assert_no_failures(&failures);
+}
+
 /// The minor item: a per-transition FIFO whose reader leaves is lost output (exit 2, one
 /// error line), not the closed standard output of `| head` (exit 0); /dev/null is written
 /// directly.

@@ -966,6 +966,35 @@ fn an_error_body_quoting_the_key_is_printed_redacted_and_escaped() {
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
+/// A plain-text error answer (a proxy's or a framework's "Internal Server Error") is shown as
+/// the JSON ones are: on one line, whitespace folded, the key redacted, cut at 200 characters.
+#[test]
+fn a_plain_text_error_body_is_shown_redacted_on_one_line() {
+    let model = common::fixtures().join("models/tiny-think");
+    let (url, _seen) = fake_server(1, |_, _| {
+        let text = format!(
+            "upstream failed:\n\n  token sk-live-0123456789abcdef rejected\r\n{}",
+            "x".repeat(10_000)
+        );
+        (500, Vec::new(), text)
+    });
+    let out = kvaudit()
+        .args(["probe", "--url", &url, "--model"])
+        .arg(&model)
+        .args(["--server", "vllm", "--served-model", "m", "--api-key"])
+        .arg("sk-live-0123456789abcdef")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("answered HTTP 500: upstream failed: token [redacted] rejected xxx"),
+        "{stderr}"
+    );
+    assert!(stderr.len() < 400, "{stderr}");
+}
+
 /// Without --server, a /v1/models that fails (a wrong key: 401) is named as the reason the
 /// engine is unknown, not taken for a server that does not say.
 #[test]

@@ -58,7 +58,7 @@ fn prepared_tokenizers_match_the_crate_on_every_model() {
         Tokenizer::load(&path, Some(cache.path())).unwrap();
         let prepared = Tokenizer::load(&path, Some(cache.path())).unwrap();
         assert!(
-            prepared.is_prepared(),
+            prepared.read_from_cache(),
             "{}: no prepared form",
             dir.display()
         );
@@ -79,7 +79,8 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
     let src = common::fixtures().join("models/tiny-think/tokenizer.json");
     let cache = tempfile::tempdir().unwrap();
     let first = Tokenizer::load(&src, Some(cache.path())).unwrap();
-    assert!(!first.is_prepared());
+    // Prepared and verified by this load, and used at once.
+    assert!(!first.read_from_cache() && first.is_prepared());
     let files: Vec<_> = std::fs::read_dir(cache.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -87,7 +88,7 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
         .collect();
     assert_eq!(files.len(), 1, "one prepared file");
     let second = Tokenizer::load(&src, Some(cache.path())).unwrap();
-    assert!(second.is_prepared());
+    assert!(second.read_from_cache());
     assert_eq!(first.sha256(), second.sha256());
     let text = "Thanks, makes sense. <|im_start|>user\nWhat is a thread?<|im_end|>";
     assert_eq!(first.encode(text).unwrap(), second.encode(text).unwrap());
@@ -96,12 +97,12 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
     let data = std::fs::read(&files[0]).unwrap();
     std::fs::write(&files[0], &data[..data.len() / 2]).unwrap();
     let third = Tokenizer::load(&src, Some(cache.path())).unwrap();
-    assert!(!third.is_prepared());
+    assert!(!third.read_from_cache());
     assert_eq!(third.encode(text).unwrap(), first.encode(text).unwrap());
     assert!(
         Tokenizer::load(&src, Some(cache.path()))
             .unwrap()
-            .is_prepared()
+            .read_from_cache()
     );
 
     // A flipped bit anywhere in the body is caught by its checksum.
@@ -112,12 +113,12 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
     assert!(
         !Tokenizer::load(&src, Some(cache.path()))
             .unwrap()
-            .is_prepared()
+            .read_from_cache()
     );
     assert!(
         Tokenizer::load(&src, Some(cache.path()))
             .unwrap()
-            .is_prepared()
+            .read_from_cache()
     );
 
     // Another tokenizer.json (one byte changed) gets its own entry.
@@ -129,7 +130,7 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
     assert!(
         !Tokenizer::load(&changed, Some(cache.path()))
             .unwrap()
-            .is_prepared()
+            .read_from_cache()
     );
     assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2);
 }
@@ -239,7 +240,7 @@ fn out_of_range_token_ids_are_one_clear_error() {
         let path = model.path().join("tokenizer.json");
         let plain = Tokenizer::load(&path, Some(cache.path())).unwrap();
         let prepared = Tokenizer::load(&path, Some(cache.path())).unwrap();
-        assert!(prepared.is_prepared());
+        assert!(prepared.read_from_cache());
         assert_eq!(plain.encode(text).unwrap(), prepared.encode(text).unwrap());
         assert!(plain.encode(text).unwrap().iter().all(|&id| id < 1 << 24));
     }
@@ -331,7 +332,7 @@ fn a_cache_file_that_is_not_a_regular_file_is_replaced() {
         let meta = std::fs::symlink_metadata(&file).unwrap();
         assert!(meta.is_file(), "{name}: {meta:?}");
         let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
-        assert!(tok.is_prepared(), "{name}");
+        assert!(tok.read_from_cache(), "{name}");
         assert_eq!(tok.encode(text).unwrap(), want, "{name}");
     }
     // A cache file far larger than any prepared form is not read.
@@ -340,7 +341,7 @@ fn a_cache_file_that_is_not_a_regular_file_is_replaced() {
         .set_len(600 << 20)
         .unwrap();
     let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
-    assert!(!tok.is_prepared());
+    assert!(!tok.read_from_cache());
     assert!(std::fs::metadata(&file).unwrap().len() < 1 << 20);
 }
 
@@ -390,12 +391,12 @@ fn a_cache_file_relabelled_from_another_model_is_rebuilt() {
         std::fs::write(&file_b, &data).unwrap();
         let tok = Tokenizer::load(&b, Some(cache_b.path())).unwrap();
         assert!(
-            !tok.is_prepared(),
+            !tok.read_from_cache(),
             "{name}: another model's tables were used"
         );
         assert_eq!(tok.encode(text).unwrap(), want_b, "{name}");
         let again = Tokenizer::load(&b, Some(cache_b.path())).unwrap();
-        assert!(again.is_prepared(), "{name}: not rebuilt");
+        assert!(again.read_from_cache(), "{name}: not rebuilt");
         assert_eq!(again.encode(text).unwrap(), want_b, "{name}");
         assert_eq!(again.sha256(), tok.sha256());
 
@@ -476,12 +477,12 @@ fn forged_merges_are_refused(src: &Path, r1: u64, r2: u64, texts: &[&str]) {
     std::fs::write(&file, &data).unwrap();
     let tok = Tokenizer::load(src, Some(cache.path())).unwrap();
     assert!(
-        !tok.is_prepared(),
+        !tok.read_from_cache(),
         "{}: a forged table was used",
         src.display()
     );
     let again = Tokenizer::load(src, Some(cache.path())).unwrap();
-    assert!(again.is_prepared(), "{}: not rebuilt", src.display());
+    assert!(again.read_from_cache(), "{}: not rebuilt", src.display());
     assert_ne!(std::fs::read(&file).unwrap(), data);
     for text in texts {
         let want = plain.encode(text).unwrap();
@@ -530,7 +531,7 @@ fn a_forged_cache_file_with_a_full_table_does_not_hang() {
     std::thread::spawn(move || {
         let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
         let ids = tok.encode("the answer is concise, zebra quux").unwrap();
-        tx.send((tok.is_prepared(), ids)).unwrap();
+        tx.send((tok.read_from_cache(), ids)).unwrap();
     });
     let (prepared, _) = rx
         .recv_timeout(std::time::Duration::from_secs(60))
@@ -568,7 +569,11 @@ fn a_merge_table_three_quarters_full_loads_and_one_slot_more_is_refused() {
         reseal(&mut data);
         std::fs::write(&file, &data).unwrap();
         let tok = Tokenizer::load(&src, Some(cache.path())).unwrap();
-        assert_eq!(tok.is_prepared(), loads, "{over} slots over three quarters");
+        assert_eq!(
+            tok.read_from_cache(),
+            loads,
+            "{over} slots over three quarters"
+        );
         assert_eq!(tok.encode(text).unwrap(), plain.encode(text).unwrap());
     }
 }

@@ -76,6 +76,9 @@ pub enum CaptureFailure {
         path: String,
         source: std::io::Error,
     },
+    /// The destination refused before anything was connected (it says its own path).
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
     #[error("{0}")]
     Usage(String),
 }
@@ -144,10 +147,7 @@ pub async fn capture(
     let path = opts.out.display().to_string();
     // Before connecting, so that an output that cannot be written is said first; the
     // destination itself is untouched until the capture is complete.
-    let file = AtomicFile::create(&opts.out).map_err(|e| CaptureFailure::Write {
-        path: path.clone(),
-        source: e.into_io(),
-    })?;
+    let file = AtomicFile::create(&opts.out)?;
     let limits = Limits::new(opts.max_message);
     let (tx, mut rx) = mpsc::channel::<Incoming>(4096);
     let mut subscription = vec![1u8];

@@ -12,6 +12,7 @@ use crate::corpus::{self, Hooks, PerTransition};
 use crate::{output, report};
 
 pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
+    super::settings::stdin_at_most_once(&args.files, "-")?;
     let mut settings = audit_settings(&args.rendering, args.model.template_name.clone())?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
     super::note_cached_model(&files, args.model.offline);

@@ -243,8 +243,14 @@ pub fn check_baseline(
         }
         return Ok((Baseline::Template(old.clone()), lock));
     }
-    if args.update_baseline || (args.baseline.is_none() && !lock.path.is_file()) {
+    if args.update_baseline || (args.baseline.is_none() && !lock.path.exists()) {
         return Ok((Baseline::None, lock));
+    }
+    if !lock.path.is_file() {
+        bail!(
+            "the baseline {} is not a lock file (it is a directory or a special file)",
+            lock.path.display()
+        );
     }
     let loaded = Lock::load(&lock.path)?;
     Ok((
@@ -463,6 +469,15 @@ impl From<Resend> for ResendMode {
     }
 }
 
+/// Standard input can be read once: a second `-` would read nothing and say so as if the
+/// input were empty.
+pub fn stdin_at_most_once(paths: &[std::path::PathBuf], what: &str) -> Result<()> {
+    if paths.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
+        bail!("{what} (standard input) can be given once");
+    }
+    Ok(())
+}
+
 /// A `--conversation` file, `-` for standard input.
 fn read_conversation(path: &std::path::Path) -> Result<Conversation> {
     Ok(if path.as_os_str() == "-" {
@@ -475,10 +490,7 @@ fn read_conversation(path: &std::path::Path) -> Result<Conversation> {
 pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
     let resend: ResendMode = args.resend.into();
     if !args.conversation.is_empty() {
-        let stdin = std::path::Path::new("-");
-        if args.conversation.iter().filter(|p| *p == stdin).count() > 1 {
-            bail!("--conversation - (standard input) can be given once");
-        }
+        stdin_at_most_once(&args.conversation, "--conversation -")?;
         return args
             .conversation
             .iter()

@@ -136,6 +136,9 @@ struct OpenFile {
     rows: u64,
     /// A scan error that ends the file (an array whose element never closes).
     broken: bool,
+    /// A read or decompression error met while opening, reported as the first row so that a
+    /// corrupt stream is an `unreadable` row wherever in the file the damage is.
+    failed: Option<std::io::Error>,
 }
 
 /// What `--limit` and `--sample` ask for.
@@ -358,6 +361,7 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
     } else {
         Compression::None
     };
+    let mut failed = None;
     let mut reader: Box<dyn BufRead + Send> = match compression {
         Compression::None => Box::new(buffered),
         // MultiGzDecoder: `cat a.gz b.gz` is a valid gzip file of both.
@@ -366,23 +370,37 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
             flate2::bufread::MultiGzDecoder::new(buffered),
         )),
         // Every frame, as `zstd -dc` reads them (`cat a.zst b.zst`).
-        Compression::Zstd => Box::new(BufReader::with_capacity(
-            READ_BUFFER,
-            super::zstd_frames::ZstdFrames::new(buffered).map_err(err)?,
-        )),
+        Compression::Zstd => match super::zstd_frames::ZstdFrames::new(buffered) {
+            Ok(frames) => Box::new(BufReader::with_capacity(READ_BUFFER, frames)),
+            Err(e) => {
+                failed = Some(e);
+                Box::new(std::io::empty())
+            }
+        },
     };
     // A JSON array of rows (ShareGPT's .json files) is split by element; anything else,
     // including a line that is a bare list of messages, by line.
     // Blank lines before the first row still count, so rows keep their line numbers.
     let mut line = 1;
-    skip_bom(&mut reader).map_err(err)?;
-    let first = skip_space(&mut reader, &mut line).map_err(err)?;
-    let layout = if first == Some(b'[') && array_of_rows(&mut reader).map_err(err)? {
-        reader.consume(1);
-        Layout::Array { closed: false }
-    } else {
-        Layout::Lines
-    };
+    let mut layout = Layout::Lines;
+    if failed.is_none() {
+        let probe = (|| {
+            skip_bom(&mut reader)?;
+            let first = skip_space(&mut reader, &mut line)?;
+            if first == Some(b'[') && array_of_rows(&mut reader)? {
+                reader.consume(1);
+                layout = Layout::Array { closed: false };
+            }
+            Ok(())
+        })();
+        match probe {
+            Ok(()) => {}
+            // Damage inside a compressed stream counts as it does further on; a plain
+            // file that cannot be read at all is an error of the run.
+            Err(e) if compression != Compression::None => failed = Some(e),
+            Err(e) => return Err(err(e)),
+        }
+    }
     Ok(OpenFile {
         shown,
         reader,
@@ -392,6 +410,7 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
         line,
         rows: 0,
         broken: false,
+        failed,
     })
 }
 
@@ -439,6 +458,16 @@ impl OpenFile {
     }
 
     fn next_item(&mut self) -> Option<Item> {
+        if let Some(e) = self.failed.take() {
+            self.broken = true;
+            self.rows += 1;
+            let skip = Skip::unreadable(&e);
+            return Some(Item::Skipped {
+                source: format!("{}:{}", self.shown, self.line),
+                reason: skip.reason,
+                error: Some(skip.message),
+            });
+        }
         if self.broken {
             return None;
         }
@@ -612,13 +641,7 @@ impl OpenFile {
     fn read_failed(&mut self, line: u64, e: std::io::Error) -> Option<(u64, Result<String, Skip>)> {
         // A decompression or read error ends this file; what was read so far stands.
         self.broken = true;
-        Some((
-            line,
-            Err(Skip {
-                reason: "unreadable",
-                message: format!("the file cannot be read past here: {e}"),
-            }),
-        ))
+        Some((line, Err(Skip::unreadable(&e))))
     }
 }
 
@@ -700,6 +723,14 @@ impl Skip {
         Skip {
             reason: "too_large",
             message: format!("the row is larger than {} MiB", MAX_ROW_BYTES >> 20),
+        }
+    }
+
+    /// A read or decompression error: it ends the file, and what was read before it stands.
+    fn unreadable(e: &std::io::Error) -> Skip {
+        Skip {
+            reason: "unreadable",
+            message: format!("the file cannot be read past here: {e}"),
         }
     }
 }
@@ -1175,6 +1206,49 @@ mod tests {
         ));
         let items = rows_of(&two, RowFormat::Auto);
         assert_eq!(summary(&items), ["1 ok openai 3", "2 ok openai 3"]);
+    }
+
+    /// A damaged compressed file: the rows before the damage are read and the damage is one
+    /// `unreadable` row, whether it is met while opening (a small file decoded in the first
+    /// buffer) or further on; a bad checksum in the trailer counts too.
+    #[test]
+    fn a_damaged_compressed_file_is_one_unreadable_row_wherever_the_damage_is() {
+        use std::io::Write;
+        for rows in [2usize, 20_000] {
+            let text = format!("{GOOD}\n").repeat(rows);
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(text.as_bytes()).unwrap();
+            let gz = gz.finish().unwrap();
+            let zst = ruzstd::encoding::compress_to_vec(
+                text.as_bytes(),
+                ruzstd::encoding::CompressionLevel::Fastest,
+            );
+            let mut bad_crc = gz.clone();
+            let n = bad_crc.len();
+            bad_crc[n - 8..].fill(0);
+            let cases = [
+                ("gzip cut", gz[..gz.len() / 2].to_vec()),
+                ("gzip trailer cut", gz[..gz.len() - 3].to_vec()),
+                ("gzip bad crc", bad_crc),
+                ("zstd cut", zst[..zst.len() / 2].to_vec()),
+                ("zstd checksum cut", zst[..zst.len() - 2].to_vec()),
+                ("gzip header only", gz[..10].to_vec()),
+            ];
+            for (name, bytes) in cases {
+                let items = rows_of(&bytes, RowFormat::Auto);
+                let summary = summary(&items);
+                let (last, before) = summary.split_last().unwrap();
+                assert!(
+                    last.ends_with("skip unreadable"),
+                    "{rows} {name}: {summary:?}"
+                );
+                assert!(before.len() <= rows, "{rows} {name}: {}", before.len());
+                assert!(
+                    before.iter().all(|s| s.ends_with("ok openai 3")),
+                    "{rows} {name}: {before:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -159,7 +159,7 @@ impl Client {
             return Err(ProbeError::Status {
                 endpoint: path.to_string(),
                 status,
-                message: None,
+                message: error_message(&bytes, &self.secrets()),
             });
         }
         String::from_utf8(bytes).map_err(|_| ProbeError::Protocol {
@@ -238,7 +238,7 @@ impl Client {
             return Err(ProbeError::Status {
                 endpoint: endpoint.to_string(),
                 status,
-                message: error_message(&body, &self.secrets()),
+                message: error_message(&bytes, &self.secrets()),
             });
         }
         Ok(Answer {
@@ -297,23 +297,34 @@ impl Client {
 /// `{"detail": …}`), cut to one short line: the body is untrusted, and a server may quote the
 /// request back, key included, so every value in `secrets` is blanked before the line is cut
 /// (a cut through a key would leave its start).
-fn error_message(body: &Json, secrets: &[&str]) -> Option<String> {
-    let text = body
-        .pointer("/error/message")
-        .or_else(|| body.get("error").filter(|e| e.is_string()))
-        .or_else(|| body.get("message"))
-        .or_else(|| body.get("detail"))
-        .and_then(Json::as_str)?;
+fn error_message(bytes: &[u8], secrets: &[&str]) -> Option<String> {
+    let body: Option<Json> = serde_json::from_slice(bytes).ok();
+    let plain;
+    let text = match &body {
+        Some(body) => body
+            .pointer("/error/message")
+            .or_else(|| body.get("error").filter(|e| e.is_string()))
+            .or_else(|| body.get("message"))
+            .or_else(|| body.get("detail"))
+            .and_then(Json::as_str)?,
+        // A proxy's or framework's plain-text answer ("Internal Server Error", an HTML page
+        // of a gateway): its start still says what went wrong.
+        // Secrets are redacted from the whole of it before anything is cut.
+        None => {
+            plain = String::from_utf8_lossy(bytes);
+            &plain
+        }
+    };
     let mut text = text.to_string();
     for s in secrets.iter().filter(|s| !s.is_empty()) {
         text = text.replace(s, "[redacted]");
     }
-    let line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(200)
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
         .collect();
-    Some(line)
+    let line: String = words.join(" ").chars().take(200).collect();
+    (!line.is_empty()).then_some(line)
 }
 
 /// A transport error in words, without the URL.

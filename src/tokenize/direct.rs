@@ -314,11 +314,15 @@ const fn byte_chars() -> [char; 256] {
 
 static BYTE_CHARS: [char; 256] = byte_chars();
 
+/// The split `ByteLevel` makes when its `use_regex` is on: the tokenizers crate's pattern.
+const BYTE_LEVEL_PATTERN: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
 impl Direct {
     /// The direct form of a pipeline, when it is one this module reproduces: no truncation or
     /// padding, added tokens that neither strip nor match single words, a normalizer that is
     /// absent, empty or NFC, and a pre-tokenizer of regex splits ending in a `ByteLevel` with
-    /// no prefix space and no regex of its own.
+    /// no prefix space.
     pub fn new(
         normalizer: Option<Json>,
         pre_tokenizer: Option<Json>,
@@ -341,16 +345,21 @@ impl Direct {
             p => vec![p],
         };
         let (byte_level, regex_splits) = steps.split_last()?;
-        let plain_byte_level = kind(byte_level)? == "ByteLevel"
-            && !byte_level.get("add_prefix_space")?.as_bool()?
-            && !byte_level.get("use_regex")?.as_bool()?;
-        if !plain_byte_level {
+        if kind(byte_level)? != "ByteLevel" || byte_level.get("add_prefix_space")?.as_bool()? {
             return None;
         }
-        let splits = regex_splits
+        let mut splits = regex_splits
             .iter()
             .map(split_step)
             .collect::<Option<Vec<_>>>()?;
+        // ByteLevel's own regex (GPT-2's tokenizers) is one more split of the pieces, isolating
+        // its matches, before the bytes are mapped.
+        if byte_level.get("use_regex")?.as_bool()? {
+            splits.push(Split {
+                matcher: Matcher::new(BYTE_LEVEL_PATTERN)?,
+                keep: Keep::All,
+            });
+        }
         if added
             .iter()
             .any(|(_, t)| t.lstrip || t.rstrip || t.single_word)
@@ -843,9 +852,9 @@ mod tests {
         let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false,
             "trim_offsets": true, "use_regex": false});
         assert!(Direct::new(None, Some(byte_level.clone()), &[]).is_some());
-        let gpt2 = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false,
+        let prefix = serde_json::json!({"type": "ByteLevel", "add_prefix_space": true,
             "trim_offsets": true, "use_regex": true});
-        assert!(Direct::new(None, Some(gpt2), &[]).is_none());
+        assert!(Direct::new(None, Some(prefix), &[]).is_none());
         let nfkc = serde_json::json!({"type": "NFKC"});
         assert!(Direct::new(Some(nfkc), Some(byte_level.clone()), &[]).is_none());
         let merged = serde_json::json!({"type": "Sequence", "pretokenizers": [

@@ -82,6 +82,7 @@ enum Inner {
 pub struct Tokenizer {
     inner: Inner,
     sha256: String,
+    from_cache: bool,
     /// How texts are cut into pieces that encode on their own, built on first use; None when
     /// this tokenizer's pipeline does not allow it (see [`incremental`]).
     splitter: std::sync::OnceLock<Option<incremental::Splitter>>,
@@ -114,6 +115,19 @@ impl Tokenizer {
         Tokenizer::load_with(path, cache, true)
     }
 
+    /// A loaded tokenizer with its per-use tables still to build.
+    fn around(inner: Inner, sha256: String, from_cache: bool) -> Tokenizer {
+        Tokenizer {
+            inner,
+            sha256,
+            from_cache,
+            splitter: Default::default(),
+            direct: Default::default(),
+            token_texts: Default::default(),
+            memo_owner: per_model::new_key(),
+        }
+    }
+
     fn load_with(
         path: &Path,
         cache: Option<&Path>,
@@ -136,14 +150,11 @@ impl Tokenizer {
         if let Some(file) = &cached
             && let Ok((tok, sha256)) = load_prepared(file, key, &bytes)
         {
-            return Ok(Tokenizer {
-                inner: Inner::Prepared(Box::new(tok)),
+            return Ok(Tokenizer::around(
+                Inner::Prepared(Box::new(tok)),
                 sha256,
-                splitter: Default::default(),
-                direct: Default::default(),
-                token_texts: Default::default(),
-                memo_owner: per_model::new_key(),
-            });
+                true,
+            ));
         }
         let load_error = |message: String| TokenizeError::Load {
             path: shown.clone(),
@@ -186,7 +197,7 @@ impl Tokenizer {
         if let Some(file) = &cached
             && let Some(json) = &json
             && let Ok(data) = prepared::prepare(json, &bytes, key, &sha256)
-            && verify(&inner, &data, key, &bytes, json)
+            && let Some(fast) = verify(&inner, &data, key, &bytes, json)
         {
             // Best effort: a cache that cannot be written only costs speed. A FIFO or symlink
             // planted at the cache's name is replaced by the rename, never written through.
@@ -199,15 +210,19 @@ impl Tokenizer {
                     ..Default::default()
                 },
             );
+            // The run that prepares tokenizes as the runs that read the cache will: with the
+            // prepared form (whose long words also take a fraction of the crate's memory).
+            return Ok(Tokenizer::around(
+                Inner::Prepared(Box::new(fast)),
+                sha256,
+                false,
+            ));
         }
-        Ok(Tokenizer {
-            inner: Inner::Crate(Box::new(inner)),
+        Ok(Tokenizer::around(
+            Inner::Crate(Box::new(inner)),
             sha256,
-            splitter: Default::default(),
-            direct: Default::default(),
-            token_texts: Default::default(),
-            memo_owner: per_model::new_key(),
-        })
+            false,
+        ))
     }
 }
 
@@ -244,9 +259,15 @@ fn without_unicode_normalization(bytes: Vec<u8>) -> Vec<u8> {
 }
 
 impl Tokenizer {
-    /// Whether this tokenizer was read from its prepared form.
+    /// Whether this tokenizer runs its prepared form (read from the cache, or prepared and
+    /// verified by this load).
     pub fn is_prepared(&self) -> bool {
         matches!(self.inner, Inner::Prepared(_))
+    }
+
+    /// Whether this tokenizer was read from the prepared-tokenizer cache.
+    pub fn read_from_cache(&self) -> bool {
+        self.from_cache
     }
 
     /// SHA-256 of the tokenizer.json bytes.
@@ -635,21 +656,19 @@ fn load_prepared(
     )
 }
 
-/// A prepared form is kept only if it tokenizes the probe texts exactly like the crate.
+/// The prepared form, kept only if it tokenizes the probe texts exactly like the crate.
 fn verify(
     reference: &tokenizers::Tokenizer,
     data: &[u8],
     key: u128,
     source: &[u8],
     json: &serde_json::Value,
-) -> bool {
-    let Ok((fast, _)) = prepared::load(data, data.len() as u64, key, source) else {
-        return false;
-    };
+) -> Option<prepared::FastTokenizer> {
+    let (fast, _) = prepared::load(data, data.len() as u64, key, source).ok()?;
     if fast.get_vocab_size(true) != reference.get_vocab_size(true) {
-        return false;
+        return None;
     }
-    prepared::probe_texts(json).iter().all(|text| {
+    let same = prepared::probe_texts(json).iter().all(|text| {
         let a = reference
             .encode_fast(text.as_str(), false)
             .map(|e| e.get_ids().to_vec());
@@ -662,7 +681,8 @@ fn verify(
             }
             _ => false,
         }
-    })
+    });
+    same.then_some(fast)
 }
 
 /// tokenizer.json is refused above this size: the largest real ones are ~30 MB (gpt-oss's

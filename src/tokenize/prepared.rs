@@ -89,7 +89,9 @@ const CHAR_TABLE: u32 = 0x200;
 /// Map overhead per entry, roughly: two boxed slices and a hash slot.
 const WORD_CACHE_ENTRY_OVERHEAD: usize = 48;
 
-type Merged = Box<[(u32, u32, u32)]>;
+type Merged = Box<[Sym]>;
+/// A merged symbol: its id and the byte range of the word it covers.
+type Sym = (u32, u32, u32);
 
 /// One thread's cache of one model's words (the short ones are in the model's
 /// [`ShortWords`]).
@@ -173,14 +175,20 @@ impl FastBpe {
 
     /// The same symbol construction and merge order as the crate's `BPE::merge_word` and
     /// `Word::merge_all`: lowest rank first, then leftmost; stale queue entries are skipped.
-    fn merge_word(&self, w: &str) -> tokenizers::Result<Vec<(u32, usize, usize)>> {
-        // (id, byte start, byte end, prev, next) per symbol.
-        let mut syms: Vec<(u32, usize, usize)> = Vec::with_capacity(w.len());
-        let mut unk: Option<(u32, usize, usize)> = None;
-        let mut chars = w.char_indices().peekable();
+    ///
+    /// Symbols, links and queue entries are 32-bit (a long word costs about 36 bytes a
+    /// symbol), so a word is at most 4 GiB; kvaudit's input limits keep words far below.
+    fn merge_word(&self, w: &str) -> tokenizers::Result<Vec<Sym>> {
+        let Ok(len) = u32::try_from(w.len()) else {
+            return Err(format!("a word of {} bytes is too long to merge", w.len()).into());
+        };
+        // (id, byte start, byte end) per symbol.
+        let mut syms: Vec<Sym> = Vec::with_capacity(w.len());
+        let mut unk: Option<Sym> = None;
+        let mut chars = w.char_indices().map(|(i, c)| (i as u32, c)).peekable();
         let mut buf = [0u8; 4];
         while let Some((i, c)) = chars.next() {
-            let end = chars.peek().map_or(w.len(), |(e, _)| *e);
+            let end = chars.peek().map_or(len, |(e, _)| *e);
             let s: &str = c.encode_utf8(&mut buf);
             let id = match self.char_ids.get(c as usize) {
                 Some(&id) => (id != EMPTY32).then_some(id),
@@ -200,7 +208,7 @@ impl FastBpe {
                     .collect();
                 if let Some(ids) = ids {
                     for (k, id) in ids.into_iter().enumerate() {
-                        syms.push((id, i + k, i + k + 1));
+                        syms.push((id, i + k as u32, i + k as u32 + 1));
                     }
                     continue;
                 }
@@ -228,19 +236,26 @@ impl FastBpe {
         if n <= SMALL_WORD {
             return Ok(self.merge_small(syms));
         }
-        let mut prev: Vec<isize> = (0..n as isize).map(|i| i - 1).collect();
-        let mut next: Vec<isize> = (0..n as isize)
-            .map(|i| if i + 1 < n as isize { i + 1 } else { -1 })
+        // Links by index; NONE ends the list. Symbol counts fit in u32 as byte offsets do.
+        const NONE: u32 = u32::MAX;
+        let last = n as u32 - 1;
+        let mut prev: Vec<u32> = (0..n as u32)
+            .map(|i| i.checked_sub(1).unwrap_or(NONE))
+            .collect();
+        let mut next: Vec<u32> = (0..n as u32)
+            .map(|i| if i < last { i + 1 } else { NONE })
             .collect();
         let mut alive = vec![true; n];
-        let mut queue: BinaryHeap<Reverse<(u32, usize, u32)>> = BinaryHeap::with_capacity(n);
-        for i in 0..n.saturating_sub(1) {
+        // (rank, position, new id): lowest rank first, then leftmost, as the crate's queue.
+        let mut queue: BinaryHeap<Reverse<(u32, u32, u32)>> = BinaryHeap::with_capacity(n);
+        for i in 0..n - 1 {
             if let Some((rank, new_id)) = self.merge(syms[i].0, syms[i + 1].0) {
-                queue.push(Reverse((rank, i, new_id)));
+                queue.push(Reverse((rank, i as u32, new_id)));
             }
         }
-        while let Some(Reverse((_, pos, new_id))) = queue.pop() {
-            if !alive[pos] || next[pos] == -1 {
+        while let Some(Reverse((_, at, new_id))) = queue.pop() {
+            let pos = at as usize;
+            if !alive[pos] || next[pos] == NONE {
                 continue;
             }
             let right = next[pos] as usize;
@@ -251,22 +266,23 @@ impl FastBpe {
             syms[pos] = (new_id, syms[pos].1, syms[right].2);
             alive[right] = false;
             next[pos] = next[right];
-            if next[right] >= 0 {
-                prev[next[right] as usize] = pos as isize;
+            if next[right] != NONE {
+                prev[next[right] as usize] = at;
             }
-            if prev[pos] >= 0 {
-                let p = prev[pos] as usize;
-                if let Some((rank, id)) = self.merge(syms[p].0, syms[pos].0) {
+            if prev[pos] != NONE {
+                let p = prev[pos];
+                if let Some((rank, id)) = self.merge(syms[p as usize].0, syms[pos].0) {
                     queue.push(Reverse((rank, p, id)));
                 }
             }
-            if next[pos] >= 0 {
+            if next[pos] != NONE {
                 let nx = next[pos] as usize;
                 if let Some((rank, id)) = self.merge(syms[pos].0, syms[nx].0) {
-                    queue.push(Reverse((rank, pos, id)));
+                    queue.push(Reverse((rank, at, id)));
                 }
             }
         }
+        drop((prev, next, queue));
         Ok(syms
             .into_iter()
             .zip(alive)
@@ -281,9 +297,9 @@ impl FastBpe {
     /// rank first, then leftmost, which is what the queue pops, since a stale entry can never
     /// pass its check), found by scanning a rank per adjacent pair on the stack instead of
     /// allocating a queue and link arrays for every word.
-    fn merge_small(&self, mut syms: Vec<(u32, usize, usize)>) -> Vec<(u32, usize, usize)> {
+    fn merge_small(&self, mut syms: Vec<Sym>) -> Vec<Sym> {
         let mut ranks = [(u32::MAX, 0u32); SMALL_WORD];
-        let pair = |syms: &[(u32, usize, usize)], i: usize| {
+        let pair = |syms: &[Sym], i: usize| {
             self.merge(syms[i].0, syms[i + 1].0)
                 .unwrap_or((u32::MAX, 0))
         };
@@ -291,7 +307,7 @@ impl FastBpe {
         // a word's lookups are a chain of cache misses. The pairs a merge would form are
         // known as soon as the merge is: they are prefetched then, and are mostly in the
         // cache by the time that merge is made.
-        let ahead = |syms: &[(u32, usize, usize)], i: usize, (rank, id): (u32, u32)| {
+        let ahead = |syms: &[Sym], i: usize, (rank, id): (u32, u32)| {
             if rank == u32::MAX {
                 return;
             }
@@ -426,11 +442,7 @@ impl FastBpe {
             symbols.len() <= short_words::MAX_IDS && table.insert(key, &out[start..])
         });
         if !stored {
-            let merged: Merged = symbols
-                .into_iter()
-                .map(|(id, s, e)| (id, s as u32, e as u32))
-                .collect();
-            words.remember(word, merged);
+            words.remember(word, symbols.into_boxed_slice());
         }
         Ok(())
     }
@@ -554,11 +566,7 @@ impl Model for FastBpe {
             )
         };
         if sequence.len() > WORD_CACHE_MAX_LEN {
-            return Ok(self
-                .merge_word(sequence)?
-                .into_iter()
-                .map(|(id, s, e)| token(&(id, s as u32, e as u32)))
-                .collect());
+            return Ok(self.merge_word(sequence)?.iter().map(token).collect());
         }
         let cached = self.with_words(|w| {
             w.words
@@ -568,11 +576,7 @@ impl Model for FastBpe {
         if let Some(tokens) = cached {
             return Ok(tokens);
         }
-        let merged: Merged = self
-            .merge_word(sequence)?
-            .into_iter()
-            .map(|(id, s, e)| (id, s as u32, e as u32))
-            .collect();
+        let merged: Merged = self.merge_word(sequence)?.into_boxed_slice();
         let tokens = merged.iter().map(token).collect();
         self.with_words(|w| w.remember(sequence, merged));
         Ok(tokens)

@@ -233,9 +233,9 @@ pub fn run_child(child: &Child) -> Measured {
     };
     let mut child = command
         .args(child.args)
-        .envs(child.env.iter().copied())
         .env("NO_COLOR", "1")
         .env("KVAUDIT_TOKENIZER_CACHE", "off")
+        .envs(child.env.iter().copied())
         .current_dir(child.dir)
         .stdin(stdin)
         .stdout(Stdio::piped())
