@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""Write a tiny qwen3-architecture GGUF for the live `probe` tests.
+"""Write a tiny GGUF carrying a real model's tokenizer, for the live llama-server tests.
 
-It holds Qwen3-8B's real tokenizer (tokenizer.json: 151,669 tokens, byte-level BPE, the
-`qwen2` pre-tokenizer) and chat template (tokenizer_config.json), so llama-server tokenizes
-and templates exactly as it would for the real model, and seeded random weights for a
-2-layer, width-64 model, so it generates noise quickly on a CPU (about 84 MB, loads in under a
-second). The same seed writes the same file.
+By default a qwen3-architecture model with Qwen3-8B's real tokenizer (tokenizer.json: 151,669
+tokens, byte-level BPE, the `qwen2` pre-tokenizer) and chat template (tokenizer_config.json),
+so llama-server tokenizes and templates exactly as it would for the real model, and seeded
+random weights for a 2-layer, width-64 model, so it generates noise quickly on a CPU (about
+84 MB, loads in under a second). The same seed writes the same file.
 
     python3 tests/make_tiny_gguf.py ../shared/models/qwen3-8b OUT.gguf [--seed 0]
+
+Another reference model's tokenizer goes into a llama-architecture model, with the
+pre-tokenizer name llama.cpp's converter gives that tokenizer (llama.cpp picks its split
+regex by that name):
+
+    python3 tests/make_tiny_gguf.py ../shared/models/llama-3.1-8b-instruct OUT.gguf \
+        --arch llama --pre llama-bpe
 """
 
 import argparse
@@ -67,17 +74,22 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chat-template-file", help="embed this template instead of the model's")
+    ap.add_argument("--arch", choices=["qwen3", "llama"], default="qwen3")
+    ap.add_argument("--pre", default="qwen2", help="tokenizer.ggml.pre (llama.cpp's split)")
     args = ap.parse_args()
 
     tokens, types, merges, ids, config = tokenizer_fields(args.model_dir)
-    template = config["chat_template"]
+    template = config.get("chat_template")
+    jinja = os.path.join(args.model_dir, "chat_template.jinja")
+    if template is None and os.path.isfile(jinja):
+        args.chat_template_file = args.chat_template_file or jinja
     if args.chat_template_file:
         with open(args.chat_template_file, encoding="utf-8") as f:
             template = f.read()
 
     tmp = args.out + ".part"
-    w = gguf.GGUFWriter(tmp, "qwen3")
-    w.add_name("kvaudit-tiny-qwen3")
+    w = gguf.GGUFWriter(tmp, args.arch)
+    w.add_name(f"kvaudit-tiny-{args.arch}")
     w.add_context_length(CONTEXT)
     w.add_embedding_length(WIDTH)
     w.add_block_count(LAYERS)
@@ -91,19 +103,31 @@ def main():
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
 
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
+    w.add_tokenizer_pre(args.pre)
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
-    eos = ids[config["eos_token"]]
+    def token_text(value):
+        # tokenizer_config.json spells a special token as text or as an AddedToken object.
+        return value.get("content") if isinstance(value, dict) else value
+
+    eos = ids[token_text(config["eos_token"])]
     w.add_eos_token_id(eos)
     w.add_eot_token_id(eos)
-    if config.get("pad_token"):
-        w.add_pad_token_id(ids[config["pad_token"]])
-    # Qwen3 has no BOS; llama.cpp's qwen2 vocabulary would otherwise add <|endoftext|>.
-    w.add_bos_token_id(ids["<|endoftext|>"])
+    if token_text(config.get("pad_token")) in ids:
+        w.add_pad_token_id(ids[token_text(config["pad_token"])])
+    bos = token_text(config.get("bos_token"))
+    if bos in ids:
+        w.add_bos_token_id(ids[bos])
+    elif "<|endoftext|>" in ids:
+        # Qwen3 has no BOS; llama.cpp's qwen2 vocabulary would otherwise add <|endoftext|>.
+        w.add_bos_token_id(ids["<|endoftext|>"])
     w.add_add_bos_token(bool(config.get("add_bos_token", False)))
-    w.add_chat_template(template)
+    if isinstance(template, list):
+        # Named templates: the default one is the model's chat template.
+        template = {t["name"]: t["template"] for t in template}.get("default", "")
+    if template:
+        w.add_chat_template(template)
 
     rng = np.random.default_rng(args.seed)
 
@@ -123,8 +147,9 @@ def main():
         tensor(p + "attn_k.weight", KV_HEADS * HEAD_DIM, WIDTH)
         tensor(p + "attn_v.weight", KV_HEADS * HEAD_DIM, WIDTH)
         tensor(p + "attn_output.weight", WIDTH, HEADS * HEAD_DIM)
-        ones(p + "attn_q_norm.weight", HEAD_DIM)
-        ones(p + "attn_k_norm.weight", HEAD_DIM)
+        if args.arch == "qwen3":
+            ones(p + "attn_q_norm.weight", HEAD_DIM)
+            ones(p + "attn_k_norm.weight", HEAD_DIM)
         ones(p + "ffn_norm.weight", WIDTH)
         tensor(p + "ffn_gate.weight", FFN, WIDTH)
         tensor(p + "ffn_up.weight", FFN, WIDTH)

@@ -1023,78 +1023,129 @@ fn a_failing_models_endpoint_is_named_when_the_engine_is_unknown() {
     assert!(stderr.contains("give --server"), "{stderr}");
 }
 
-/// kvaudit's llamacpp tokenizer against llama-server's own `/tokenize`, on the messages of 2
-/// conversations per `../shared/corpus` file and on 300 texts made of randomly sampled
-/// vocabulary ids (what tiny random models emit: rare scripts, CJK compatibility ideographs,
-/// byte pieces, added tokens), each encoded with special tokens parsed, as prompts are.
+/// The reference tokenizers llama.cpp serves, each in a tiny GGUF: the model folder, the
+/// architecture, and the pre-tokenizer name llama.cpp's converter gives that tokenizer (the
+/// name picks llama.cpp's own split regex).
+const LLAMACPP_FAMILIES: [(&str, &str, &str); 10] = [
+    ("qwen3-8b", "qwen3", "qwen2"),
+    ("llama-3.1-8b-instruct", "llama", "llama-bpe"),
+    ("deepseek-r1-distill-llama-8b", "llama", "smaug-bpe"),
+    ("deepseek-r1", "llama", "joyai-llm"),
+    ("deepseek-r1-distill-qwen-7b", "llama", "qwen2"),
+    ("gpt-oss-120b", "llama", "gpt-4o"),
+    ("glm-4.7-flash", "llama", "glm4"),
+    ("mistral-nemo-instruct-2407", "llama", "pixtral"),
+    ("minimax-m2.7", "llama", "minimax-m2"),
+    ("qwen3.5", "llama", "qwen35"),
+];
+
+/// A tiny GGUF of `model`'s tokenizer (written once per checkout under target/).
+fn family_gguf(shared: &Path, model: &str, arch: &str, pre: &str) -> PathBuf {
+    if model == "qwen3-8b" {
+        return tiny_gguf(shared);
+    }
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let path = common::repo_root().join(format!("target/probe-models/tiny-{model}.gguf"));
+    if !path.is_file() {
+        let status = Process::new("python3")
+            .arg(common::repo_root().join("tests/make_tiny_gguf.py"))
+            .arg(shared.join("models").join(model))
+            .arg(&path)
+            .args(["--arch", arch, "--pre", pre])
+            .status()
+            .unwrap();
+        assert!(status.success(), "make_tiny_gguf.py failed for {model}");
+    }
+    path
+}
+
+/// kvaudit's llamacpp tokenizer against llama-server's own `/tokenize`, for every reference
+/// tokenizer llama.cpp serves: on the messages of 2 conversations per `../shared/corpus` file
+/// and on 300 texts made of randomly sampled vocabulary ids (what tiny random models emit:
+/// rare scripts, CJK compatibility ideographs, byte pieces, added tokens), each encoded with
+/// special tokens parsed, as prompts are.
 #[test]
 fn live_llama_server_tokenizes_as_the_llamacpp_profile() {
-    let Some((shared, binary, gguf)) = live("live_llama_server_tokenize") else {
+    let Some((shared, binary, _)) = live("live_llama_server_tokenize") else {
         return;
     };
-    let path = shared.join("models/qwen3-8b/tokenizer.json");
-    let ours = kvaudit::tokenize::Tokenizer::from_file_as_llamacpp(&path).unwrap();
-    let mut texts: Vec<String> = Vec::new();
+    let mut corpus_texts: Vec<String> = Vec::new();
     for (_, record) in common::sampled_corpus(&shared, Some(2)) {
         for m in record["messages"].as_array().into_iter().flatten() {
             if let Some(t) = m["content"].as_str().filter(|t| !t.is_empty()) {
-                texts.push(t.chars().take(4000).collect());
+                corpus_texts.push(t.chars().take(4000).collect());
             }
         }
     }
-    let mut next = common::xorshift(7);
-    for _ in 0..300 {
-        let ids: Vec<u32> = (0..24).map(|_| (next() % 151_669) as u32).collect();
-        texts.push(ours.decode(&ids));
-    }
-    let server = start(&binary, &gguf, &[]);
-    let root = server.url.trim_end_matches("/v1").to_string();
     let agent = ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build(),
     );
-    let mut differ = Vec::new();
-    for text in &texts {
-        let body = json!({"content": text, "add_special": false, "parse_special": true});
-        let text_answer = agent
-            .post(&format!("{root}/tokenize"))
-            .header("Content-Type", "application/json")
-            .send(body.to_string().as_bytes())
-            .unwrap()
-            .body_mut()
-            .read_to_string()
-            .unwrap();
-        let answer: Json = serde_json::from_str(&text_answer).unwrap();
-        let theirs: Vec<u32> = answer["tokens"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap() as u32)
-            .collect();
-        let mine = ours.encode(text).unwrap();
-        if mine != theirs {
-            let at = mine.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
-            differ.push(format!(
-                "{:?}: first difference at {at}: kvaudit {:?}, llama-server {:?}",
-                text.chars().take(60).collect::<String>(),
-                &mine[at..(at + 3).min(mine.len())],
-                &theirs[at..(at + 3).min(theirs.len())]
-            ));
+    let mut failures = Vec::new();
+    for (model, arch, pre) in LLAMACPP_FAMILIES {
+        let path = shared.join("models").join(model).join("tokenizer.json");
+        let ours = kvaudit::tokenize::Tokenizer::from_file_as_llamacpp(&path).unwrap();
+        let mut texts = corpus_texts.clone();
+        let mut next = common::xorshift(7);
+        let vocab = ours.vocab_size() as u64;
+        for _ in 0..300 {
+            let ids: Vec<u32> = (0..24).map(|_| (next() % vocab) as u32).collect();
+            texts.push(ours.decode(&ids));
         }
+        let gguf = family_gguf(&shared, model, arch, pre);
+        let server = start(&binary, &gguf, &[]);
+        let root = server.url.trim_end_matches("/v1").to_string();
+        let mut differ = Vec::new();
+        for text in &texts {
+            let body = json!({"content": text, "add_special": false, "parse_special": true});
+            let text_answer = agent
+                .post(&format!("{root}/tokenize"))
+                .header("Content-Type", "application/json")
+                .send(body.to_string().as_bytes())
+                .unwrap()
+                .body_mut()
+                .read_to_string()
+                .unwrap();
+            let answer: Json = serde_json::from_str(&text_answer).unwrap();
+            let theirs: Vec<u32> = answer["tokens"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{model}: {text_answer}"))
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            let mine = ours.encode(text).unwrap();
+            if mine != theirs {
+                let at = mine.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+                let (a, b) = (
+                    &mine[at..(at + 3).min(mine.len())],
+                    &theirs[at..(at + 3).min(theirs.len())],
+                );
+                let pieces = |ids: &[u32]| -> Vec<String> {
+                    ids.iter().map(|&i| ours.decode(&[i])).collect()
+                };
+                differ.push(format!(
+                    "{model}: {:?}: first difference at {at}: kvaudit {a:?} {:?}, llama-server {b:?} {:?}",
+                    text.chars().take(60).collect::<String>(),
+                    pieces(a),
+                    pieces(b)
+                ));
+            }
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "llama-server /tokenize vs kvaudit llamacpp, {model} (pre {pre}): {} texts, {} identical",
+            texts.len(),
+            texts.len() - differ.len()
+        );
+        failures.extend(differ);
     }
-    let _ = writeln!(
-        std::io::stderr(),
-        "llama-server /tokenize vs kvaudit llamacpp: {} texts, {} identical",
-        texts.len(),
-        texts.len() - differ.len()
-    );
     assert!(
-        differ.is_empty(),
-        "{} of {} differ:\n{:#?}",
-        differ.len(),
-        texts.len(),
-        differ
+        failures.is_empty(),
+        "{} differ:\n{:#?}",
+        failures.len(),
+        &failures[..failures.len().min(40)]
     );
 }
 

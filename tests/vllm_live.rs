@@ -565,6 +565,69 @@ fn probe_reads_the_block_size_from_vllm_metrics() {
     assert_agrees("block size from /metrics", &report, code, &stderr);
 }
 
+/// The same chat probed twice (temperature 0, so the same replies): the second run's turn 2
+/// finds its whole prompt cached, more than turn 1's reply left, and the report traces that
+/// to the cache holding the chat before the probe began.
+#[test]
+fn probe_says_why_vllm_reused_more_than_predicted() {
+    let test = "probe_says_why_vllm_reused_more_than_predicted";
+    let Some((server, _turn, _)) = server(test, Family::Qwen3) else {
+        return;
+    };
+    // A question no other test sends, and a follow-up longer than a block, so that turn 2's
+    // whole prompt reaches past the blocks turn 1 left.
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let question = format!("Run {nonce}: what does a prefix cache keep between requests?");
+    let follow_up = "Thanks. Now compare that with a paged attention cache, naming every \
+                     structure involved, how blocks are hashed and looked up, and what happens \
+                     to them when a request finishes or the pool runs out of free blocks.";
+    let run = || {
+        probe(
+            server,
+            &[
+                "--block-size",
+                "32",
+                "--template-kwarg",
+                "enable_thinking=false",
+                "--user",
+                &question,
+                "--follow-up",
+                follow_up,
+                "--turns",
+                "2",
+                "--max-tokens",
+                "24",
+            ],
+        )
+    };
+    let (first, code, stderr) = run();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        first["turns"][0]["server_cached_tokens"],
+        json!(0),
+        "{first:#}"
+    );
+    let (second, code, stderr) = run();
+    let turns = second["turns"].as_array().unwrap();
+    let turn_1_cached = turns[0]["server_cached_tokens"].as_u64().unwrap();
+    assert!(turn_1_cached > 0, "{second:#}");
+    let t = &turns[1];
+    assert_eq!(t["verdict"], json!("reused_more"), "{t:#}");
+    assert!(
+        t["server_cached_tokens"].as_u64() > t["predicted_cached_tokens"].as_u64(),
+        "{t:#}"
+    );
+    assert_eq!(
+        t["more_reuse"],
+        json!({"cause": "before_the_probe", "turn_1_cached_tokens": turn_1_cached}),
+        "{t:#}"
+    );
+    assert_eq!(code, 1, "{stderr}");
+}
+
 const QUESTION: &str = "Explain how a KV cache speeds up decoding.";
 const FOLLOW_UP: &str = "And what evicts it?";
 

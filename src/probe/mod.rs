@@ -119,6 +119,54 @@ impl Verdict {
     }
 }
 
+/// What left the server holding more of a prompt than the turn before it did: the cause a
+/// "reused more" verdict is shown with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum MoreReuse {
+    /// An earlier request of this probe shares a longer prefix with this prompt than the
+    /// turn before it: its `tokens` (the engine's reusable part of that prefix) were still
+    /// cached.
+    EarlierRequest { turn: usize, tokens: usize },
+    /// The cache held part of this conversation before the probe began (turn 1 was served
+    /// with cached tokens): an earlier run, or another client sending the same chat.
+    BeforeTheProbe { turn_1_cached_tokens: usize },
+    /// Nothing this probe sent explains it (another client, or a pod that held the prefix).
+    Unexplained,
+}
+
+/// Why `cached` tokens of `prompt` were reused when fewer were predicted: the earlier request
+/// (its prompt and what it generated, as `sent`) whose reusable common prefix with `prompt`
+/// covers them, else the cache before the probe, else unexplained.
+pub fn explain_more_reuse(
+    engine: Engine,
+    block: usize,
+    prompt: &[u32],
+    cached: usize,
+    sent: &[Vec<u32>],
+    turn_1_cached: usize,
+) -> MoreReuse {
+    let reusable = |shared: usize| {
+        let shared = shared.min(prompt.len().saturating_sub(1));
+        match engine {
+            Engine::Llamacpp => shared,
+            Engine::Vllm | Engine::Sglang => shared / block.max(1) * block,
+        }
+    };
+    let best = sent
+        .iter()
+        .enumerate()
+        .map(|(j, ids)| (reusable(crate::align::common_prefix(ids, prompt)), j + 1))
+        .max_by_key(|&(tokens, turn)| (tokens, std::cmp::Reverse(turn)));
+    match best {
+        Some((tokens, turn)) if tokens >= cached => MoreReuse::EarlierRequest { turn, tokens },
+        _ if turn_1_cached > 0 => MoreReuse::BeforeTheProbe {
+            turn_1_cached_tokens: turn_1_cached,
+        },
+        _ => MoreReuse::Unexplained,
+    }
+}
+
 /// Where the server's prompt ids and kvaudit's first differ.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PromptDivergence {
@@ -154,6 +202,8 @@ pub struct TurnResult {
     /// The pod that answered, when a router's response header says.
     pub pod: Option<String>,
     pub verdict: Verdict,
+    /// With a "reused more" verdict: what left the extra tokens cached.
+    pub more_reuse: Option<MoreReuse>,
 }
 
 impl TurnResult {
@@ -373,6 +423,9 @@ pub fn run(
 
     let mut messages: Vec<Json> = Vec::new();
     let mut turns: Vec<TurnResult> = Vec::new();
+    // What each request left for the engine to hold: its prompt, and its reply's sampled ids
+    // but the last (whose KV is never written).
+    let mut sent: Vec<Vec<u32>> = Vec::new();
     let mut any_cached_field = false;
     for (i, segment) in segments.iter().take(k).enumerate() {
         let turn = i + 1;
@@ -460,18 +513,36 @@ pub fn run(
             .generated_ids
             .as_ref()
             .map(|ids| reply_ids(ids, &stops));
+        let turn_verdict = verdict(
+            reply.prompt_tokens,
+            request.prompt_ids.len(),
+            prompt_divergence.is_some(),
+            cached,
+            predicted,
+        );
+        let more_reuse = (turn_verdict == Verdict::ReusedMore).then(|| {
+            let turn_1_cached = turns.first().map_or(0, |t| t.server_cached_tokens);
+            explain_more_reuse(
+                engine,
+                block,
+                &request.prompt_ids,
+                cached,
+                &sent,
+                turn_1_cached,
+            )
+        });
+        let mut held = request.prompt_ids.clone();
+        if let Some(ids) = &reply.generated_ids {
+            held.extend_from_slice(&ids[..ids.len().saturating_sub(1)]);
+        }
+        sent.push(held);
         turns.push(TurnResult {
             turn,
             server_prompt_tokens: reply.prompt_tokens,
             kvaudit_prompt_tokens: request.prompt_ids.len(),
             server_prompt_ids_from: ids_from,
-            verdict: verdict(
-                reply.prompt_tokens,
-                request.prompt_ids.len(),
-                prompt_divergence.is_some(),
-                cached,
-                predicted,
-            ),
+            verdict: turn_verdict,
+            more_reuse,
             prompt_divergence,
             server_cached_tokens: cached,
             cached_field: reply.cached_field,
@@ -610,6 +681,51 @@ mod tests {
         );
         assert_eq!(verdict(10, 10, false, 4, Some(5)), Verdict::ReusedLess);
         assert_eq!(verdict(10, 10, false, 6, Some(5)), Verdict::ReusedMore);
+    }
+
+    #[test]
+    fn more_reuse_is_traced_to_the_request_that_left_it() {
+        // Turn 3's prompt repeats turn 1's first 70 tokens but parts from turn 2's at 40.
+        let prompt: Vec<u32> = (0..100).collect();
+        let turn_1: Vec<u32> = (0..70).chain([999]).collect();
+        let turn_2: Vec<u32> = (0..40).chain([998; 30]).collect();
+        let sent = [turn_1, turn_2];
+        let explain =
+            |engine, cached, before| explain_more_reuse(engine, 32, &prompt, cached, &sent, before);
+        // vLLM reuses full blocks of the 70 shared tokens: 64.
+        assert_eq!(
+            explain(Engine::Vllm, 64, 0),
+            MoreReuse::EarlierRequest {
+                turn: 1,
+                tokens: 64
+            }
+        );
+        // llama.cpp reuses them token by token.
+        assert_eq!(
+            explain(Engine::Llamacpp, 70, 0),
+            MoreReuse::EarlierRequest {
+                turn: 1,
+                tokens: 70
+            }
+        );
+        // More than any request left: from before the probe when turn 1 found some cached,
+        // else unexplained.
+        assert_eq!(
+            explain(Engine::Vllm, 96, 16),
+            MoreReuse::BeforeTheProbe {
+                turn_1_cached_tokens: 16
+            }
+        );
+        assert_eq!(explain(Engine::Vllm, 96, 0), MoreReuse::Unexplained);
+        // The last prompt token is never reused, so a request equal to the prompt leaves N-1.
+        let whole = [prompt.clone()];
+        assert_eq!(
+            explain_more_reuse(Engine::Llamacpp, 32, &prompt, 99, &whole, 0),
+            MoreReuse::EarlierRequest {
+                turn: 1,
+                tokens: 99
+            }
+        );
         assert_eq!(verdict(10, 10, false, 3, None), Verdict::Agrees);
     }
 

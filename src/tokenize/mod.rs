@@ -53,6 +53,7 @@ mod bounds;
 mod direct;
 mod gap_memo;
 mod incremental;
+mod llamacpp;
 mod per_model;
 mod prepared;
 mod scan;
@@ -101,11 +102,11 @@ impl Tokenizer {
         Tokenizer::load(path, cache_dir().as_deref())
     }
 
-    /// [`from_file`](Self::from_file) as llama.cpp tokenizes: llama.cpp builds its
-    /// tokenizer from the vocabulary and merges alone and never applies tokenizer.json's
+    /// [`from_file`](Self::from_file) as llama.cpp tokenizes: without tokenizer.json's
     /// Unicode normalization (Qwen3's NFC: U+F98E stays itself instead of becoming U+5E74),
-    /// so the normalizer's NFC, NFD, NFKC and NFKD steps are left out. Its other steps (a
-    /// SentencePiece model's space escaping) are what llama.cpp's own tokenizers do too.
+    /// and with the split and `ignore_merges` llama.cpp uses for the pre-tokenizer its
+    /// converter recognises (Llama 3 looks whole words up; gpt-oss merges them, and its
+    /// combining marks end words). See [`llamacpp`].
     pub fn from_file_as_llamacpp(path: &Path) -> Result<Tokenizer, TokenizeError> {
         Tokenizer::load_with(path, cache_dir().as_deref(), false)
     }
@@ -141,7 +142,7 @@ impl Tokenizer {
             }
         })?;
         if !unicode_normalization {
-            bytes = without_unicode_normalization(bytes);
+            bytes = as_llamacpp(bytes);
         }
         let key = xxhash_rust::xxh3::xxh3_128(&bytes);
         let cached = cache.map(|dir| dir.join(format!("{key:032x}.kvtok")));
@@ -226,35 +227,28 @@ impl Tokenizer {
     }
 }
 
-/// tokenizer.json without the Unicode normalization forms of its normalizer (a file that does
-/// not parse is passed on as it is: the load names its error).
-fn without_unicode_normalization(bytes: Vec<u8>) -> Vec<u8> {
+/// tokenizer.json as llama.cpp tokenizes it (see [`llamacpp`]); a file that does not parse or
+/// is out of bounds is passed on as it is, for the load to name its error.
+fn as_llamacpp(bytes: Vec<u8>) -> Vec<u8> {
+    if bounds::check_counts(&bytes).is_err() {
+        return bytes;
+    }
     let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
         return bytes;
     };
-    let is_form = |n: &serde_json::Value| {
-        matches!(
-            n.get("type").and_then(serde_json::Value::as_str),
-            Some("NFC" | "NFD" | "NFKC" | "NFKD")
-        )
-    };
-    let Some(normalizer) = json.get_mut("normalizer") else {
-        return bytes;
-    };
-    if is_form(normalizer) {
-        *normalizer = serde_json::Value::Null;
-    } else if let Some(steps) = normalizer
-        .get_mut("normalizers")
-        .and_then(serde_json::Value::as_array_mut)
-    {
-        let before = steps.len();
-        steps.retain(|s| !is_form(s));
-        if steps.len() == before {
-            return bytes;
-        }
-    } else {
+    if bounds::check(&json).is_err() {
         return bytes;
     }
+    // The converter names the pre-tokenizer by transformers' ids for its check text.
+    let check_ids = serde::Deserialize::deserialize(&json).ok().and_then(
+        |mut reference: tokenizers::Tokenizer| {
+            reference.with_padding(None);
+            reference.with_truncation(None).ok()?;
+            let ids = reference.encode(llamacpp::check_text(), true).ok()?;
+            Some(ids.get_ids().to_vec())
+        },
+    );
+    llamacpp::rewrite(&mut json, check_ids.as_deref());
     serde_json::to_vec(&json).unwrap_or(bytes)
 }
 

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use owo_colors::{OwoColorize, Stream};
 
 use super::{resend_name, rule, summary, tokens_line};
-use crate::probe::{ProbeReport, Verdict};
+use crate::probe::{MoreReuse, ProbeReport, Verdict};
 use crate::report::layout::{Column, Table, fit, plural, wrap};
 use crate::report::{Exporter, Style};
 
@@ -127,6 +127,32 @@ fn to_human(r: &ProbeReport, w: usize) -> String {
                  probe (not predicted)",
                 t.server_cached_tokens
             ));
+        }
+        if let Some(more) = &t.more_reuse {
+            let cached = t.server_cached_tokens;
+            let predicted = t.predicted_cached_tokens.unwrap_or(0);
+            notes.push(match more {
+                MoreReuse::EarlierRequest { turn, tokens } => format!(
+                    "turn {}: {cached} cached where {predicted} were predicted: turn {turn}'s \
+                     request shares {tokens} reusable tokens with this prompt, and they were \
+                     still cached",
+                    t.turn
+                ),
+                MoreReuse::BeforeTheProbe {
+                    turn_1_cached_tokens,
+                } => format!(
+                    "turn {}: {cached} cached where {predicted} were predicted, more than any \
+                     request of this probe left: the cache held this conversation before the \
+                     probe began (turn 1 found {turn_1_cached_tokens} cached), from an earlier \
+                     run or another client",
+                    t.turn
+                ),
+                MoreReuse::Unexplained => format!(
+                    "turn {}: {cached} cached where {predicted} were predicted, more than any \
+                     request of this probe left: another client, or a pod that held the prefix",
+                    t.turn
+                ),
+            });
         }
         if let Some(pod) = &t.pod {
             notes.push(format!("turn {}: answered by {pod}", t.turn));

@@ -8,7 +8,7 @@ use super::diff_turns::ModelView;
 use super::json::Json;
 use super::{Exporter, Format, Report, View};
 use crate::align::{Drift, TokenView};
-use crate::probe::{Engine, ProbeReport, PromptDivergence, TurnResult, Verdict};
+use crate::probe::{Engine, MoreReuse, ProbeReport, PromptDivergence, TurnResult, Verdict};
 
 /// The JSON shape of the probe report.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -53,6 +53,10 @@ pub struct ServerView<'a> {
 pub struct TurnView<'a> {
     pub turn: usize,
     pub verdict: Verdict,
+    /// With `reused_more`: what left the extra tokens cached (`cause`: `earlier_request` with
+    /// its `turn` and `tokens`, `before_the_probe`, or `unexplained`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub more_reuse: Option<&'a MoreReuse>,
     pub server_prompt_tokens: usize,
     pub kvaudit_prompt_tokens: usize,
     /// Where the server's prompt ids came from (absent: it gave none).
@@ -88,6 +92,7 @@ impl<'a> TurnView<'a> {
         TurnView {
             turn: t.turn,
             verdict: t.verdict,
+            more_reuse: t.more_reuse.as_ref(),
             server_prompt_tokens: t.server_prompt_tokens,
             kvaudit_prompt_tokens: t.kvaudit_prompt_tokens,
             server_prompt_ids_from: t.server_prompt_ids_from,
