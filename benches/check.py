@@ -7,7 +7,7 @@ with transformers in one Python process (benches/check_reference.py). Medians ov
 
     python3 benches/check.py [--runs N] [--python-runs N] [--models-dir DIR]
 
-Build first: cargo build --release.
+Build first: pgo/build-dist.sh (the distributed build) or cargo build --release.
 """
 import argparse
 import os

@@ -9,7 +9,7 @@ The corpus is built from ../shared/corpus with a fixed seed: every plain-text co
 of every file, cycled and shuffled until N are taken; a repeated conversation gets a marker
 appended to its first user message, so no two rows are the same text. Reports, per model:
 conversations/s of kvaudit with --jobs 1 and --jobs 2 (median wall time, CPU time, peak
-RSS) and of transformers, and the ratio. Build first: cargo build --release.
+RSS) and of transformers, and the ratio. Build first: pgo/build-dist.sh (the distributed build) or cargo build --release.
 """
 import argparse
 import json

@@ -4,7 +4,7 @@ transformers (benches/diff_turns_reference.py). Reports medians over repeated ru
 
     python3 benches/diff_turns.py [MODEL_DIR] [--runs N] [--conversations N]
 
-Build first: cargo build --release. Default model: ../shared/models/qwen3-8b. The last line
+Build first: pgo/build-dist.sh (the distributed build) or cargo build --release. Default model: ../shared/models/qwen3-8b. The last line
 times N conversations in one run (one compiled renderer shared by all of them) against one,
 and prints the cost each further conversation adds.
 """

@@ -1,11 +1,15 @@
-"""The kvaudit binary the benchmarks time: target/release/kvaudit, or the file that
-KVAUDIT_BENCH_EXE names (another build of the same checkout, e.g. the plain one that
-`KVAUDIT_PGO=0 CARGO_TARGET_DIR=target/plain cargo build --release` makes, to time a change
-with the same script)."""
+"""The kvaudit binary the benchmarks time: KVAUDIT_BENCH_EXE when set, else the distributed
+build target/dist/kvaudit (pgo/build-dist.sh) when it exists, else the plain release build
+target/release/kvaudit (`cargo build --release`). docs/benchmarks.md reports both builds."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def path():
-    return os.environ.get("KVAUDIT_BENCH_EXE") or os.path.join(ROOT, "target", "release", "kvaudit")
+    if os.environ.get("KVAUDIT_BENCH_EXE"):
+        return os.environ["KVAUDIT_BENCH_EXE"]
+    dist = os.path.join(ROOT, "target", "dist", "kvaudit")
+    if os.path.isfile(dist):
+        return dist
+    return os.path.join(ROOT, "target", "release", "kvaudit")

@@ -9,7 +9,7 @@ compared with transformers' before any time is reported.
     python3 benches/long_conversations.py [--turns 50,100,200,400] [--runs N] [--python-runs N]
         [--models llama-3.1-8b-instruct,qwen3-8b] [--seed 13]
 
-Build first: cargo build --release. The conversation is built deterministically (fixed seed)
+Build first: pgo/build-dist.sh (the distributed build) or cargo build --release. The conversation is built deterministically (fixed seed)
 from the user and assistant texts of ../shared/corpus (see build_conversation).
 """
 import argparse

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The release binary is profile-guided (pgo/) and the tests run the ci profile's plain build:
-# both must give byte-identical reports on real traffic. Run by .ci/run after the tests.
+# The distributed binary is profile-guided (pgo/build-dist.sh) and the tests run the plain
+# release build: both must give byte-identical reports on real traffic. Run by .ci/run after
+# the tests.
 #
-#   pgo/same_report.sh [PLAIN_EXE [RELEASE_EXE]]    (default: target/ci/kvaudit, target/release/kvaudit)
+#   pgo/same_report.sh [PLAIN_EXE [DIST_EXE]]    (default: target/release/kvaudit, target/dist/kvaudit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-plain="${1:-target/ci/kvaudit}"
-release="${2:-target/release/kvaudit}"
+plain="${1:-target/release/kvaudit}"
+release="${2:-target/dist/kvaudit}"
 shared=../shared
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
@@ -40,4 +41,4 @@ for capture in "$shared"/fixtures/vllm-events/*.frames "$shared"/fixtures/vllm-e
     report "replay-$n" replay "$capture" --index-block-size 16,64 --format json
     n=$((n + 1))
 done
-echo "profile-guided release build and plain build: identical corpus reports (3 models, $(cat "$shared"/corpus/*.jsonl | wc -l) conversations) and replay reports ($n captures)"
+echo "profile-guided dist build and plain release build: identical corpus reports (3 models, $(cat "$shared"/corpus/*.jsonl | wc -l) conversations) and replay reports ($n captures)"

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Record the profile that release builds of kvaudit are compiled with (profile-guided
-optimisation; see pgo/rustc-wrapper and the README's "Profile-guided builds").
+"""Record the profile that the distributed build of kvaudit is compiled with (profile-guided
+optimisation; see pgo/build-dist.sh, pgo/rustc-wrapper and docs/building.md).
 
     python3 pgo/train.py [--shared DIR] [--exclude-models a,b] [--out FILE]
     python3 pgo/train.py --heldout FILE     # only write the held-out benchmark corpus
 
-1. Builds kvaudit with counters (-Cprofile-generate, release profile) into
+1. Builds kvaudit with counters (-Cprofile-generate, dist profile) into
    target/pgo-instrumented.
 2. Runs it on the workloads the benchmarks time, never on the benchmarks' own input files. The
    conversations of ../shared/corpus are split in two by the SHA-256 of their line (even first
@@ -26,9 +26,9 @@ optimisation; see pgo/rustc-wrapper and the README's "Profile-guided builds").
    The runs use a tokenizer cache of their own. A run that exits 2 stops the training.
 3. Merges the counts with the llvm-profdata of rustc's LLVM version (llvm-profdata-N, or
    llvm-profdata when it is that version; Debian: apt-get install llvm-N) into
-   pgo/kvaudit.profdata (sparse: only functions that ran), writes the rustc it was recorded
-   with into pgo/rustc-wrapper and the profile's digest into .cargo/config.toml, so that the
-   next release build recompiles every crate with it. With --out, only that file is written
+   pgo/kvaudit.profdata (sparse: only functions that ran) and writes the rustc it was recorded
+   with into pgo/rustc-wrapper; pgo/build-dist.sh puts the profile's digest into the rustflags,
+   so that the next dist build recompiles every crate with it. With --out, only that file is written
    (an experiment: the build does not use it).
 
 --heldout FILE writes benches/corpus.py's 10,000-row corpus (seed 1) drawn from the held-out
@@ -95,8 +95,8 @@ def build_instrumented(raw_dir):
         RUSTFLAGS=f"-Cprofile-generate={raw_dir}",
         KVAUDIT_PGO="0",
     )
-    subprocess.run(["cargo", "build", "--release", "--locked"], cwd=ROOT, env=env, check=True)
-    return os.path.join(ROOT, "target", "pgo-instrumented", "release", "kvaudit")
+    subprocess.run(["cargo", "build", "--profile", "dist", "--locked"], cwd=ROOT, env=env, check=True)
+    return os.path.join(ROOT, "target", "pgo-instrumented", "dist", "kvaudit")
 
 
 class Runner:
@@ -234,8 +234,6 @@ def main():
         return
     replace_once(os.path.join(HERE, "rustc-wrapper"), r"^recorded_rustc=[0-9a-f]*$",
                  f"recorded_rustc={commit}")
-    replace_once(os.path.join(ROOT, ".cargo", "config.toml"), r'kvaudit_pgo=\\"[0-9a-f]*\\"',
-                 f'kvaudit_pgo=\\\\"{digest}\\\\"')
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ mod common;
 
 use common::event_fixtures::{self, DIR};
 
-const REWRITE: &str = "cargo test --profile ci --test fixtures -- --ignored write_event_fixtures";
+const REWRITE: &str = "cargo test --release --test fixtures -- --ignored write_event_fixtures";
 
 #[test]
 fn committed_event_fixtures_are_what_the_generator_writes() {

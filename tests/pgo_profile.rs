@@ -1,11 +1,11 @@
-//! The committed build profile (pgo/, README "Profile-guided builds") is the one the build
-//! configuration names: cargo only recompiles with a new profile when the digest in
-//! `.cargo/config.toml` changes with it, and the wrapper hands the profile only to the rustc
+//! The build's profile-guided part (pgo/, docs/building.md): `cargo build --release` is a
+//! plain build (no wrapper in `.cargo/config.toml`); pgo/build-dist.sh builds the dist profile
+//! through the wrapper with the committed profile's digest in the rustflags (so cargo
+//! recompiles when the profile changes), and the wrapper hands the profile only to the rustc
 //! that recorded it, which it names by commit hash.
 
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
 
 fn read(path: &str) -> Vec<u8> {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
@@ -13,7 +13,7 @@ fn read(path: &str) -> Vec<u8> {
 }
 
 #[test]
-fn the_build_configuration_names_the_committed_profile() {
+fn the_plain_build_has_no_wrapper_and_the_dist_build_names_the_committed_profile() {
     let profile = read("pgo/kvaudit.profdata");
     // An indexed LLVM profile starts with its magic number, 0x8169666f72706cff little-endian.
     assert_eq!(
@@ -21,23 +21,29 @@ fn the_build_configuration_names_the_committed_profile() {
         Some(&b"\xfflprofi\x81"[..]),
         "not an indexed LLVM profile"
     );
-    let digest: String = Sha256::digest(&profile)
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let config = String::from_utf8(read(".cargo/config.toml")).unwrap();
-    let named = config
-        .split("kvaudit_pgo=\\\"")
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cargo/config.toml");
+    if let Ok(text) = std::fs::read_to_string(&config) {
+        assert!(
+            !text.contains("rustc-wrapper") && !text.contains("kvaudit_pgo"),
+            "the plain build must not go through pgo/rustc-wrapper"
+        );
+    }
+    let script = String::from_utf8(read("pgo/build-dist.sh")).unwrap();
+    assert!(script.contains("RUSTC_WRAPPER=\"$PWD/pgo/rustc-wrapper\""));
+    assert!(script.contains("sha256sum \"$profile\" | cut -c1-16"));
+    assert!(script.contains("kvaudit_pgo=\\\"$digest\\\""));
+    assert!(script.contains("--profile dist"));
+    let manifest = String::from_utf8(read("Cargo.toml")).unwrap();
+    let dist = manifest
+        .split("[profile.dist]")
         .nth(1)
-        .and_then(|rest| rest.split("\\\"").next())
-        .expect("`.cargo/config.toml` passes no kvaudit_pgo digest");
-    assert_eq!(
-        named, digest,
-        "pgo/kvaudit.profdata changed without its digest in .cargo/config.toml: \
-         run python3 pgo/train.py (it writes both)"
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("Cargo.toml has no dist profile");
+    // The settings the profile was recorded with (symbol names hash them).
+    assert!(
+        dist.contains("lto = \"fat\"") && dist.contains("codegen-units = 1"),
+        "{dist}"
     );
-    assert!(config.contains("rustc-wrapper = \"pgo/rustc-wrapper\""));
 }
 
 #[test]
