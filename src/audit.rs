@@ -44,6 +44,61 @@ pub fn tokenizer_for(
     }
 }
 
+/// Why `spec` names no model, in the words a user needs: a GGUF file, another file, or a
+/// path that does not exist (with the part that is missing, and the nearest sibling directory
+/// when one is a likely typo).
+fn not_a_model(spec: &str) -> String {
+    const KINDS: &str = "a model directory (holding tokenizer.json and tokenizer_config.json) \
+                         or a Hub id of the form org/name[@revision]";
+    let path = Path::new(spec);
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    {
+        let missing = if path.exists() {
+            ""
+        } else {
+            " (it does not exist)"
+        };
+        return format!(
+            "model {spec:?} is a GGUF file{missing}: kvaudit reads {KINDS}; give the Hugging \
+             Face directory or Hub id the GGUF was converted from"
+        );
+    }
+    if path.exists() {
+        return format!("model {spec:?} is a file; kvaudit reads {KINDS}");
+    }
+    // The deepest part of the path that exists, and the first that does not.
+    let mut missing = path;
+    while let Some(parent) = missing.parent() {
+        if parent.as_os_str().is_empty() || parent.is_dir() {
+            break;
+        }
+        missing = parent;
+    }
+    let mut text = format!("model {spec:?}: {} does not exist", missing.display());
+    let parent = match missing.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let near = missing.file_name().and_then(|typed| {
+        let dirs: Vec<String> = std::fs::read_dir(parent)
+            .ok()?
+            .take(10_000)
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        crate::suggest::closest(&typed.to_string_lossy(), dirs.iter().map(String::as_str))
+            .map(|name| missing.with_file_name(name))
+    });
+    match near {
+        Some(near) => text.push_str(&format!(" (did you mean {}?)", near.display())),
+        None => text.push_str(", and it is not a Hub id of the form org/name[@revision]"),
+    }
+    text
+}
+
 pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let path = Path::new(&spec.model);
     let mut fetched = None;
@@ -61,10 +116,7 @@ pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
         fetched = Some(f);
         dir
     } else {
-        anyhow::bail!(
-            "model {:?} is neither a directory nor a Hub id of the form org/name[@revision]",
-            spec.model
-        );
+        anyhow::bail!("{}", not_a_model(&spec.model));
     };
     let mut files = ModelFiles::from_dir(
         &dir,

@@ -294,11 +294,11 @@ fn bad_input_is_one_line_and_exit_2() {
     let tiny = model("tiny-plain");
     fails_with(
         &["diff-turns", "--model", "fixtures/models/nope"],
-        "neither a directory nor a Hub id",
+        "fixtures/models/nope does not exist, and it is not a Hub id",
     );
     fails_with(
         &["diff-turns", "--model", "fixtures/none/such/x"],
-        "neither a directory nor a Hub id",
+        "fixtures/none does not exist, and it is not a Hub id",
     );
     fails_with(
         &[

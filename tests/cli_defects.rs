@@ -28,8 +28,9 @@ fn stderr(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(out.get_output().stderr.clone()).unwrap()
 }
 
-fn quick_json(extra: &[&str], code: i32) -> Json {
-    let out = kvaudit()
+/// `diff-turns` of the tiny model on a quick-form exchange, with `extra` flags.
+fn quick_run(extra: &[&str], code: i32) -> assert_cmd::assert::Assert {
+    kvaudit()
         .args(["diff-turns", "--model", &model("tiny-plain")])
         .args([
             "--user",
@@ -37,11 +38,16 @@ fn quick_json(extra: &[&str], code: i32) -> Json {
             "--reply",
             "A unit of execution.",
         ])
-        .args(["--follow-up", "Thanks."])
         .args(extra)
-        .args(["--format", "json", "--now", NOW])
         .assert()
-        .code(code);
+        .code(code)
+}
+
+fn quick_json(extra: &[&str], code: i32) -> Json {
+    let mut args = vec!["--follow-up", "Thanks."];
+    args.extend_from_slice(extra);
+    args.extend(["--format", "json", "--now", NOW]);
+    let out = quick_run(&args, code);
     serde_json::from_slice(&out.get_output().stdout).unwrap()
 }
 
@@ -315,9 +321,19 @@ fn replay_of_non_captures_and_empty_captures() {
     assert_eq!(
         stderr(&out),
         format!(
-            "error: {truth}: byte 0: event batch must be an array or a map, found int: nothing \
-             in it decodes as KV events (replay reads `.frames` captures and raw msgpack event \
-             batches)\n"
+            "error: {truth} is JSON text, not a capture (replay reads `.frames` captures, as \
+             `kvaudit capture` writes them, and raw msgpack event batches)\n"
+        )
+    );
+    // Another kind of file: where decoding stopped.
+    let log = write(&dir, "vllm.log", "INFO starting the engine\n");
+    let out = kvaudit().args(["replay", &log]).assert().code(2);
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {log}: byte 0: event batch must be an array or a map, found int: nothing \
+             in it decodes as KV events (replay reads `.frames` captures, as `kvaudit capture` \
+             writes them, and raw msgpack event batches)\n"
         )
     );
     // Machine formats keep their document, with the error in it; stderr has the one line.
@@ -564,4 +580,93 @@ fn silently_ignored_input_is_refused_or_warned() {
              `thinking`; it reads: enable_thinking\n"
         )
     );
+}
+
+// Issue 41's sharp edges: each says what the input is and what to do instead.
+
+fn one_error(args: &[&str]) -> String {
+    let out = kvaudit().args(args).assert().code(2);
+    let err = stderr(&out);
+    assert!(err.starts_with("error: "), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    err
+}
+
+#[test]
+fn a_model_that_is_not_there_says_what_is_missing() {
+    for (spec, want) in [
+        (
+            "fixtures/models/tiny-thnik",
+            "fixtures/models/tiny-thnik does not exist (did you mean fixtures/models/tiny-think?)",
+        ),
+        (
+            "fixtures/none/such/x",
+            "fixtures/none does not exist, and it is not a Hub id",
+        ),
+        (
+            "fixtures/models/model.gguf",
+            "is a GGUF file (it does not exist): kvaudit reads a model directory",
+        ),
+        ("Cargo.toml", "is a file; kvaudit reads a model directory"),
+    ] {
+        let err = one_error(&["diff-turns", "--model", spec]);
+        assert!(err.contains(want), "{spec}: {err}");
+    }
+}
+
+#[test]
+fn a_corpus_given_as_one_conversation_points_at_kvaudit_corpus() {
+    let err = one_error(&[
+        "diff-turns",
+        "--model",
+        &model("tiny-plain"),
+        "-c",
+        "fixtures/corpus/chats.jsonl",
+    ]);
+    assert!(
+        err.contains("looks like JSON Lines")
+            && err.contains("`kvaudit corpus fixtures/corpus/chats.jsonl`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn replay_of_a_json_file_says_it_is_json() {
+    let err = one_error(&["replay", "fixtures/conversations/tool-loop.json"]);
+    assert!(
+        err.contains("tool-loop.json is JSON text, not a capture"),
+        "{err}"
+    );
+}
+
+#[test]
+fn built_in_follow_ups_are_announced() {
+    let err = stderr(&quick_run(&[], 0));
+    assert!(
+        err.contains("note: no --follow-up given: audited 3 built-in follow-ups"),
+        "{err}"
+    );
+    // With one given, nothing is said.
+    let err = stderr(&quick_run(&["--follow-up", "Thanks."], 0));
+    assert!(!err.contains("--follow-up"), "{err}");
+}
+
+#[test]
+fn corpus_reads_a_conversation_file_as_a_corpus_of_one() {
+    let out = kvaudit()
+        .args([
+            "corpus",
+            "--model",
+            &model("tiny-think"),
+            "--format",
+            "json",
+        ])
+        .arg("fixtures/conversations/tool-loop.json")
+        .assert()
+        .code(1);
+    let v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["rows"], 1, "{v}");
+    assert_eq!(v["conversations"], 1, "{v}");
+    assert_eq!(v["transitions"], 2, "{v}");
+    assert_eq!(v["skipped_rows"], serde_json::json!({}), "{v}");
 }

@@ -6,7 +6,6 @@
 
 use std::path::Path;
 
-
 fn read(path: &str) -> Vec<u8> {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     std::fs::read(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))

@@ -919,12 +919,28 @@ fn sampled_ids_of_text_the_normalizer_rewrites_are_drift() {
     assert_eq!(drift["encoded"][0]["id"], json!(26), "{t}");
 }
 
+/// `probe --server vllm` of the tiny fixture at `url` with an API key and `extra` flags, which
+/// must end in one error line with exit 2; that line.
+fn refused_with_key(url: &str, extra: &[&str]) -> String {
+    let out = kvaudit()
+        .args(["probe", "--url", url, "--model"])
+        .arg(common::fixtures().join("models/tiny-think"))
+        .args(["--server", "vllm", "--served-model", "m", "--api-key"])
+        .arg("sk-live-0123456789abcdef")
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
+
 /// A server that quotes the request back in its error (some gateways echo the Authorization
 /// header in a 401): the key and the extra header's value never reach the terminal, and its
 /// control sequences are shown, not obeyed.
 #[test]
 fn an_error_body_quoting_the_key_is_printed_redacted_and_escaped() {
-    let model = common::fixtures().join("models/tiny-think");
     let (url, seen) = fake_server(1, |_, _| {
         let message = "invalid credentials: Bearer sk-live-0123456789abcdef (x-api-key \
                        tenant-secret-999)\u{1b}]0;owned\u{7}\u{1b}[2J";
@@ -934,22 +950,7 @@ fn an_error_body_quoting_the_key_is_printed_redacted_and_escaped() {
             json!({"error": {"message": message}}).to_string(),
         )
     });
-    let out = kvaudit()
-        .args([
-            "probe",
-            "--url",
-            &url,
-            "--model",
-            &model.display().to_string(),
-        ])
-        .args(["--server", "vllm", "--served-model", "m", "--api-key"])
-        .arg("sk-live-0123456789abcdef")
-        .args(["--header", "x-api-key: tenant-secret-999"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let stderr = refused_with_key(&url, &["--header", "x-api-key: tenant-secret-999"]);
     assert!(
         stderr.starts_with("error: ") && stderr.contains("401"),
         "{stderr}"
@@ -970,7 +971,6 @@ fn an_error_body_quoting_the_key_is_printed_redacted_and_escaped() {
 /// the JSON ones are: on one line, whitespace folded, the key redacted, cut at 200 characters.
 #[test]
 fn a_plain_text_error_body_is_shown_redacted_on_one_line() {
-    let model = common::fixtures().join("models/tiny-think");
     let (url, _seen) = fake_server(1, |_, _| {
         let text = format!(
             "upstream failed:\n\n  token sk-live-0123456789abcdef rejected\r\n{}",
@@ -978,16 +978,7 @@ fn a_plain_text_error_body_is_shown_redacted_on_one_line() {
         );
         (500, Vec::new(), text)
     });
-    let out = kvaudit()
-        .args(["probe", "--url", &url, "--model"])
-        .arg(&model)
-        .args(["--server", "vllm", "--served-model", "m", "--api-key"])
-        .arg("sk-live-0123456789abcdef")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let stderr = refused_with_key(&url, &[]);
     assert!(
         stderr.contains("answered HTTP 500: upstream failed: token [redacted] rejected xxx"),
         "{stderr}"

@@ -584,25 +584,7 @@ fn probe_says_why_vllm_reused_more_than_predicted() {
     let follow_up = "Thanks. Now compare that with a paged attention cache, naming every \
                      structure involved, how blocks are hashed and looked up, and what happens \
                      to them when a request finishes or the pool runs out of free blocks.";
-    let run = || {
-        probe(
-            server,
-            &[
-                "--block-size",
-                "32",
-                "--template-kwarg",
-                "enable_thinking=false",
-                "--user",
-                &question,
-                "--follow-up",
-                follow_up,
-                "--turns",
-                "2",
-                "--max-tokens",
-                "24",
-            ],
-        )
-    };
+    let run = || chat_probe(server, &question, follow_up, 2, 24, &[]);
     let (first, code, stderr) = run();
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
@@ -631,28 +613,46 @@ fn probe_says_why_vllm_reused_more_than_predicted() {
 const QUESTION: &str = "Explain how a KV cache speeds up decoding.";
 const FOLLOW_UP: &str = "And what evicts it?";
 
-/// `probe` of the quick-form chat (QUESTION, then FOLLOW_UP) with thinking off, `turns` turns
-/// of at most `max_tokens`, saved to `saved`; probe's report (it must exit 0).
-fn quick_probe(server: &Server, turns: usize, max_tokens: usize, saved: &Path) -> Json {
+/// `probe` of a two-message chat with thinking off: `question`, then `follow_up`, `turns`
+/// turns of at most `max_tokens`, block size 32, with `extra` flags.
+fn chat_probe(
+    server: &Server,
+    question: &str,
+    follow_up: &str,
+    turns: usize,
+    max_tokens: usize,
+    extra: &[&str],
+) -> (Json, i32, String) {
     let (turns, max_tokens) = (turns.to_string(), max_tokens.to_string());
-    let (report, code, stderr) = probe(
+    let mut args = vec![
+        "--block-size",
+        "32",
+        "--template-kwarg",
+        "enable_thinking=false",
+        "--user",
+        question,
+        "--follow-up",
+        follow_up,
+        "--turns",
+        &turns,
+        "--max-tokens",
+        &max_tokens,
+    ];
+    args.extend_from_slice(extra);
+    probe(server, &args)
+}
+
+/// `probe` of the quick-form chat (QUESTION, then FOLLOW_UP) saved to `saved`; probe's report
+/// (it must exit 0).
+fn quick_probe(server: &Server, turns: usize, max_tokens: usize, saved: &Path) -> Json {
+    let saved = saved.to_str().unwrap();
+    let (report, code, stderr) = chat_probe(
         server,
-        &[
-            "--block-size",
-            "32",
-            "--template-kwarg",
-            "enable_thinking=false",
-            "--user",
-            QUESTION,
-            "--follow-up",
-            FOLLOW_UP,
-            "--turns",
-            &turns,
-            "--max-tokens",
-            &max_tokens,
-            "--save-conversation",
-            saved.to_str().unwrap(),
-        ],
+        QUESTION,
+        FOLLOW_UP,
+        turns,
+        max_tokens,
+        &["--save-conversation", saved],
     );
     assert_eq!(code, 0, "{stderr}");
     report

@@ -69,6 +69,7 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     if let Some(first) = report.errors.first() {
         return Err(failed(first));
     }
+    super::settings::note_built_in_follow_ups(&args.conversation);
     Ok(if report.has_findings() {
         Outcome::Findings
     } else {

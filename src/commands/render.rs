@@ -37,5 +37,6 @@ pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     {
         anyhow::bail!("{}: {r}: {}", c.source, r.source);
     }
+    super::settings::note_built_in_follow_ups(&args.conversation);
     Ok(Outcome::Clean)
 }

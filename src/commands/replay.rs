@@ -34,6 +34,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let reader = CaptureReader::new(source)
         .with_context(|| format!("cannot read capture {shown}"))?
         .with_size(size);
+    let json = reader.looks_like_json();
     let progress = super::progress::byte_bar(size);
     let ReplayRun {
         report,
@@ -55,9 +56,14 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         // Nothing decoded at all: most likely another kind of file (a JSON truth file, a
         // log). A human report of zeros would only hide that; JSON and Prometheus keep their
         // document, with the error in it, for the programs that read them.
+        let what = if json {
+            format!("{shown} is JSON text, not a capture")
+        } else {
+            format!("{shown}: byte 0: {reason}: nothing in it decodes as KV events")
+        };
         return Err(StoppedOnBadInput(format!(
-            "{shown}: byte 0: {reason}: nothing in it decodes as KV events (replay reads \
-             `.frames` captures and raw msgpack event batches)"
+            "{what} (replay reads `.frames` captures, as `kvaudit capture` writes them, and \
+             raw msgpack event batches)"
         ))
         .into());
     }

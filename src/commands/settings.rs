@@ -487,6 +487,19 @@ fn read_conversation(path: &std::path::Path) -> Result<Conversation> {
     })
 }
 
+/// Three audits where one was asked for would surprise: after a run of `--user` and `--reply`
+/// without `--follow-up`, say where the other two came from (after the report, so that a run
+/// that fails still ends in its one error line).
+pub fn note_built_in_follow_ups(args: &ConversationArgs) {
+    if args.conversation.is_empty() && args.user.is_some() && args.follow_up.is_empty() {
+        super::terminal::stderr_line(&format!(
+            "note: no --follow-up given: audited {} built-in follow-ups (a short thanks, a \
+             one-line and a three-line question); give --follow-up TEXT for your own",
+            audit::PROBE_FOLLOW_UPS.len()
+        ));
+    }
+}
+
 pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
     let resend: ResendMode = args.resend.into();
     if !args.conversation.is_empty() {

@@ -124,6 +124,9 @@ enum Layout {
     /// The file is one JSON array of rows (a ShareGPT `.json` file); `at` is whether its
     /// closing bracket has been seen.
     Array { closed: bool },
+    /// The file is one conversation written over several lines (what `diff-turns -c`
+    /// reads): a corpus of one row; `read` is whether it has been.
+    Single { read: bool },
 }
 
 struct OpenFile {
@@ -390,6 +393,8 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
             if first == Some(b'[') && array_of_rows(&mut reader)? {
                 reader.consume(1);
                 layout = Layout::Array { closed: false };
+            } else if first == Some(b'{') && spans_lines(reader.fill_buf()?) {
+                layout = Layout::Single { read: false };
             }
             Ok(())
         })();
@@ -475,6 +480,11 @@ impl OpenFile {
             Layout::Lines => self.next_line()?,
             Layout::Array { closed: true } => return None,
             Layout::Array { .. } => self.next_element()?,
+            Layout::Single { read: true } => return self.after_single(),
+            Layout::Single { read: false } => {
+                self.layout = Layout::Single { read: true };
+                self.next_value()?
+            }
         };
         self.rows += 1;
         let source = format!("{}:{}", self.shown, start_line);
@@ -598,6 +608,43 @@ impl OpenFile {
                 Err(e) => return self.read_failed(self.line, e),
             }
         }
+        self.next_value()
+    }
+
+    /// What follows a file's one conversation: nothing but whitespace, else one skipped row
+    /// saying so.
+    fn after_single(&mut self) -> Option<Item> {
+        match skip_space(&mut self.reader, &mut self.line) {
+            Ok(None) => None,
+            Ok(Some(_)) => {
+                self.broken = true;
+                self.rows += 1;
+                Some(Item::Skipped {
+                    source: format!("{}:{}", self.shown, self.line),
+                    reason: "not_json",
+                    error: Some(
+                        "more text after the file's one conversation (one conversation per \
+                         line, JSON Lines, makes a corpus)"
+                            .into(),
+                    ),
+                })
+            }
+            Err(e) => {
+                let (line, read) = self.read_failed(self.line, e)?;
+                self.rows += 1;
+                let skip = read.err()?;
+                Some(Item::Skipped {
+                    source: format!("{}:{}", self.shown, line),
+                    reason: skip.reason,
+                    error: Some(skip.message),
+                })
+            }
+        }
+    }
+
+    /// The JSON value at the reader's position, scanned for its end (strings and escapes
+    /// respected, nesting counted).
+    fn next_value(&mut self) -> Option<(u64, Result<String, Skip>)> {
         let start = self.line;
         let mut scan = Scan::default();
         let mut bytes = Vec::new();
@@ -643,6 +690,13 @@ impl OpenFile {
         self.broken = true;
         Some((line, Err(Skip::unreadable(&e))))
     }
+}
+
+/// Whether the JSON object starting `buf` goes on past its first line (a conversation written
+/// over several lines, not a JSON Lines row, which holds no line break).
+fn spans_lines(buf: &[u8]) -> bool {
+    let (used, _) = Scan::default().feed(buf);
+    memchr::memchr(b'\n', &buf[..used]).is_some()
 }
 
 /// Skips whitespace without consuming the next byte, and returns it (`None` at the end),
@@ -1180,30 +1234,27 @@ mod tests {
         );
     }
 
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(bytes).unwrap();
+        gz.finish().unwrap()
+    }
+
+    fn zstd(bytes: &[u8]) -> Vec<u8> {
+        ruzstd::encoding::compress_to_vec(bytes, ruzstd::encoding::CompressionLevel::Fastest)
+    }
+
     #[test]
     fn gzip_and_zstd_are_read_by_their_magic() {
-        use std::io::Write;
         let text = format!("{GOOD}\n{GOOD}\n");
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(text.as_bytes()).unwrap();
-        let gz = gz.finish().unwrap();
-        let zst = ruzstd::encoding::compress_to_vec(
-            text.as_bytes(),
-            ruzstd::encoding::CompressionLevel::Fastest,
-        );
-        for bytes in [gz, zst] {
+        for bytes in [gzip(text.as_bytes()), zstd(text.as_bytes())] {
             let items = rows_of(&bytes, RowFormat::Auto);
             assert_eq!(summary(&items), ["1 ok openai 3", "2 ok openai 3"]);
         }
         // Two frames back to back (`cat a.zst b.zst`) are one stream of both.
-        let mut two = ruzstd::encoding::compress_to_vec(
-            format!("{GOOD}\n").as_bytes(),
-            ruzstd::encoding::CompressionLevel::Fastest,
-        );
-        two.extend(ruzstd::encoding::compress_to_vec(
-            format!("{GOOD}\n").as_bytes(),
-            ruzstd::encoding::CompressionLevel::Fastest,
-        ));
+        let mut two = zstd(format!("{GOOD}\n").as_bytes());
+        two.extend(zstd(format!("{GOOD}\n").as_bytes()));
         let items = rows_of(&two, RowFormat::Auto);
         assert_eq!(summary(&items), ["1 ok openai 3", "2 ok openai 3"]);
     }
@@ -1213,16 +1264,9 @@ mod tests {
     /// buffer) or further on; a bad checksum in the trailer counts too.
     #[test]
     fn a_damaged_compressed_file_is_one_unreadable_row_wherever_the_damage_is() {
-        use std::io::Write;
         for rows in [2usize, 20_000] {
             let text = format!("{GOOD}\n").repeat(rows);
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-            gz.write_all(text.as_bytes()).unwrap();
-            let gz = gz.finish().unwrap();
-            let zst = ruzstd::encoding::compress_to_vec(
-                text.as_bytes(),
-                ruzstd::encoding::CompressionLevel::Fastest,
-            );
+            let (gz, zst) = (gzip(text.as_bytes()), zstd(text.as_bytes()));
             let mut bad_crc = gz.clone();
             let n = bad_crc.len();
             bad_crc[n - 8..].fill(0);
@@ -1249,6 +1293,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// One conversation written over several lines (a `diff-turns -c` file) is a corpus of
+    /// one; text after it is one skipped row.
+    #[test]
+    fn a_file_of_one_pretty_printed_conversation_is_one_row() {
+        let value: Json = serde_json::from_str(GOOD).unwrap();
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        assert!(pretty.lines().count() > 3);
+        let items = rows_of(pretty.as_bytes(), RowFormat::Auto);
+        assert_eq!(summary(&items), ["1 ok openai 3"]);
+        let items = rows_of(format!("{pretty}\n{pretty}").as_bytes(), RowFormat::Auto);
+        let got = summary(&items);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], "1 ok openai 3");
+        assert!(got[1].ends_with("skip not_json"), "{got:?}");
+        // A JSON Lines file is still one row per line.
+        let items = rows_of(format!("{GOOD}\n{GOOD}\n").as_bytes(), RowFormat::Auto);
+        assert_eq!(summary(&items), ["1 ok openai 3", "2 ok openai 3"]);
     }
 
     #[test]

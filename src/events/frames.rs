@@ -140,6 +140,16 @@ impl<R: Read> CaptureReader<R> {
         self
     }
 
+    /// Whether the input starts like JSON text (`{` or `[` after ASCII whitespace), which no
+    /// capture does: a frame starts with a zero byte and a msgpack event batch with an array
+    /// or map header, never with a byte that is printable ASCII.
+    pub fn looks_like_json(&self) -> bool {
+        self.buf[self.start..self.end]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|b| matches!(b, b'{' | b'['))
+    }
+
     pub fn format(&self) -> CaptureFormat {
         self.format
     }

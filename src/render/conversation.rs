@@ -265,6 +265,12 @@ impl Conversation {
                     "line {line} column {column}: a \\u escape is half of a UTF-16 surrogate \
                      pair, which is not a character (no tokenizer can encode it)"
                 ))
+            } else if e.line() > 1 && looks_like_json_lines(text) {
+                invalid(format!(
+                    "line {}: a second JSON value: the file looks like JSON Lines (a corpus, \
+                     one conversation per line); `kvaudit corpus {source}` audits every line",
+                    e.line()
+                ))
             } else {
                 ConversationError::Json {
                     path: source.to_string(),
@@ -451,6 +457,16 @@ fn file_shape(value: Json) -> Result<ConversationFile, String> {
 /// Entry `index` of a per-prompt list, the last repeating; `None` for an empty list.
 fn per_prompt<T>(list: &[T], index: usize) -> Option<&T> {
     list.get(index.min(list.len().saturating_sub(1)))
+}
+
+/// Whether `text` holds one JSON value per line: its first non-blank line is a whole value and
+/// another line follows.
+fn looks_like_json_lines(text: &str) -> bool {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    match (lines.next(), lines.next()) {
+        (Some(first), Some(_)) => serde_json::from_str::<serde::de::IgnoredAny>(first).is_ok(),
+        _ => false,
+    }
 }
 
 /// Where the first `\\uD800`–`\\uDFFF` escape without its pair is (1-based line, column).
