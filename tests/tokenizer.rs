@@ -668,3 +668,31 @@ fn a_tokenizer_that_asks_for_gigabytes_is_refused_or_ignored() {
         }
     }
 }
+
+/// The llama.cpp form has a prepared entry of its own, keyed by the same tokenizer.json: a run
+/// that finds it reads it (no rewrite, no reference tokenizer built), and it still tokenizes
+/// without the normalizer where the plain form normalizes. Both name the file's own SHA-256.
+#[test]
+fn the_llamacpp_form_is_cached_beside_the_plain_one() {
+    let (dir, _) = common::tiny_tokenizer(|j| j["normalizer"] = serde_json::json!({"type": "NFC"}));
+    let src = dir.path().join("tokenizer.json");
+    let cache = tempfile::tempdir().unwrap();
+    let plain = Tokenizer::load(&src, Some(cache.path())).unwrap();
+    let llama = Tokenizer::load_as_llamacpp(&src, Some(cache.path())).unwrap();
+    assert!(!llama.read_from_cache() && llama.is_prepared());
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 2);
+    let again = Tokenizer::load_as_llamacpp(&src, Some(cache.path())).unwrap();
+    assert!(again.read_from_cache());
+    let plain_again = Tokenizer::load(&src, Some(cache.path())).unwrap();
+    assert!(plain_again.read_from_cache());
+    // A decomposed é: NFC composes it for transformers, llama.cpp keeps both characters.
+    let text = "caf\u{65}\u{301} ok";
+    assert_ne!(plain.encode(text).unwrap(), llama.encode(text).unwrap());
+    assert_eq!(again.encode(text).unwrap(), llama.encode(text).unwrap());
+    assert_eq!(
+        plain_again.encode(text).unwrap(),
+        plain.encode(text).unwrap()
+    );
+    assert_eq!(llama.sha256(), plain.sha256());
+    assert_eq!(again.sha256(), plain.sha256());
+}

@@ -463,27 +463,21 @@ impl OpenFile {
     }
 
     fn next_item(&mut self) -> Option<Item> {
-        if let Some(e) = self.failed.take() {
-            self.broken = true;
-            self.rows += 1;
-            let skip = Skip::unreadable(&e);
-            return Some(Item::Skipped {
-                source: format!("{}:{}", self.shown, self.line),
-                reason: skip.reason,
-                error: Some(skip.message),
-            });
-        }
-        if self.broken {
-            return None;
-        }
-        let (start_line, read) = match self.layout {
-            Layout::Lines => self.next_line()?,
-            Layout::Array { closed: true } => return None,
-            Layout::Array { .. } => self.next_element()?,
-            Layout::Single { read: true } => return self.after_single(),
-            Layout::Single { read: false } => {
-                self.layout = Layout::Single { read: true };
-                self.next_value()?
+        let (start_line, read) = if let Some(e) = self.failed.take() {
+            self.read_failed(self.line, e)?
+        } else {
+            if self.broken {
+                return None;
+            }
+            match self.layout {
+                Layout::Lines => self.next_line()?,
+                Layout::Array { closed: true } => return None,
+                Layout::Array { .. } => self.next_element()?,
+                Layout::Single { read: true } => self.after_single()?,
+                Layout::Single { read: false } => {
+                    self.layout = Layout::Single { read: true };
+                    self.next_value()?
+                }
             }
         };
         self.rows += 1;
@@ -613,32 +607,22 @@ impl OpenFile {
 
     /// What follows a file's one conversation: nothing but whitespace, else one skipped row
     /// saying so.
-    fn after_single(&mut self) -> Option<Item> {
+    fn after_single(&mut self) -> Option<(u64, Result<String, Skip>)> {
         match skip_space(&mut self.reader, &mut self.line) {
             Ok(None) => None,
             Ok(Some(_)) => {
                 self.broken = true;
-                self.rows += 1;
-                Some(Item::Skipped {
-                    source: format!("{}:{}", self.shown, self.line),
-                    reason: "not_json",
-                    error: Some(
-                        "more text after the file's one conversation (one conversation per \
-                         line, JSON Lines, makes a corpus)"
+                Some((
+                    self.line,
+                    Err(Skip {
+                        reason: "not_json",
+                        message: "more text after the file's one conversation (one \
+                                  conversation per line, JSON Lines, makes a corpus)"
                             .into(),
-                    ),
-                })
+                    }),
+                ))
             }
-            Err(e) => {
-                let (line, read) = self.read_failed(self.line, e)?;
-                self.rows += 1;
-                let skip = read.err()?;
-                Some(Item::Skipped {
-                    source: format!("{}:{}", self.shown, line),
-                    reason: skip.reason,
-                    error: Some(skip.message),
-                })
-            }
+            Err(e) => self.read_failed(self.line, e),
         }
     }
 

@@ -480,12 +480,13 @@ struct Chain {
 
 /// Where the operand run ending before token `i` starts: back over tokens (a bracketed part
 /// whole) until a boundary, an unmatched opening bracket, or an unmatched closing one.
-fn walk_back(
+/// `is_boundary` may refuse a token outright (an error of the caller's).
+fn walk_back<E>(
     tokens: &[(Token, Span)],
     brackets: &[Option<usize>],
     i: usize,
-    is_boundary: &dyn Fn(usize) -> bool,
-) -> usize {
+    is_boundary: &dyn Fn(usize) -> Result<bool, E>,
+) -> Result<usize, E> {
     let mut first = i;
     let mut k = i;
     while k > 0 {
@@ -501,13 +502,47 @@ fn walk_back(
                 None => break,
             }
         }
-        if is_open(t) || is_boundary(j) {
+        if is_open(t) || is_boundary(j)? {
             break;
         }
         first = j;
         k = j;
     }
-    first
+    Ok(first)
+}
+
+/// The value of a walk whose boundary test cannot fail.
+fn infallible(walked: Result<usize, std::convert::Infallible>) -> usize {
+    walked.unwrap_or_else(|never| match never {})
+}
+
+/// Where the operand run starting at token `from` ends (exclusive): on over tokens (a
+/// bracketed part whole) until a boundary, an unmatched closing bracket, or an unmatched
+/// opening one; `from` when the run is empty.
+fn walk_forward<E>(
+    tokens: &[(Token, Span)],
+    brackets: &[Option<usize>],
+    from: usize,
+    is_boundary: &mut dyn FnMut(usize) -> Result<bool, E>,
+) -> Result<usize, E> {
+    let mut k = from;
+    while k < tokens.len() {
+        let t = &tokens[k].0;
+        if is_open(t) {
+            match brackets[k] {
+                Some(close) => {
+                    k = close + 1;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        if is_close(t) || is_boundary(k)? {
+            break;
+        }
+        k += 1;
+    }
+    Ok(k)
 }
 
 /// The chains in `tokens` whose operators `is_operator` recognises and whose ends
@@ -524,32 +559,20 @@ fn chains(
             continue;
         }
         // Back to the chain's start, over operands (bracketed parts whole) and operators.
-        let first = walk_back(tokens, &brackets, i, &is_boundary);
+        let first = infallible(walk_back(tokens, &brackets, i, &|j| Ok(is_boundary(j))));
         // On to its end, noting the operators.
         let mut operators = Vec::new();
-        let mut last = i;
-        let mut k = first;
-        while k < tokens.len() {
-            let t = &tokens[k].0;
-            if is_open(t) {
-                match brackets[k] {
-                    Some(close) => {
-                        last = close;
-                        k = close + 1;
-                        continue;
-                    }
-                    None => break,
-                }
-            }
-            if is_close(t) || is_boundary(k) {
-                break;
+        let end = infallible(walk_forward(tokens, &brackets, first, &mut |k| {
+            if is_boundary(k) {
+                return Ok(true);
             }
             if is_operator(k) {
                 operators.push(k);
             }
-            last = k;
-            k += 1;
-        }
+            Ok(false)
+        }));
+        // The walk passes the operator at `i` at least (no boundary lies between).
+        let last = end.saturating_sub(1).max(i);
         // A well-formed chain starts and ends with an operand.
         if operators.first() != Some(&first) && operators.last() != Some(&last) {
             out.push(Chain {
@@ -701,30 +724,10 @@ fn wrap_concat_operands(tag: &Tag, edits: &mut Edits) {
             continue;
         }
         // The operand before: back to a boundary or an unmatched opening bracket.
-        let first = walk_back(tokens, &brackets, i, &|j| {
-            bounds_concat_operand(tokens, j, tag.block)
-        });
+        let mut boundary = |j| Ok(bounds_concat_operand(tokens, j, tag.block));
+        let first = infallible(walk_back(tokens, &brackets, i, &boundary));
         // The operand after: on to a boundary or an unmatched closing bracket.
-        let mut last = i;
-        let mut k = i + 1;
-        while k < tokens.len() {
-            let t = &tokens[k].0;
-            if is_open(t) {
-                match brackets[k] {
-                    Some(close) => {
-                        last = close;
-                        k = close + 1;
-                        continue;
-                    }
-                    None => break,
-                }
-            }
-            if is_close(t) || bounds_concat_operand(tokens, k, tag.block) {
-                break;
-            }
-            last = k;
-            k += 1;
-        }
+        let last = infallible(walk_forward(tokens, &brackets, i + 1, &mut boundary)) - 1;
         for (a, b) in [(first, i), (i + 1, last + 1)] {
             if a >= b || !wrapped.insert(a) {
                 continue;
@@ -794,59 +797,11 @@ fn rewrite_containment(tag: &Tag, edits: &mut Edits) -> Result<(), RenderError> 
         if left_end == 0 {
             continue;
         }
-        // The operand before: back to a boundary or an unmatched opening bracket.
-        let mut first = left_end;
-        let mut k = left_end;
-        while k > 0 {
-            let j = k - 1;
-            let t = &tokens[j].0;
-            if is_close(t) {
-                match brackets[j] {
-                    Some(open) => {
-                        first = open;
-                        k = open;
-                        continue;
-                    }
-                    None => break,
-                }
-            }
-            if is_open(t) {
-                break;
-            }
-            match bounds_containment_operand(tokens, j, tag.block) {
-                Some(true) => break,
-                Some(false) => {}
-                None => return Err(chain()),
-            }
-            first = j;
-            k = j;
-        }
-        // The operand after: on to a boundary or an unmatched closing bracket.
-        let mut last = i;
-        let mut k = i + 1;
-        while k < tokens.len() {
-            let t = &tokens[k].0;
-            if is_open(t) {
-                match brackets[k] {
-                    Some(close) => {
-                        last = close;
-                        k = close + 1;
-                        continue;
-                    }
-                    None => break,
-                }
-            }
-            if is_close(t) {
-                break;
-            }
-            match bounds_containment_operand(tokens, k, tag.block) {
-                Some(true) => break,
-                Some(false) => {}
-                None => return Err(chain()),
-            }
-            last = k;
-            k += 1;
-        }
+        // The operands before and after: to a boundary or an unmatched bracket; a chained
+        // comparison is refused.
+        let mut boundary = |j| bounds_containment_operand(tokens, j, tag.block).ok_or_else(chain);
+        let first = walk_back(tokens, &brackets, left_end, &boundary)?;
+        let last = walk_forward(tokens, &brackets, i + 1, &mut boundary)? - 1;
         if first >= left_end || last == i {
             continue;
         }

@@ -12,6 +12,11 @@
 use serde_json::{Value as Json, json};
 use sha2::{Digest, Sha256};
 
+/// Mixed into a tokenizer.json's cache key for its llama.cpp form; a change to what
+/// [`rewrite`] does must change it (the number XORed in is its version), so that no prepared
+/// form of the old rewrite is read.
+pub const CACHE_SALT: u128 = 0x6b76_6175_6469_742d_6c6c_616d_6163_7070_u128 ^ 1;
+
 /// The text the converter encodes (with special tokens) to recognise a pre-tokenizer.
 const CHECK_TEXT: &str = "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n\u{1f680} (normal) \u{1f636}\u{200d}\u{1f32b}\u{fe0f} (multiple emojis concatenated) \u{2705} \u{1f999}\u{1f999} 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 \u{1780}\u{17b6}\u{1793}\u{17cb}\u{178f}\u{17c2}\u{1796}\u{17b7}\u{179f}\u{17c1}\u{179f}\u{17a2}\u{17b6}\u{1785}\u{1f601} ?\u{6211}\u{60f3}\u{5728}apple\u{5de5}\u{4f5c}1314151\u{5929}\u{ff5e} ------======= \u{43d}\u{435}\u{449}\u{43e} \u{43d}\u{430} \u{411}\u{44a}\u{43b}\u{433}\u{430}\u{440}\u{441}\u{43a}\u{438} ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL";
 

@@ -108,12 +108,17 @@ impl Tokenizer {
     /// converter recognises (Llama 3 looks whole words up; gpt-oss merges them, and its
     /// combining marks end words). See [`llamacpp`].
     pub fn from_file_as_llamacpp(path: &Path) -> Result<Tokenizer, TokenizeError> {
-        Tokenizer::load_with(path, cache_dir().as_deref(), false)
+        Tokenizer::load_as_llamacpp(path, cache_dir().as_deref())
+    }
+
+    /// [`from_file_as_llamacpp`](Self::from_file_as_llamacpp) with this cache directory.
+    pub fn load_as_llamacpp(path: &Path, cache: Option<&Path>) -> Result<Tokenizer, TokenizeError> {
+        Tokenizer::load_with(path, cache, true)
     }
 
     /// Load `path`; with a cache directory, use (or create) its prepared form there.
     pub fn load(path: &Path, cache: Option<&Path>) -> Result<Tokenizer, TokenizeError> {
-        Tokenizer::load_with(path, cache, true)
+        Tokenizer::load_with(path, cache, false)
     }
 
     /// A loaded tokenizer with its per-use tables still to build.
@@ -129,22 +134,26 @@ impl Tokenizer {
         }
     }
 
+    /// `llamacpp`: as llama.cpp tokenizes (see [`llamacpp`]). Its prepared form is keyed by
+    /// the file and the profile, so a run that finds it reads tokenizer.json's bytes only;
+    /// the rewrite leaves the vocabulary and merges as they are, which the prepared form's
+    /// spot check reads from those bytes.
     fn load_with(
         path: &Path,
         cache: Option<&Path>,
-        unicode_normalization: bool,
+        llamacpp: bool,
     ) -> Result<Tokenizer, TokenizeError> {
         let shown = path.display().to_string();
-        let mut bytes = crate::input::read_bounded(path, MAX_TOKENIZER_JSON).map_err(|source| {
+        let bytes = crate::input::read_bounded(path, MAX_TOKENIZER_JSON).map_err(|source| {
             TokenizeError::Read {
                 path: shown.clone(),
                 source,
             }
         })?;
-        if !unicode_normalization {
-            bytes = as_llamacpp(bytes);
+        let mut key = xxhash_rust::xxh3::xxh3_128(&bytes);
+        if llamacpp {
+            key ^= llamacpp::CACHE_SALT;
         }
-        let key = xxhash_rust::xxh3::xxh3_128(&bytes);
         let cached = cache.map(|dir| dir.join(format!("{key:032x}.kvtok")));
         // The cache only saves time: a file that cannot be read, is not a regular file, or
         // fails any check is ignored and rebuilt below.
@@ -166,9 +175,12 @@ impl Tokenizer {
         // built from it. A failure to build takes the plain path, whose error names the line
         // and column.
         bounds::check_counts(&bytes).map_err(load_error)?;
-        let json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
-        if let Some(json) = &json {
+        let mut json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+        if let Some(json) = &mut json {
             bounds::check(json).map_err(load_error)?;
+            if llamacpp {
+                as_llamacpp(json);
+            }
         }
         let parsed = json
             .as_ref()
@@ -227,20 +239,10 @@ impl Tokenizer {
     }
 }
 
-/// tokenizer.json as llama.cpp tokenizes it (see [`llamacpp`]); a file that does not parse or
-/// is out of bounds is passed on as it is, for the load to name its error.
-fn as_llamacpp(bytes: Vec<u8>) -> Vec<u8> {
-    if bounds::check_counts(&bytes).is_err() {
-        return bytes;
-    }
-    let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        return bytes;
-    };
-    if bounds::check(&json).is_err() {
-        return bytes;
-    }
+/// tokenizer.json's tree rewritten as llama.cpp tokenizes it (see [`llamacpp`]).
+fn as_llamacpp(json: &mut serde_json::Value) {
     // The converter names the pre-tokenizer by transformers' ids for its check text.
-    let check_ids = serde::Deserialize::deserialize(&json).ok().and_then(
+    let check_ids = serde::Deserialize::deserialize(&*json).ok().and_then(
         |mut reference: tokenizers::Tokenizer| {
             reference.with_padding(None);
             reference.with_truncation(None).ok()?;
@@ -248,8 +250,7 @@ fn as_llamacpp(bytes: Vec<u8>) -> Vec<u8> {
             Some(ids.get_ids().to_vec())
         },
     );
-    llamacpp::rewrite(&mut json, check_ids.as_deref());
-    serde_json::to_vec(&json).unwrap_or(bytes)
+    llamacpp::rewrite(json, check_ids.as_deref());
 }
 
 impl Tokenizer {
