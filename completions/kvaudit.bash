@@ -113,7 +113,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__capture)
-            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --max-message-size --replay-timeout --format --color --quiet --help --version"
+            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --router --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --max-message-size --replay-timeout --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -148,6 +148,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --index-block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -199,12 +203,24 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__check)
-            opts="-m -c -o -j -q -h -V --config --model --scenario --template --baseline-template --baseline --update-baseline --format --output --explain --list-codes --offline --jobs --no-remedies --color --quiet --help --version"
+            opts="-m -c -o -j -q -h -V --router-config --router --engine-block-size --config --model --scenario --template --baseline-template --baseline --update-baseline --format --output --explain --list-codes --offline --jobs --no-remedies --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --router-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --engine-block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -291,7 +307,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__corpus)
-            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --format --color --quiet --help --version"
+            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -377,6 +393,14 @@ _kvaudit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --router-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --engine-block-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -445,7 +469,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__diff__subcmd__turns)
-            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -536,6 +560,14 @@ _kvaudit() {
                     return 0
                     ;;
                 --block-sizes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1195,13 +1227,17 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__replay)
-            opts="-q -h -V --index-block-size --hash --hash-seed --model-name --llmd-profile --engine --lookup --keep-going --pod --format --color --quiet --help --version"
+            opts="-q -h -V --index-block-size --router --hash --hash-seed --model-name --llmd-profile --engine --lookup --keep-going --pod --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --index-block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

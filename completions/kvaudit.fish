@@ -70,6 +70,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server-te
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l block-sizes -d 'KV block sizes for the uncached counts' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l router-config -d 'A router\'s real configuration to emulate (repeatable): llm-d\'s EndpointPickerConfig (YAML), or a file of Dynamo\'s, vllm-router\'s or smg\'s flags; what it names and kvaudit does not model is reported' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l router -d 'A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (the default), llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the next turn goes (docs/routers.md)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l index-block-size -d 'llm-d\'s index block size (blockSizeTokens) for the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
@@ -102,6 +104,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s q -l quiet -d 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l router -d 'A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable): `llm-d` (the default: one view per --index-block-size) or `dynamo` (at the engine\'s block size, learned from the events, unless block_size is given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
 xxh64\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l hash-seed -d 'llm-d\'s hashSeed' -r
@@ -211,6 +214,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l max-messages
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l duration -d 'Stop after this long, e.g. 90s, 5m' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l replay-endpoint -d 'The replay (ROUTER) socket of each --endpoint, same order, to recover gaps' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l router -d 'A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable): `llm-d` (the default: one view per --index-block-size) or `dynamo` (at the engine\'s block size, learned from the events, unless block_size is given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
 xxh64\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l hash-seed -d 'llm-d\'s hashSeed' -r
@@ -231,6 +235,9 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l live-replay 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l router-config -d 'A router configuration to lint against the engine: llm-d\'s EndpointPickerConfig (YAML), or a file of Dynamo\'s, vllm-router\'s or smg\'s flags (KVA403–KVA406). With a kvaudit.toml, its llm-d wiring also becomes the router view of the models\' run' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l router -d 'A router to ask about every transition, `NAME[:key=value,...]` as in diff-turns (repeatable; adds to kvaudit.toml\'s `routers`): KVA407 when it sends a turn elsewhere that the decode pod could serve' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l engine-block-size -d 'The engine\'s KV block size (vLLM\'s --block-size) the router config is linted against' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l config -d 'The config file (default: ./kvaudit.toml when it exists)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s m -l model -d 'Check this model (directory or Hub id) instead of the config\'s models; repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s c -l scenario -d 'Audit this conversation file instead of the config\'s scenarios; repeatable' -r -F
@@ -282,6 +289,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l server-templa
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l block-sizes -d 'KV block sizes for the uncached counts and the alternatives' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l router-config -d 'A router\'s real configuration to emulate (repeatable): llm-d\'s EndpointPickerConfig (YAML), or a file of Dynamo\'s, vllm-router\'s or smg\'s flags; what it names and kvaudit does not model is reported' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l router -d 'A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (the default), llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the next turn goes (docs/routers.md)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l index-block-size -d 'llm-d\'s index block size (blockSizeTokens) for the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''

@@ -138,6 +138,9 @@ pub struct AuditSettings {
     pub fuel: u64,
     /// Simulate the router's view of every transition.
     pub router: Option<crate::index::router::RouterSettings>,
+    /// The routers asked about (`--router`), each answering every transition; llm-d's reads
+    /// the `router` simulation above when its settings are those.
+    pub routers: Vec<(std::sync::Arc<str>, crate::routers::Spec)>,
     /// Evaluate every applicable remedy for each rewrite point (`--remedies`).
     pub remedies: bool,
 }
@@ -175,6 +178,8 @@ pub struct ConversationAudit {
     pub transitions: Vec<Transition>,
     /// The router's view of each transition, when asked for.
     pub routers: Vec<crate::index::router::RouterView>,
+    /// Per transition, each `--router`'s answer, in the order given.
+    pub answers: Vec<Vec<crate::routers::Answer>>,
     /// One entry per transition when --date-rollover was asked for.
     pub rollover: Option<Vec<RolloverShift>>,
     /// The remedies of each rewrite point, when asked for.
@@ -714,15 +719,75 @@ fn audit_planned(
         }
         None => Vec::new(),
     };
+    let answers = match &settings.router {
+        Some(r) if !settings.routers.is_empty() => {
+            router_answers(&settings.routers, r, &planned.plan, &transitions, &routers)
+        }
+        _ => Vec::new(),
+    };
     Ok(ConversationAudit {
         source: conv.source.clone(),
         template: template.origin,
         transitions,
         routers,
+        answers,
         rollover,
         remedies,
         refused,
     })
+}
+
+/// Each router's answer for each transition. llm-d's reads `views` (the simulation of the
+/// `router` settings) when its settings are those, and runs its own simulation otherwise.
+fn router_answers(
+    specs: &[(std::sync::Arc<str>, crate::routers::Spec)],
+    base: &crate::index::router::RouterSettings,
+    plan: &crate::render::reply::TurnPlan,
+    transitions: &[Transition],
+    views: &[crate::index::router::RouterView],
+) -> Vec<Vec<crate::routers::Answer>> {
+    use crate::routers::{Spec, Turn, answer};
+    let mut own: Vec<Option<crate::index::router::Simulator>> = specs
+        .iter()
+        .map(|(_, s)| match s {
+            Spec::LlmD(l) if l != &crate::routers::spec::LlmD(base.clone()) => {
+                Some(crate::index::router::Simulator::new(&l.0))
+            }
+            _ => None,
+        })
+        .collect();
+    let model = base.index.model_name.as_deref().unwrap_or("");
+    let request = |k: usize| -> &[Json] {
+        let n = plan.request_messages.get(k).copied().unwrap_or(0);
+        &plan.history[..n.min(plan.history.len())]
+    };
+    transitions
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let turn = Turn {
+                prompt_tokens: t.prompt_tokens,
+                held: &t.held_ids,
+                next: &t.next_ids,
+                request: request(t.from_prompt - 1),
+                next_request: request(t.to_prompt - 1),
+                engine_block_size: base.engine_block_size,
+                model,
+            };
+            specs
+                .iter()
+                .zip(own.iter_mut())
+                .map(|((label, spec), sim)| {
+                    let view = sim
+                        .as_mut()
+                        .map(|s| s.run(t.prompt_tokens, &t.held_ids, &t.next_ids));
+                    let mut a = answer(spec, &turn, view.as_ref().or(views.get(i)));
+                    a.label = label.clone();
+                    a
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// The remedies of every rewrite point of one conversation, each measured by re-running the

@@ -212,6 +212,22 @@ pub enum CheckFormat {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
+    /// A router configuration to lint against the engine: llm-d's EndpointPickerConfig
+    /// (YAML), or a file of Dynamo's, vllm-router's or smg's flags (KVA403–KVA406). With a
+    /// kvaudit.toml, its llm-d wiring also becomes the router view of the models' run.
+    #[arg(long, value_name = "FILE")]
+    pub router_config: Option<PathBuf>,
+
+    /// A router to ask about every transition, `NAME[:key=value,...]` as in diff-turns
+    /// (repeatable; adds to kvaudit.toml's `routers`): KVA407 when it sends a turn elsewhere
+    /// that the decode pod could serve.
+    #[arg(long = "router", value_name = "SPEC")]
+    pub routers: Vec<String>,
+
+    /// The engine's KV block size (vLLM's --block-size) the router config is linted against.
+    #[arg(long, default_value_t = 16, value_name = "B")]
+    pub engine_block_size: usize,
+
     /// The config file (default: ./kvaudit.toml when it exists).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -365,6 +381,18 @@ pub enum Resend {
 /// (shared by diff-turns and corpus).
 #[derive(Debug, Args)]
 pub struct RouterArgs {
+    /// A router's real configuration to emulate (repeatable): llm-d's EndpointPickerConfig
+    /// (YAML), or a file of Dynamo's, vllm-router's or smg's flags; what it names and kvaudit
+    /// does not model is reported.
+    #[arg(long = "router-config", value_name = "FILE")]
+    pub router_configs: Vec<PathBuf>,
+
+    /// A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (the default),
+    /// llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it
+    /// credits to the decode pod and where the next turn goes (docs/routers.md).
+    #[arg(long = "router", value_name = "SPEC")]
+    pub routers: Vec<String>,
+
     /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
     #[arg(long, default_value_t = 16, value_name = "B")]
     pub engine_block_size: usize,
@@ -589,6 +617,12 @@ pub struct EmulationArgs {
         value_name = "B,B,..."
     )]
     pub index_block_size: Vec<usize>,
+
+    /// A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable):
+    /// `llm-d` (the default: one view per --index-block-size) or `dynamo` (at the engine's
+    /// block size, learned from the events, unless block_size is given).
+    #[arg(long = "router", value_name = "SPEC")]
+    pub routers: Vec<String>,
 
     #[command(flatten)]
     pub index: IndexArgs,

@@ -17,6 +17,7 @@ pub mod probe;
 pub mod render;
 pub mod replay;
 pub mod report;
+pub mod routers;
 pub mod suggest;
 pub mod tally;
 pub mod tokenize;

@@ -17,6 +17,9 @@ use crate::tally::KindCounts;
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
     pub views: Vec<IndexConfig>,
+    /// Dynamo indexers to replay beside llm-d's views: each at a block size, or at the
+    /// engine's, learned from the first stored event (as Dynamo's publisher takes it).
+    pub dynamo: Vec<Option<usize>>,
     pub engine: Engine,
     pub keep_going: bool,
     /// Pod name for messages without a topic (raw msgpack captures).
@@ -226,6 +229,13 @@ pub struct ViewReport {
     pub stats: crate::index::Stats,
 }
 
+/// A Dynamo indexer's replay: its block size (none when no stored event taught it one) and
+/// what it did with the events. Its lookups follow llm-d's views in `index_tokens`.
+pub struct DynamoReport {
+    pub block_size: Option<usize>,
+    pub stats: crate::routers::dynamo::Stats,
+}
+
 pub struct ReplayReport {
     pub messages: u64,
     pub events: EventCounts,
@@ -235,6 +245,7 @@ pub struct ReplayReport {
     /// checks this only for events with a group (`stores_skipped` of each view).
     pub engine_skipped: Counts<SkipReason>,
     pub views: Vec<ViewReport>,
+    pub dynamo: Vec<DynamoReport>,
     pub sequences: Vec<Sequence>,
     /// Leaf chains whose root the engine no longer holds (not looked up).
     pub incomplete_sequences: u64,
@@ -328,6 +339,7 @@ impl ReplayReport {
 pub struct Replayer {
     opts: ReplayOptions,
     views: Vec<Index>,
+    dynamo: Vec<crate::routers::dynamo::Index>,
     /// Every pod seen: name, topic model, the blocks its engine holds.
     pods: Vec<(String, String, PodTree)>,
     /// Pod name → its place in `pods` (a scan per new topic made many pods quadratic).
@@ -346,9 +358,15 @@ pub struct Replayer {
 impl Replayer {
     pub fn new(opts: ReplayOptions) -> Replayer {
         let views = opts.views.iter().cloned().map(Index::new).collect();
+        let dynamo = opts
+            .dynamo
+            .iter()
+            .map(|&b| crate::routers::dynamo::Index::new(b))
+            .collect();
         Replayer {
             opts,
             views,
+            dynamo,
             pods: Vec::new(),
             pod_ids: FxHashMap::default(),
             last_pod: 0,
@@ -417,6 +435,9 @@ impl Replayer {
         let dropped = message_drop_reason(batch, self.opts.engine).map(|(reason, _)| reason);
         for v in &mut self.views {
             v.apply_checked(pod, model, batch, dropped);
+        }
+        for d in &mut self.dynamo {
+            d.apply(pod, batch);
         }
         self.track_engine(at, batch);
     }
@@ -512,6 +533,7 @@ impl Replayer {
                     .views
                     .iter_mut()
                     .map(|v| v.lookup_tokens(pod, model, &tokens))
+                    .chain(self.dynamo.iter().map(|d| d.lookup_tokens(pod, &tokens)))
                     .collect();
                 sequences.push(Sequence {
                     pod: pod.clone(),
@@ -543,6 +565,7 @@ impl Replayer {
                     .views
                     .iter_mut()
                     .map(|v| v.lookup_tokens(&pod, &model, &l.tokens))
+                    .chain(self.dynamo.iter().map(|d| d.lookup_tokens(&pod, &l.tokens)))
                     .collect();
                 results.push(LookupResult {
                     pod,
@@ -563,6 +586,14 @@ impl Replayer {
                 .map(|v| ViewReport {
                     config: v.config().clone(),
                     stats: v.stats,
+                })
+                .collect(),
+            dynamo: self
+                .dynamo
+                .into_iter()
+                .map(|d| DynamoReport {
+                    block_size: d.block_size,
+                    stats: d.stats,
                 })
                 .collect(),
             sequences,
@@ -654,6 +685,7 @@ mod tests {
     fn replayer() -> Replayer {
         Replayer::new(ReplayOptions {
             views: vec![IndexConfig::new(16)],
+            dynamo: Vec::new(),
             engine: Engine::Vllm,
             keep_going: false,
             default_pod: "p".into(),

@@ -250,6 +250,50 @@ fn every_code_in_the_table_is_produced() {
     let v = run(&["--config", "lock.toml"], 0);
     assert!(codes(&v).contains(&"KVA505".to_string()), "{v}");
 
+    // KVA403–KVA406: router configurations linted against the engine (a YAML --config is
+    // linted on its own).
+    let v = run(
+        &["--config", &fixture("router-configs/precise-block-64.yaml")],
+        1,
+    );
+    assert_eq!(codes(&v), ["KVA403"], "{v}");
+    let v = run(&["--config", &fixture("router-configs/pd-approx.yaml")], 1);
+    assert_eq!(codes(&v), ["KVA404", "KVA404", "KVA405"], "{v}");
+    write(
+        d,
+        "custom.yaml",
+        "kind: EndpointPickerConfig\nplugins:\n  - type: my-scorer\n",
+    );
+    let v = run(&["--config", "custom.yaml"], 0);
+    assert_eq!(codes(&v), ["KVA406"], "{v}");
+    run(
+        &["--config", &fixture("router-configs/recommended.yaml")],
+        0,
+    );
+    // KVA407: stock Dynamo routes decode by load, so a turn the pod could serve goes
+    // elsewhere; KVA401/KVA402 stay off without [gate] router.
+    // (in a directory of its own: no kvaudit.toml of the cases above)
+    let fresh = tempfile::tempdir().unwrap();
+    let v = check_json(fresh.path(), &["-m", &plain, "--router", "dynamo"], 0);
+    let found = codes(&v);
+    assert!(found.contains(&"KVA407".to_string()), "{v}");
+    assert!(!found.iter().any(|c| c == "KVA401" || c == "KVA402"), "{v}");
+    // Against an engine of block 64 the precise sample is right.
+    let v = run(
+        &[
+            "--router-config",
+            &fixture("router-configs/precise-block-64.yaml"),
+            "--engine-block-size",
+            "64",
+            "-m",
+            &plain,
+        ],
+        0,
+    );
+    assert!(!codes(&v).contains(&"KVA403".to_string()), "{v}");
+
+    seen.extend(found);
+
     let table: BTreeSet<String> = CODES.iter().map(|c| c.id.to_string()).collect();
     let never: Vec<&String> = table.difference(&seen).collect();
     assert!(never.is_empty(), "codes no test produces: {never:?}");

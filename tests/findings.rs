@@ -29,6 +29,7 @@ fn replay(block: usize) -> kvaudit::replay::ReplayReport {
     let reader = CaptureReader::new(&data[..]).unwrap();
     let options = ReplayOptions {
         views: vec![IndexConfig::new(block)],
+        dynamo: Vec::new(),
         engine: Engine::Vllm,
         keep_going: false,
         default_pod: "p".into(),
@@ -79,6 +80,7 @@ fn diff_turns_findings_are_rewrite_points() {
         template_name: None,
         fuel: kvaudit::render::DEFAULT_FUEL,
         router: None,
+        routers: Vec::new(),
         remedies: false,
     };
     let report = audit::diff_turns(&files, &tok, &conversations, &settings).unwrap();

@@ -434,6 +434,7 @@ fn mutated_captures_never_panic() {
         views[1].profile = Profile::Router202608;
         let options = ReplayOptions {
             views,
+            dynamo: Vec::new(),
             engine: Engine::Vllm,
             keep_going: case % 2 == 0,
             default_pod: "p".into(),

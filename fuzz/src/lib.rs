@@ -141,6 +141,7 @@ fn replay_with(data: &[u8], keep_going: bool, configure: impl Fn(&mut IndexConfi
         .collect();
     let opts = ReplayOptions {
         views,
+        dynamo: vec![None, Some(16)],
         engine: Engine::Vllm,
         keep_going,
         default_pod: "pod".to_string(),

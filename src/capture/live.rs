@@ -651,6 +651,7 @@ mod tests {
             engine: Engine::Vllm,
             live: Some(Replayer::new(ReplayOptions {
                 views: vec![IndexConfig::new(16)],
+                dynamo: Vec::new(),
                 engine: Engine::Vllm,
                 keep_going: true,
                 default_pod: "p".into(),

@@ -20,7 +20,48 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         out.write_all(codes::explain(code).as_bytes())?;
         return Ok(Outcome::Clean);
     }
-    let config = check_config(args)?;
+    // A router config given as --config (YAML) is linted on its own: there is no model to
+    // run.
+    let yaml = |p: &std::path::Path| {
+        p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"))
+    };
+    if args.router_config.is_none()
+        && let Some(path) = args.config.as_deref().filter(|p| yaml(p))
+    {
+        let findings = router_lints(path, args.engine_block_size, None)?;
+        let report = gate::CheckReport {
+            models: Vec::new(),
+            findings,
+            baseline: None,
+            lock: gate::lock::Lock::new(Vec::new()),
+        };
+        return finish(args, &report, out);
+    }
+    let mut config = check_config(args)?;
+    for text in &args.routers {
+        crate::routers::Spec::parse(text, &default_llm_d(args))
+            .map_err(|e| anyhow::anyhow!("--router {text:?}: {e}"))?;
+        config.gate.routers.push(text.clone());
+    }
+    if args.engine_block_size == 0 {
+        anyhow::bail!("--engine-block-size must be positive");
+    }
+    let router = match &args.router_config {
+        Some(path) => {
+            let (loaded, _) = super::settings::router_config(path)?;
+            // Its llm-d wiring becomes the router view of the run (KVA401/KVA402 measure it).
+            if let Ok(crate::routers::Spec::LlmD(l)) = loaded.spec(&default_llm_d(args)) {
+                config.gate.router = Some(gate::config::RouterConfig {
+                    engine_block_size: args.engine_block_size,
+                    index_block_size: l.0.index.block_size,
+                    decider: l.0.decider,
+                });
+            }
+            Some(path.clone())
+        }
+        None => None,
+    };
     let (baseline, lock) = check_baseline(args, &config)?;
     let lock_path = &lock.path;
     // Nothing is written over what the run reads, checked before the run.
@@ -45,8 +86,15 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         jobs: super::settings::jobs(args.jobs)?,
     };
     let spinner = super::progress::Spinner::start("checking");
-    let report = gate::check(&config, &baseline, &options)?;
+    let mut report = gate::check(&config, &baseline, &options)?;
     drop(spinner);
+    if let Some(path) = &router {
+        report.findings.extend(router_lints(
+            path,
+            args.engine_block_size,
+            Some(&config.gate),
+        )?);
+    }
     if args.update_baseline {
         let text = report.lock.to_text()?;
         let options = output::Options {
@@ -63,7 +111,15 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         )?;
         return Ok(Outcome::Clean);
     }
-    let text = report::export(&report, args.format.into(), &super::settings::style(false))?;
+    finish(args, &report, out)
+}
+
+fn finish(
+    args: &CheckArgs,
+    report: &gate::CheckReport,
+    out: &mut dyn std::io::Write,
+) -> Result<Outcome> {
+    let text = report::export(report, args.format.into(), &super::settings::style(false))?;
     match &args.output {
         Some(path) => output::write(path, text.as_bytes())?,
         None => out.write_all(text.as_bytes())?,
@@ -73,4 +129,85 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     } else {
         Outcome::Clean
     })
+}
+
+/// The llm-d settings a router config's wiring starts from.
+fn default_llm_d(args: &CheckArgs) -> crate::index::router::RouterSettings {
+    crate::index::router::RouterSettings {
+        engine_block_size: args.engine_block_size,
+        index: crate::index::IndexConfig::new(64),
+        decider: Default::default(),
+    }
+}
+
+/// A router configuration's lint findings, each at the line of the setting it is about.
+fn router_lints(
+    path: &std::path::Path,
+    engine_block_size: usize,
+    gate: Option<&gate::config::GateOptions>,
+) -> Result<Vec<gate::GateFinding>> {
+    use crate::routers::config::LintKind;
+    if engine_block_size == 0 {
+        anyhow::bail!("--engine-block-size must be positive");
+    }
+    let (loaded, text) = super::settings::router_config(path)?;
+    let shown = path.display().to_string();
+    let line_of = |needles: &[&str]| {
+        needles
+            .iter()
+            .find_map(|n| {
+                text.lines()
+                    .position(|l| !l.trim_start().starts_with('#') && l.contains(n))
+            })
+            .map_or(1, |i| i + 1)
+    };
+    let mut out = Vec::new();
+    for l in crate::routers::config::lint(&loaded, engine_block_size) {
+        let (code, line) = match l.kind {
+            LintKind::BlockSize => (
+                gate::Code::RouterBlockSize,
+                line_of(&[
+                    "blockSizeTokens",
+                    "blockSize",
+                    "--kv-cache-block-size",
+                    "--block-size",
+                    "--kv-event-block-size",
+                ]),
+            ),
+            LintKind::ReadsApproximate => (
+                gate::Code::RouterReadsApproximate,
+                line_of(&[if l.message.starts_with("prefix-cache-scorer") {
+                    "type: prefix-cache-scorer"
+                } else {
+                    "type: prefix-based-pd-decider"
+                }]),
+            ),
+            LintKind::NonCachedTooLow => {
+                (gate::Code::NonCachedTooLow, line_of(&["nonCachedTokens"]))
+            }
+            LintKind::Unmodelled => (gate::Code::RouterUnmodelled, 1),
+        };
+        let level = gate.map_or(code.info().default_level, |g| g.level(code));
+        if level == codes::Level::Allow {
+            continue;
+        }
+        out.push(gate::GateFinding {
+            code,
+            name: code.info().name,
+            level,
+            model: shown.clone(),
+            scenario: None,
+            transition: None,
+            from_prompt: None,
+            message: l.message,
+            evidence: None,
+            help: code.info().help.to_string(),
+            remedies: None,
+            template_file: Some(shown.clone()),
+            template_line: line,
+            allowed: None,
+            baselined: false,
+        });
+    }
+    Ok(out)
 }

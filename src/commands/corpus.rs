@@ -27,7 +27,11 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     settings.align.sides = crate::align::Sides::Skip;
     settings.remedies = args.remedies;
     if !args.no_router {
-        settings.router = Some(router_settings(&args.router, &args.model.model)?);
+        let llm_d = router_settings(&args.router, &args.model.model)?;
+        settings.routers = super::settings::router_specs(&args.router, &llm_d)?;
+        settings.router = Some(llm_d);
+    } else if !args.router.routers.is_empty() {
+        bail!("--router and --no-router ask for opposite things: give one");
     }
     // Without a per-transition file, the tokenizer loads on a thread of its own while the
     // workers render the first rows. With one, it loads first (which once kept a model that
@@ -286,7 +290,9 @@ mod tests {
         let corpus_settings = corpus_settings(&args, &files).unwrap();
         settings.align.block_sizes = corpus_settings.block_sizes.clone();
         settings.align.sides = crate::align::Sides::Skip;
-        settings.router = Some(router_settings(&args.router, &args.model.model).unwrap());
+        let llm_d = router_settings(&args.router, &args.model.model).unwrap();
+        settings.routers = super::super::settings::router_specs(&args.router, &llm_d).unwrap();
+        settings.router = Some(llm_d);
         let rows = || {
             Rows::new(
                 args.files.clone(),

@@ -19,7 +19,9 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
         bail!("--block-sizes must be positive integers, e.g. 16,64");
     }
     settings.align.block_sizes = args.block_sizes.clone();
-    settings.router = Some(router_settings(&args.router, &args.model.model)?);
+    let llm_d = router_settings(&args.router, &args.model.model)?;
+    settings.routers = super::settings::router_specs(&args.router, &llm_d)?;
+    settings.router = Some(llm_d);
     let conversations = conversations(&args.conversation)?;
     let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
     super::note_cached_model(&files, args.model.offline);

@@ -45,12 +45,56 @@ pub fn replay_options(
     if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
         bail!("--index-block-size must be positive integers, e.g. 16,64");
     }
-    Ok(ReplayOptions {
-        views: args
+    let mut views = Vec::new();
+    let mut dynamo = Vec::new();
+    // The llm-d settings a `--router llm-d:...` starts from (its engine block size and
+    // decider do not apply to a capture).
+    let base = crate::index::router::RouterSettings {
+        engine_block_size: 16,
+        index: index_config(&args.index, args.index_block_size[0]),
+        decider: Default::default(),
+    };
+    for text in &args.routers {
+        let spec = crate::routers::Spec::parse(text, &base)
+            .map_err(|e| anyhow::anyhow!("--router {text:?}: {e}"))?;
+        match spec {
+            crate::routers::Spec::LlmD(_) if !text.contains(':') => views.extend(
+                args.index_block_size
+                    .iter()
+                    .map(|&b| index_config(&args.index, b)),
+            ),
+            crate::routers::Spec::LlmD(l) => views.push(l.0.index),
+            crate::routers::Spec::Dynamo {
+                block_size,
+                conditional: None,
+            } => dynamo.push(block_size),
+            other => bail!(
+                "--router {text:?}: {} on a capture is not emulated: {}",
+                other.name(),
+                match other {
+                    crate::routers::Spec::Dynamo { .. } => {
+                        "conditional_disagg is a routing setting; replay answers what the index holds"
+                    }
+                    crate::routers::Spec::VllmRouter { .. }
+                    | crate::routers::Spec::Sglang { .. } => {
+                        "replay emulates llm-d and dynamo; for this router's view of a conversation use diff-turns or corpus --router"
+                    }
+                    _ =>
+                        "it keys on requests, not engine events: use diff-turns or corpus --router",
+                }
+            ),
+        }
+    }
+    if args.routers.is_empty() {
+        views = args
             .index_block_size
             .iter()
             .map(|&b| index_config(&args.index, b))
-            .collect(),
+            .collect();
+    }
+    Ok(ReplayOptions {
+        views,
+        dynamo,
         engine: match args.engine {
             EngineArg::Vllm => Engine::Vllm,
             EngineArg::Sglang => Engine::Sglang,
@@ -78,6 +122,49 @@ pub fn router_settings(
         index,
         decider,
     })
+}
+
+/// A router configuration file, read (bounded) and parsed, with its text.
+pub fn router_config(path: &std::path::Path) -> Result<(crate::routers::config::Loaded, String)> {
+    let shown = path.display();
+    let bytes = crate::input::read_bounded(path, crate::routers::config::MAX_CONFIG_BYTES)
+        .with_context(|| format!("cannot read router config {shown}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("router config {shown} is not UTF-8 text"))?;
+    let loaded = crate::routers::config::parse(&text)
+        .map_err(|e| anyhow::anyhow!("router config {shown}: {e}"))?;
+    Ok((loaded, text))
+}
+
+/// The routers `--router` asks about (llm-d's precise index when none is given).
+pub fn router_specs(
+    args: &crate::cli::RouterArgs,
+    llm_d: &crate::index::router::RouterSettings,
+) -> Result<Vec<(std::sync::Arc<str>, crate::routers::Spec)>> {
+    if args.routers.is_empty() && args.router_configs.is_empty() {
+        return Ok(vec![(
+            "llm-d".into(),
+            crate::routers::Spec::LlmD(crate::routers::spec::LlmD(llm_d.clone())),
+        )]);
+    }
+    let mut specs = Vec::new();
+    for text in &args.routers {
+        let spec = crate::routers::Spec::parse(text, llm_d)
+            .map_err(|e| anyhow::anyhow!("--router {text:?}: {e}"))?;
+        specs.push((text.trim().into(), spec));
+    }
+    for path in &args.router_configs {
+        let (loaded, _) = router_config(path)?;
+        let shown = path.display();
+        for l in crate::routers::config::lint(&loaded, llm_d.engine_block_size) {
+            super::terminal::stderr_line(&format!("warning: {shown}: {}", l.message));
+        }
+        let spec = loaded
+            .spec(llm_d)
+            .map_err(|e| anyhow::anyhow!("--router-config {shown}: {e}"))?;
+        specs.push((format!("{} from {shown}", spec.name()).into(), spec));
+    }
+    Ok(specs)
 }
 
 pub fn audit_settings(
@@ -124,6 +211,7 @@ pub fn audit_settings(
         template_name,
         fuel: args.fuel,
         router: None,
+        routers: Vec::new(),
         remedies: false,
     })
 }

@@ -201,6 +201,12 @@ pub struct Tally {
     pub classes: BTreeMap<&'static str, u64>,
     pub blocks: Vec<BlockTotals>,
     pub router: Option<RouterTotals>,
+    /// Each `--router`'s answers, in the order given.
+    pub answers: Vec<crate::routers::Totals>,
+    /// Per transition, the tokens of the next prompt the decode pod would compute itself
+    /// with a router that sees what it holds (the engine's full blocks): what the P/D
+    /// decider's nonCachedTokens is compared with.
+    pub decode_uncached: Distribution,
     pub sessions: SessionKeys,
     pub worst: Vec<Worst>,
     pub skipped: Skips,
@@ -360,7 +366,20 @@ impl Tally {
                 }
                 block.costs.add(&costs[i][j]);
             }
+            if let Some(answers) = audit.answers.get(i) {
+                if self.answers.len() < answers.len() {
+                    self.answers
+                        .resize(answers.len(), crate::routers::Totals::default());
+                }
+                for (total, a) in self.answers.iter_mut().zip(answers) {
+                    total.add(a, t.next_prompt_tokens);
+                }
+            }
             if let Some(view) = audit.routers.get(i) {
+                self.decode_uncached.add(
+                    t.next_prompt_tokens
+                        .saturating_sub(view.engine_cached_tokens) as u64,
+                );
                 let r = self.router.get_or_insert_with(|| RouterTotals {
                     engine_block_size: view.engine_block_size,
                     index_block_size: view.index_block_size,
@@ -483,6 +502,14 @@ impl Tally {
             a.next_tokens += b.next_tokens;
             a.reusable += b.reusable;
             a.costs.add(&b.costs);
+        }
+        self.decode_uncached.merge(other.decode_uncached);
+        if self.answers.len() < other.answers.len() {
+            self.answers
+                .resize(other.answers.len(), crate::routers::Totals::default());
+        }
+        for (a, o) in self.answers.iter_mut().zip(&other.answers) {
+            a.merge(o);
         }
         if let Some(o) = other.router {
             let r = self.router.get_or_insert_with(|| RouterTotals {

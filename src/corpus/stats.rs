@@ -51,6 +51,36 @@ impl Distribution {
         self.count
     }
 
+    /// The nearest-rank `p`-th percentile (as [`summary`](Self::summary) gives them).
+    pub fn percentile(&self, p: u64) -> u64 {
+        self.at_percentile(&self.sorted(), p)
+    }
+
+    /// The smallest value v such that at least p% of the observations are <= v (rank
+    /// ceil(p/100 * n), 1-based), in `sorted`.
+    fn at_percentile(&self, sorted: &[(u64, u64)], p: u64) -> u64 {
+        // ceil(p * n / 100) with integers only, at least 1.
+        let rank = (p * self.count).div_ceil(100).max(1);
+        let mut seen = 0;
+        for &(v, c) in sorted {
+            seen += c;
+            if seen >= rank {
+                return v;
+            }
+        }
+        0
+    }
+
+    /// How many observations are below `n`, and their sum.
+    pub fn below(&self, n: u64) -> (u64, u128) {
+        self.counts
+            .iter()
+            .filter(|(v, _)| **v < n)
+            .fold((0, 0), |(c, s), (&v, &k)| {
+                (c + k, s + u128::from(v) * u128::from(k))
+            })
+    }
+
     pub fn sum(&self) -> u128 {
         self.sum
     }
@@ -66,20 +96,6 @@ impl Distribution {
     /// value; 0 for an empty distribution.
     pub fn summary(&self) -> Summary {
         let sorted = self.sorted();
-        let rank = |p: u64| -> u64 {
-            // ceil(p * n / 100) with integers only, at least 1.
-            (p * self.count).div_ceil(100).max(1)
-        };
-        let at = |r: u64| -> u64 {
-            let mut seen = 0;
-            for &(v, c) in &sorted {
-                seen += c;
-                if seen >= r {
-                    return v;
-                }
-            }
-            0
-        };
         Summary {
             count: self.count,
             sum: self.sum,
@@ -88,9 +104,9 @@ impl Distribution {
             } else {
                 self.sum as f64 / self.count as f64
             },
-            p50: at(rank(50)),
-            p90: at(rank(90)),
-            p99: at(rank(99)),
+            p50: self.at_percentile(&sorted, 50),
+            p90: self.at_percentile(&sorted, 90),
+            p99: self.at_percentile(&sorted, 99),
             max: sorted.last().map_or(0, |&(v, _)| v),
         }
     }

@@ -76,6 +76,7 @@ struct RawGate {
     #[serde(default)]
     levels: BTreeMap<Spanned<String>, Level>,
     router: Option<Spanned<RawRouter>>,
+    routers: Option<Spanned<Vec<String>>>,
     baseline: Option<Spanned<String>>,
     now: Option<Spanned<String>>,
     remedies: Option<bool>,
@@ -135,6 +136,9 @@ pub struct GateOptions {
     pub max_uncached: BTreeMap<usize, usize>,
     pub levels: BTreeMap<Code, Level>,
     pub router: Option<RouterConfig>,
+    /// Other routers to ask about every transition (`routers = ["dynamo", ...]`, `check
+    /// --router`): KVA407 when one sends a turn elsewhere that the pod could serve.
+    pub routers: Vec<String>,
     pub baseline: Option<PathBuf>,
     pub now: chrono::NaiveDateTime,
     /// Measure every remedy of each rewrite point (as `diff-turns --remedies`) and quote the
@@ -151,6 +155,7 @@ impl Default for GateOptions {
             max_uncached: BTreeMap::new(),
             levels: BTreeMap::new(),
             router: None,
+            routers: Vec::new(),
             baseline: None,
             now: default_now(),
             remedies: true,
@@ -402,6 +407,18 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
             decider,
         });
     }
+    if let Some(list) = &g.routers {
+        let base = crate::index::router::RouterSettings {
+            engine_block_size: 16,
+            index: crate::index::IndexConfig::new(64),
+            decider: Default::default(),
+        };
+        for text in list.get_ref() {
+            crate::routers::Spec::parse(text, &base)
+                .map_err(|e| loc.error(&list.span(), format!("router {text:?}: {e}")))?;
+        }
+        gate.routers = list.get_ref().clone();
+    }
     gate.baseline = g.baseline.as_ref().map(inside).transpose()?;
     gate.remedies = g.remedies.unwrap_or(gate.remedies);
     if let Some(now) = &g.now {
@@ -529,6 +546,8 @@ pub fn starter(models: &[String]) -> String {
          # Any code's level: levels = { KVA203 = \"deny\" }\n\
          # The router view (llm-d index and P/D decider, KVA401/KVA402):\n\
          # router = { engine_block_size = 16, index_block_size = 64, decider = \"non-cached-tokens=512\" }\n\
+         # Other routers to ask (KVA407 when one sends a turn away from a pod that could serve it):\n\
+         # routers = [\"dynamo\", \"vllm-router\"]\n\
          # Written by `kvaudit check --update-baseline`; regressions against it fail (KVA501-KVA504).\n\
          baseline = \"kvaudit.lock\"\n\
          # Measure the fixes of each rewrite point and quote the best in its help line\n\

@@ -267,7 +267,7 @@ fn transition_findings(
             ),
         ));
     }
-    if let Some(r) = c.routers.get(i) {
+    if let Some(r) = c.routers.get(i).filter(|_| gate.router.is_some()) {
         if r.index_visible_tokens < r.engine_cached_tokens {
             out.push(at(
                 Code::IndexBehindEngine,
@@ -286,6 +286,25 @@ fn transition_findings(
                     format!(
                         "decode-only with the engine's {} cached tokens, prefill-decode with the index's {}",
                         r.engine_cached_tokens, r.index_visible_tokens
+                    ),
+                ));
+            }
+        }
+    }
+    if let (Some(r), Some(answers)) = (c.routers.get(i), c.answers.get(i)) {
+        // What the decider does with what the pod really holds.
+        let cfg = gate.router.as_ref().map(|g| g.decider).unwrap_or_default();
+        let engine = decide(&cfg, t.next_prompt_tokens, r.engine_cached_tokens, 1);
+        if engine.verdict == Verdict::DecodeOnly {
+            for a in answers
+                .iter()
+                .filter(|a| a.decision == crate::routers::Decision::Other)
+            {
+                out.push(at(
+                    Code::RouterSendsElsewhere,
+                    format!(
+                        "the pod holds {} of {} tokens, enough to stay decode-only, but {} credits {} and sends the turn elsewhere: {}",
+                        r.engine_cached_tokens, t.next_prompt_tokens, a.label, a.visible_tokens, a.rule
                     ),
                 ));
             }

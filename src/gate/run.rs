@@ -206,6 +206,34 @@ fn audit_model(
     })
     .with_context(context)?;
     let tok = audit::tokenizer_for(&files, m.server).with_context(context)?;
+    // Routers asked about need the simulated events too: the llm-d settings configured, or
+    // llm-d's defaults (whose own findings stay off without [gate] router).
+    let router = gate
+        .router
+        .as_ref()
+        .map(|r| (r.engine_block_size, r.index_block_size, r.decider))
+        .or_else(|| (!gate.routers.is_empty()).then(|| (16, 64, Default::default())))
+        .map(|(engine, index_block, decider)| {
+            let mut index = crate::index::IndexConfig::new(index_block);
+            index.model_name = Some(m.source.clone());
+            crate::index::router::RouterSettings {
+                engine_block_size: engine,
+                index,
+                decider,
+            }
+        });
+    let routers = match &router {
+        Some(base) => gate
+            .routers
+            .iter()
+            .map(|text| {
+                crate::routers::Spec::parse(text, base)
+                    .map(|spec| (std::sync::Arc::<str>::from(text.as_str()), spec))
+                    .map_err(|e| anyhow::anyhow!("router {text:?}: {e}"))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     let settings = AuditSettings {
         clock: Clock::Fixed(gate.now),
         date_rollover: gate.level(super::Code::DateRollover) != super::Level::Allow,
@@ -224,15 +252,8 @@ fn audit_model(
         },
         template_name: m.template_name.clone(),
         fuel: crate::render::DEFAULT_FUEL,
-        router: gate.router.as_ref().map(|r| {
-            let mut index = crate::index::IndexConfig::new(r.index_block_size);
-            index.model_name = Some(m.source.clone());
-            crate::index::router::RouterSettings {
-                engine_block_size: r.engine_block_size,
-                index,
-                decider: r.decider,
-            }
-        }),
+        router,
+        routers,
         remedies: gate.remedies,
     };
     let probes;

@@ -128,6 +128,12 @@ pub struct TurnPlan {
     pub next_with_held_request: Vec<Option<String>>,
     /// The system message text, if the conversation has one.
     pub system: Option<String>,
+    /// Every message as the client sends it, replies as history (what routers that key on
+    /// the request read).
+    pub history: Vec<Json>,
+    /// How many of `history`'s messages each prompt was rendered from (prompt k is
+    /// `history[..request_messages[k]]`).
+    pub request_messages: Vec<usize>,
     /// The first request the server refuses, when one after the first is: the plan stops
     /// before it, as the server serves the requests before it and answers that one with an
     /// error.
@@ -541,6 +547,8 @@ pub fn plan_turns(
         next_at_held_time,
         next_with_held_request,
         system,
+        history: history.messages,
+        request_messages: prompt_history,
         refused,
     })
 }

@@ -145,6 +145,46 @@ fn charts(v: &CorpusView) -> Vec<Chart> {
                 .collect(),
         ));
     }
+    if !v.routers.is_empty() {
+        out.push(bar_chart(
+            "routers",
+            "Turns kept on the decode pod, per router",
+            &format!(
+                "of {} transitions: where each router sends the next turn (back to the pod that served the turn before)",
+                v.transitions
+            ),
+            v.routers
+                .iter()
+                .map(|r| {
+                    (
+                        r.spec.to_string(),
+                        r.stays_on_decode,
+                        format!("{} of {}", r.stays_on_decode, r.transitions),
+                    )
+                })
+                .collect(),
+        ));
+    }
+    if let Some(nc) = &v.non_cached_tokens {
+        out.push(bar_chart(
+            "non-cached-tokens",
+            "nonCachedTokens: turns that stay on the decode pod",
+            &format!(
+                "a router that sees what the decode pod holds; recommended {} ({})",
+                nc.recommended, nc.goal
+            ),
+            nc.candidates
+                .iter()
+                .map(|c| {
+                    (
+                        c.non_cached_tokens.to_string(),
+                        c.stay_on_decode,
+                        format!("{:.1}%", c.share * 100.0),
+                    )
+                })
+                .collect(),
+        ));
+    }
     out
 }
 

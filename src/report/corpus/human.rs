@@ -262,6 +262,71 @@ fn to_human(v: &CorpusView, w: usize) -> String {
         }
     }
 
+    if !v.routers.is_empty() {
+        heading(
+            &mut out,
+            "routers: what each credits to the decode pod, and where the next turn goes",
+        );
+        for r in &v.routers {
+            let units = match (r.unit, r.matched_units, r.input_units) {
+                (Some(u), Some(m), Some(i)) => format!(", matched {m} of {i} {u}"),
+                _ => String::new(),
+            };
+            let line = format!(
+                "{} ({}): stays on the decode pod in {} of {} transitions; credits {} of {} next-prompt tokens{units}{}",
+                r.spec,
+                r.version,
+                r.stays_on_decode,
+                r.transitions,
+                r.visible_tokens,
+                r.next_prompt_tokens,
+                r.main_reason
+                    .map(|w| format!("; mostly: {w}"))
+                    .unwrap_or_default()
+            );
+            out.push_str(&wrap(&line, w, "  ", "    "));
+        }
+    }
+
+    if let Some(nc) = &v.non_cached_tokens {
+        heading(
+            &mut out,
+            "nonCachedTokens for the P/D decider, measured on this corpus",
+        );
+        let rows = nc
+            .candidates
+            .iter()
+            .map(|c| {
+                vec![
+                    c.non_cached_tokens.to_string(),
+                    format!("{} of {}", c.stay_on_decode, nc.transitions),
+                    pct(c.share),
+                    c.decode_prefill_tokens.to_string(),
+                ]
+            })
+            .collect();
+        let table = Table {
+            columns: vec![
+                Column::right("nonCachedTokens"),
+                Column::right("stay on decode"),
+                Column::right("share"),
+                Column::right("decode prefills").droppable(1),
+            ],
+            rows,
+            indent: 2,
+        };
+        out.push_str(&table.render(w));
+        out.push_str(&wrap(
+            &format!(
+                "recommended: nonCachedTokens {} ({}: the 90th percentile of uncached tokens, plus one)",
+                nc.recommended, nc.goal
+            ),
+            w,
+            "  ",
+            "    ",
+        ));
+    }
+
     let a = &v.alternatives;
     heading(
         &mut out,
@@ -379,6 +444,19 @@ fn to_human(v: &CorpusView, w: usize) -> String {
         }
     }
     let _ = writeln!(out, "\npercentiles: {}", v.percentile_definition);
+    let entries: Vec<crate::routers::LineEntry> = v
+        .routers
+        .iter()
+        .map(|r| crate::routers::LineEntry {
+            router: r.spec,
+            decode: r.stays_on_decode,
+            transitions: r.transitions,
+            why: r.main_reason,
+        })
+        .collect();
+    if let Some(line) = crate::routers::answer_line(&entries) {
+        out.push_str(&wrap(&line, w, "", "  "));
+    }
     out
 }
 

@@ -38,6 +38,13 @@ pub struct CorpusView<'a> {
     pub block_sizes: Vec<BlockView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterView<'a>>,
+    /// Each `--router`'s answers, totalled (llm-d's alone when none was given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub routers: Vec<AnswerTotalsView<'a>>,
+    /// Candidate nonCachedTokens for the P/D decider, measured on this corpus (with the
+    /// router view).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_cached_tokens: Option<NonCachedView>,
     pub alternatives: AlternativesView,
     pub session_key_collisions: CollisionsView<'a>,
     /// With `--remedies`: each remedy over the rewrite points it applies to, best first.
@@ -188,7 +195,100 @@ pub struct RouterView<'a> {
     pub events_emitted: u64,
     pub events_skipped: &'a BTreeMap<&'static str, u64>,
     pub decider_verdicts: &'a BTreeMap<&'static str, u64>,
-    pub decider_note: &'static str,
+}
+
+/// The candidates the nonCachedTokens table shows.
+pub const NON_CACHED_CANDIDATES: [u64; 10] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+
+/// The share of transitions the table's recommendation keeps on the decode pod.
+pub const NON_CACHED_GOAL: f64 = 0.9;
+
+#[derive(Serialize)]
+pub struct NonCachedView {
+    pub definition: &'static str,
+    pub transitions: u64,
+    pub candidates: Vec<NonCachedRow>,
+    pub goal: &'static str,
+    /// The smallest threshold that meets the goal: one more than the goal's percentile of
+    /// the uncached tokens.
+    pub recommended: u64,
+}
+
+#[derive(Serialize)]
+pub struct NonCachedRow {
+    pub non_cached_tokens: u64,
+    pub stay_on_decode: u64,
+    pub share: f64,
+    /// Tokens the decode pods compute themselves for the transitions that stay.
+    pub decode_prefill_tokens: u128,
+}
+
+fn non_cached_view(d: &crate::corpus::stats::Distribution) -> Option<NonCachedView> {
+    let n = d.count();
+    if n == 0 {
+        return None;
+    }
+    let candidates = NON_CACHED_CANDIDATES
+        .iter()
+        .map(|&c| {
+            let (stay, sum) = d.below(c);
+            NonCachedRow {
+                non_cached_tokens: c,
+                stay_on_decode: stay,
+                share: share(stay, n),
+                decode_prefill_tokens: sum,
+            }
+        })
+        .collect();
+    Some(NonCachedView {
+        definition: "a transition stays on the decode pod when the next prompt's tokens outside the engine's full cached blocks are fewer than nonCachedTokens (llm-d's prefix-based-pd-decider reading a precise index at the engine's block size; promptTokens off)",
+        transitions: n,
+        candidates,
+        goal: "keep 90% of transitions on the decode pod",
+        recommended: d.percentile(90) + 1,
+    })
+}
+
+#[derive(Serialize)]
+pub struct AnswerTotalsView<'a> {
+    pub router: &'static str,
+    /// The `--router` value as given.
+    pub spec: &'a str,
+    pub version: &'static str,
+    pub transitions: u64,
+    /// Transitions whose next turn goes back to the decode pod of the turn before.
+    pub stays_on_decode: u64,
+    pub visible_tokens: u64,
+    pub next_prompt_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_units: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_units: Option<u64>,
+    /// Transitions by why the router decided as it did.
+    pub reasons: BTreeMap<&'static str, u64>,
+    #[serde(skip)]
+    pub main_reason: Option<&'static str>,
+}
+
+impl<'a> AnswerTotalsView<'a> {
+    fn new(a: &'a crate::routers::Totals) -> Self {
+        AnswerTotalsView {
+            router: a.router,
+            spec: &a.label,
+            version: a.version,
+            transitions: a.transitions,
+            stays_on_decode: a.decode,
+            visible_tokens: a.visible_tokens,
+            next_prompt_tokens: a.next_tokens,
+            unit: a.unit,
+            matched_units: a.unit.map(|_| a.matched_units),
+            input_units: a.unit.map(|_| a.input_units),
+            reasons: a.reasons.clone(),
+            main_reason: a.main_reason(),
+        }
+    }
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -322,7 +422,6 @@ fn router_view(r: &RouterTotals) -> RouterView<'_> {
         events_emitted: r.events_emitted,
         events_skipped: &r.events_skipped,
         decider_verdicts: &r.verdicts,
-        decider_note: super::diff_turns::DECIDER_WIRING_NOTE,
     }
 }
 
@@ -395,6 +494,8 @@ impl View for CorpusReport {
             percentile_definition: PERCENTILES,
             block_sizes: t.blocks.iter().map(|b| block_view(b, &t.classes)).collect(),
             router: t.router.as_ref().map(router_view),
+            routers: t.answers.iter().map(AnswerTotalsView::new).collect(),
+            non_cached_tokens: non_cached_view(&t.decode_uncached),
             alternatives: AlternativesView {
                 prefill_affinity: self.settings.assumptions.prefill_affinity.name(),
                 kv_recompute_threshold: self.settings.assumptions.kv_recompute_threshold,
@@ -479,7 +580,15 @@ pub fn transition_lines(
         let line = TransitionLine {
             schema_version: SCHEMA_VERSION,
             conversation: &audit.source,
-            transition: TransitionView::new(transition, audit.routers.get(i), None),
+            transition: {
+                let mut view = TransitionView::new(transition, audit.routers.get(i), None);
+                view.routers = audit
+                    .answers
+                    .get(i)
+                    .map(|a| a.iter().map(super::diff_turns::AnswerView::new).collect())
+                    .unwrap_or_default();
+                view
+            },
             alternatives: block_sizes
                 .iter()
                 .zip(costs)

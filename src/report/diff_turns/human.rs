@@ -6,7 +6,6 @@ use std::fmt::Write;
 
 use owo_colors::{OwoColorize, Stream};
 
-use super::DECIDER_WIRING_NOTE;
 use crate::align::{TokenView, Transition};
 use crate::audit::{ConversationAudit, DiffTurnsReport};
 use crate::report::layout::{Column, Table, fit, wrap};
@@ -80,10 +79,6 @@ fn to_human(report: &DiffTurnsReport, style: &Style) -> String {
         }
         let rows: Vec<&Transition> = shown.iter().map(|&i| &c.transitions[i]).collect();
         out.push_str(&uncached_table(&rows, w));
-    }
-    if report.conversations.iter().any(|c| !c.routers.is_empty()) {
-        out.push('\n');
-        out.push_str(&wrap(&format!("note: {DECIDER_WIRING_NOTE}."), w, "", "  "));
     }
     if !report.errors.is_empty() {
         out.push('\n');
@@ -165,6 +160,27 @@ fn transition(out: &mut String, c: &ConversationAudit, i: usize, w: usize) {
             r.decision.rule,
         );
         out.push_str(&wrap(&line, w, "    ", "      "));
+    }
+    // With routers asked for by name, one line each (llm-d's alone is the line above).
+    let answers = c.answers.get(i).map(Vec::as_slice).unwrap_or_default();
+    if !(answers.len() == 1 && answers[0].router == "llm-d") {
+        for a in answers {
+            let units = a
+                .units
+                .map(|u| format!(" ({} of {} {})", u.matched, u.input, u.unit))
+                .unwrap_or_default();
+            let line = format!(
+                "{}: credits {} tokens{units}, {}: {}",
+                a.label,
+                a.visible_tokens,
+                match a.decision {
+                    crate::routers::Decision::Decode => "stays on the decode pod",
+                    crate::routers::Decision::Other => "goes elsewhere",
+                },
+                a.rule
+            );
+            out.push_str(&wrap(&line, w, "    ", "      "));
+        }
     }
     if let Some(shift) = c.rollover.as_ref().and_then(|r| r.get(i)) {
         let what = match (shift.rewrite_position, shift.moved) {
@@ -457,6 +473,22 @@ fn summary(report: &DiffTurnsReport, w: usize) -> String {
     } else {
         "verdict: every turn extends what the decode pod holds (exit 0)".to_string()
     };
+    let mut totals: Vec<crate::routers::Totals> = Vec::new();
+    for c in &report.conversations {
+        for (t, answers) in c.transitions.iter().zip(&c.answers) {
+            totals.resize(answers.len().max(totals.len()), Default::default());
+            for (total, a) in totals.iter_mut().zip(answers) {
+                total.add(a, t.next_prompt_tokens);
+            }
+        }
+    }
     out.push_str(&wrap(&verdict, w, "", "  "));
+    let entries: Vec<_> = totals
+        .iter()
+        .map(crate::routers::Totals::line_entry)
+        .collect();
+    if let Some(line) = crate::routers::answer_line(&entries) {
+        out.push_str(&wrap(&line, w, "", "  "));
+    }
     out
 }

@@ -14,9 +14,6 @@ use crate::index::router::RouterView;
 /// The JSON shape of the diff-turns report.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The decider as llm-d-router wires it reads the approximate producer (§5.2 of the llm-d notes).
-pub const DECIDER_WIRING_NOTE: &str = "as wired in llm-d-router (2026-08) the prefix-based-pd-decider reads the approx-prefix-cache-producer's match info, not the precise index, unless the precise producer is named approx-prefix-cache-producer";
-
 #[derive(Serialize)]
 pub struct DiffTurnsView<'a> {
     pub schema_version: u32,
@@ -118,6 +115,9 @@ pub struct TransitionView<'a> {
     pub uncached: &'a [Uncached],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterJson<'a>>,
+    /// Each `--router`'s answer (llm-d's alone when none was given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub routers: Vec<AnswerView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub date_rollover: Option<RolloverView<'a>>,
     /// With --remedies, on a transition with a rewrite point: every remedy that changes it,
@@ -144,7 +144,41 @@ pub struct DeciderView {
     pub cached_tokens: usize,
     pub non_cached_tokens: usize,
     pub rule: String,
-    pub note: &'static str,
+}
+
+/// One router's answer for a transition.
+#[derive(Serialize)]
+pub struct AnswerView<'a> {
+    pub router: &'static str,
+    /// The `--router` value as given.
+    pub spec: &'a str,
+    pub version: &'static str,
+    pub visible_tokens: usize,
+    /// Routers that match characters or bytes: the unit, and the match in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_units: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_units: Option<usize>,
+    pub decision: crate::routers::Decision,
+    pub rule: &'a str,
+}
+
+impl<'a> AnswerView<'a> {
+    pub fn new(a: &'a crate::routers::Answer) -> Self {
+        AnswerView {
+            router: a.router,
+            spec: &a.label,
+            version: a.version,
+            visible_tokens: a.visible_tokens,
+            unit: a.units.map(|u| u.unit),
+            matched_units: a.units.map(|u| u.matched),
+            input_units: a.units.map(|u| u.input),
+            decision: a.decision,
+            rule: &a.rule,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -171,6 +205,11 @@ impl<'a> ConversationView<'a> {
                     c.routers.get(i),
                     c.rollover.as_ref().and_then(|r| r.get(i)),
                 );
+                view.routers = c
+                    .answers
+                    .get(i)
+                    .map(|a| a.iter().map(AnswerView::new).collect())
+                    .unwrap_or_default();
                 view.remedies = c.remedies.as_ref().and_then(|r| {
                     r.transitions
                         .iter()
@@ -213,6 +252,7 @@ impl<'a> TransitionView<'a> {
             retokenization_drift: &t.retokenization_drift,
             uncached: &t.uncached,
             router: router.map(RouterJson::new),
+            routers: Vec::new(),
             date_rollover: shift.map(|s| RolloverView {
                 common_prefix_tokens: s.common_prefix_tokens,
                 rewrite_position: s.rewrite_position,
@@ -244,7 +284,6 @@ impl<'a> RouterJson<'a> {
                 cached_tokens: r.decision.cached_tokens,
                 non_cached_tokens: r.decision.non_cached,
                 rule: r.decision.rule.to_string(),
-                note: DECIDER_WIRING_NOTE,
             },
         }
     }

@@ -140,6 +140,38 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             );
         }
     }
+    for d in &r.dynamo {
+        let skipped: Vec<String> = d
+            .stats
+            .stores_skipped
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let line = format!(
+            "dynamo 1.6.1 at block {}: {} stores applied ({} blocks), {} blocks not published for their block size, {} batches rejected{}",
+            d.block_size
+                .map_or("unknown (no stored event)".to_string(), |b| b.to_string()),
+            d.stats.stores_applied,
+            d.stats.blocks_indexed,
+            d.stats.blocks_wrong_size,
+            d.stats.batches_rejected,
+            if skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; skipped {}", skipped.join(", "))
+            }
+        );
+        out.push_str(&crate::report::layout::wrap(&line, w, "", "  "));
+    }
+    let names: Vec<String> = r
+        .views
+        .iter()
+        .map(|v| format!("index@{}", v.config.block_size))
+        .chain(r.dynamo.iter().map(|d| match d.block_size {
+            Some(b) => format!("dynamo@{b}"),
+            None => "dynamo".to_string(),
+        }))
+        .collect();
     if !r.sequences.is_empty() {
         let last = r.views.len().saturating_sub(1);
         let mut worst: Vec<_> = r.sequences.iter().collect();
@@ -159,11 +191,7 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             Column::left("model").droppable(1),
             Column::right("engine"),
         ];
-        columns.extend(
-            r.views
-                .iter()
-                .map(|v| Column::right(&format!("index@{}", v.config.block_size))),
-        );
+        columns.extend(names.iter().map(|n| Column::right(n)));
         let rows = worst
             .iter()
             .take(10)
@@ -198,8 +226,13 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             let found: Vec<String> = r
                 .views
                 .iter()
+                .map(|v| format!("block {}", v.config.block_size))
+                .chain(r.dynamo.iter().map(|d| match d.block_size {
+                    Some(b) => format!("dynamo block {b}"),
+                    None => "dynamo".to_string(),
+                }))
                 .zip(&l.index_tokens)
-                .map(|(v, t)| format!("{t} at block {}", v.config.block_size))
+                .map(|(n, t)| format!("{t} at {n}"))
                 .collect();
             let _ = writeln!(
                 out,

@@ -40,7 +40,33 @@ pub struct ReplayView<'a> {
     pub events: &'a EventCounts,
     pub engine_skipped: &'a Counts<SkipReason>,
     pub incomplete_sequences: u64,
-    pub views: Vec<IndexView<'a>>,
+    pub views: Vec<AnyView<'a>>,
+}
+
+/// A view of the replay: llm-d's index or Dynamo's indexer.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum AnyView<'a> {
+    LlmD(IndexView<'a>),
+    Dynamo(DynamoView<'a>),
+}
+
+/// A Dynamo indexer's view (`--router dynamo`).
+#[derive(Serialize)]
+pub struct DynamoView<'a> {
+    pub router: &'static str,
+    pub version: &'static str,
+    /// None when no stored event gave the engine's.
+    pub index_block_size: Option<usize>,
+    pub stores_applied: u64,
+    pub stores_skipped: &'a std::collections::BTreeMap<&'static str, u64>,
+    pub blocks_indexed: u64,
+    pub blocks_wrong_size: u64,
+    pub removals: u64,
+    pub batches_rejected: u64,
+    pub sequences: Vec<SequenceView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookups: Option<Vec<LookupView<'a>>>,
 }
 
 #[derive(Serialize)]
@@ -94,6 +120,7 @@ impl Serialize for MalformedKindsView<'_> {
 /// One index view (block size × profile × hash) of the replay.
 #[derive(Serialize)]
 pub struct IndexView<'a> {
+    pub router: &'static str,
     pub index_block_size: usize,
     pub profile: &'static str,
     pub hash: &'static str,
@@ -134,6 +161,7 @@ impl<'a> ReplayView<'a> {
             .iter()
             .enumerate()
             .map(|(i, v)| IndexView {
+                router: "llm-d",
                 index_block_size: v.config.block_size,
                 profile: v.config.profile.name(),
                 hash: v.config.algo.name(),
@@ -146,28 +174,26 @@ impl<'a> ReplayView<'a> {
                 tokens_indexed: v.stats.tokens_indexed,
                 removed_hashes_forwarded: v.stats.removed_hashes_forwarded,
                 removed_hashes_suppressed: v.stats.removed_hashes_suppressed,
-                sequences: r
-                    .sequences
-                    .iter()
-                    .map(|s| SequenceView {
-                        pod: &s.pod,
-                        model: &s.model,
-                        engine_tokens: s.engine_tokens,
-                        index_tokens: s.index_tokens[i],
-                    })
-                    .collect(),
-                lookups: (!r.lookups.is_empty()).then(|| {
-                    r.lookups
-                        .iter()
-                        .map(|l| LookupView {
-                            pod: &l.pod,
-                            model: &l.model,
-                            tokens: l.tokens,
-                            index_tokens: l.index_tokens[i],
-                        })
-                        .collect()
-                }),
+                sequences: sequence_views(r, i),
+                lookups: lookup_views(r, i),
             })
+            .map(AnyView::LlmD)
+            .chain(r.dynamo.iter().enumerate().map(|(j, d)| {
+                let i = r.views.len() + j;
+                AnyView::Dynamo(DynamoView {
+                    router: "dynamo",
+                    version: "dynamo 1.6.1",
+                    index_block_size: d.block_size,
+                    stores_applied: d.stats.stores_applied,
+                    stores_skipped: &d.stats.stores_skipped,
+                    blocks_indexed: d.stats.blocks_indexed,
+                    blocks_wrong_size: d.stats.blocks_wrong_size,
+                    removals: d.stats.removals,
+                    batches_rejected: d.stats.batches_rejected,
+                    sequences: sequence_views(r, i),
+                    lookups: lookup_views(r, i),
+                })
+            }))
             .collect();
         ReplayView {
             schema_version: SCHEMA_VERSION,
@@ -189,6 +215,32 @@ impl<'a> ReplayView<'a> {
             views,
         }
     }
+}
+
+fn sequence_views(r: &ReplayReport, i: usize) -> Vec<SequenceView<'_>> {
+    r.sequences
+        .iter()
+        .map(|s| SequenceView {
+            pod: &s.pod,
+            model: &s.model,
+            engine_tokens: s.engine_tokens,
+            index_tokens: s.index_tokens[i],
+        })
+        .collect()
+}
+
+fn lookup_views(r: &ReplayReport, i: usize) -> Option<Vec<LookupView<'_>>> {
+    (!r.lookups.is_empty()).then(|| {
+        r.lookups
+            .iter()
+            .map(|l| LookupView {
+                pod: &l.pod,
+                model: &l.model,
+                tokens: l.tokens,
+                index_tokens: l.index_tokens[i],
+            })
+            .collect()
+    })
 }
 
 impl View for ReplayOutput<'_> {

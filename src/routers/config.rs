@@ -1,0 +1,573 @@
+//! A router's real configuration, read so kvaudit emulates exactly that wiring: llm-d's
+//! EndpointPickerConfig (YAML or JSON), or a file of Dynamo's, vllm-router's or smg's
+//! command-line flags. What it names and kvaudit does not model is listed, never guessed.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+
+use super::spec::{ApproxPolicy, Conditional, SglangMode, Spec, VllmRouterPolicy};
+use crate::index::decider::DeciderConfig;
+use crate::index::router::RouterSettings;
+
+/// A config file is small; a larger one is refused before it is parsed.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Which of llm-d's prefix producers a consumer reads, and how it hashes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Producer {
+    /// `precise-prefix-cache-producer`: the engine's KV events, at this block size.
+    Precise {
+        name: String,
+        block_size: usize,
+        hash_algo: String,
+        hash_seed: String,
+    },
+    /// `approx-prefix-cache-producer`: the requests routed, at this block size (none: the
+    /// engine's, auto-tuned), floored at 64.
+    Approx {
+        name: String,
+        block_size: Option<usize>,
+    },
+    /// Another producer (e.g. `burst-prefix-cache-producer`), not modelled.
+    Other { name: String, kind: String },
+}
+
+impl Producer {
+    pub fn name(&self) -> &str {
+        match self {
+            Producer::Precise { name, .. }
+            | Producer::Approx { name, .. }
+            | Producer::Other { name, .. } => name,
+        }
+    }
+}
+
+/// llm-d's EndpointPickerConfig, as far as the prefix view and the P/D decision go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Epp {
+    /// What the prefix-cache scorer reads (none: no prefix-cache scorer).
+    pub scorer_reads: Option<Producer>,
+    /// The P/D decider and what it reads (none: no disaggregation handler or decider).
+    pub decider: Option<(DeciderConfig, Producer)>,
+    /// Plugin types kvaudit does not know (reported, not guessed).
+    pub unknown: Vec<String>,
+    /// Plugin types known to leave the prefix view alone (filters, pickers, load scorers).
+    pub ignored: Vec<String>,
+}
+
+/// A router configuration, read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Loaded {
+    LlmD(Epp),
+    /// A router's flags: the emulation they select, and flags it does not model.
+    Flags {
+        spec: Spec,
+        unknown: Vec<String>,
+    },
+}
+
+/// Plugin types that do not change what a pod is believed to hold or whether a turn is
+/// disaggregated (llm-d-router ebab687).
+const NEUTRAL: &[&str] = &[
+    "token-producer",
+    "decode-filter",
+    "prefill-filter",
+    "encode-filter",
+    "max-score-picker",
+    "random-picker",
+    "queue-scorer",
+    "kv-cache-utilization-scorer",
+    "load-aware-scorer",
+    "no-hit-lru-scorer",
+    "single-profile-handler",
+    "data-parallel-profile-handler",
+    "always-disagg-multimodal-decider",
+    "endpoint-notification-source",
+    "metrics-data-source",
+    "core-metrics-extractor",
+    "mm-embeddings-cache-producer",
+    "mm-embeddings-cache-scorer",
+    "topology-extractor",
+    "topology-affinity-filter",
+    "topology-affinity-scorer",
+    "dcgm-data-source",
+    "dcgm-extractor",
+    "endpoint-attribute-filter",
+    "endpoint-attribute-scorer",
+    "probabilistic-admitter",
+    "utilization-detector",
+    "program-aware-fairness",
+    "soft-reflective-ceiling-policy",
+];
+
+const APPROX: &str = "approx-prefix-cache-producer";
+const PRECISE: &str = "precise-prefix-cache-producer";
+
+fn uint(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
+    match v {
+        None | Some(Json::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| format!("{what} must be a non-negative integer, found {x}")),
+    }
+}
+
+fn text(v: Option<&Json>) -> &str {
+    v.and_then(Json::as_str).unwrap_or("")
+}
+
+/// Read an EndpointPickerConfig document (already parsed).
+pub fn epp(doc: &Json) -> Result<Epp, String> {
+    let kind = text(doc.get("kind"));
+    if kind != "EndpointPickerConfig" {
+        return Err(format!(
+            "expected kind: EndpointPickerConfig, found {}",
+            if kind.is_empty() { "none" } else { kind }
+        ));
+    }
+    let plugins = doc
+        .get("plugins")
+        .and_then(Json::as_array)
+        .ok_or("an EndpointPickerConfig needs a plugins list")?;
+    let mut producers: BTreeMap<String, Producer> = BTreeMap::new();
+    let mut scorer: Option<String> = None;
+    let mut decider: Option<(DeciderConfig, String)> = None;
+    let mut handler = false;
+    let mut unknown = Vec::new();
+    let mut ignored = Vec::new();
+    for (i, p) in plugins.iter().enumerate() {
+        let kind = text(p.get("type"));
+        if kind.is_empty() {
+            return Err(format!("plugins[{i}] has no type"));
+        }
+        // A plugin's name defaults to its type.
+        let name = match text(p.get("name")) {
+            "" => kind.to_string(),
+            n => n.to_string(),
+        };
+        let params = p.get("parameters").cloned().unwrap_or(Json::Null);
+        let param = |k: &str| params.get(k);
+        match kind {
+            PRECISE => {
+                let tp = param("tokenProcessorConfig");
+                let at = |k: &str| tp.and_then(|t| t.get(k));
+                let tokens = uint(at("blockSizeTokens"), "blockSizeTokens")?.filter(|&b| b > 0);
+                let old = uint(at("blockSize"), "blockSize")?.filter(|&b| b > 0);
+                let algo = text(at("hashAlgorithm"));
+                if !matches!(algo, "" | "cbor-fnv" | "xxh64") {
+                    return Err(format!(
+                        "{name}: hashAlgorithm {algo:?} is not cbor-fnv or xxh64"
+                    ));
+                }
+                producers.insert(
+                    name.clone(),
+                    Producer::Precise {
+                        name,
+                        // blockSizeTokens wins over the deprecated blockSize; neither is 16.
+                        block_size: tokens.or(old).unwrap_or(16),
+                        hash_algo: if algo.is_empty() { "cbor-fnv" } else { algo }.to_string(),
+                        hash_seed: text(at("hashSeed")).to_string(),
+                    },
+                );
+            }
+            APPROX => {
+                let auto = param("autoTune").and_then(Json::as_bool).unwrap_or(true);
+                let tokens = uint(param("blockSizeTokens"), "blockSizeTokens")?;
+                let old = uint(param("blockSize"), "blockSize")?.filter(|&b| b > 0);
+                let set = match (tokens, old) {
+                    (Some(16) | None, Some(b)) => b,
+                    (Some(b), _) => b,
+                    (None, None) => 16,
+                };
+                producers.insert(
+                    name.clone(),
+                    Producer::Approx {
+                        name,
+                        block_size: (!auto).then_some(set),
+                    },
+                );
+            }
+            "burst-prefix-cache-producer" => {
+                producers.insert(
+                    name.clone(),
+                    Producer::Other {
+                        name,
+                        kind: kind.to_string(),
+                    },
+                );
+            }
+            "prefix-cache-scorer" => {
+                scorer = Some(text(param("prefixMatchInfoProducerName")).to_string());
+            }
+            "prefix-based-pd-decider" => {
+                let cfg = DeciderConfig {
+                    non_cached_tokens: uint(param("nonCachedTokens"), "nonCachedTokens")?
+                        .unwrap_or(0),
+                    prompt_tokens: uint(param("promptTokens"), "promptTokens")?.unwrap_or(0),
+                };
+                decider = Some((cfg, text(param("prefixMatchInfoProducerName")).to_string()));
+            }
+            "disagg-profile-handler" | "pd-profile-handler" => handler = true,
+            k if NEUTRAL.contains(&k) => ignored.push(k.to_string()),
+            k => unknown.push(k.to_string()),
+        }
+    }
+    // A consumer that names no producer reads the approximate one, created with its
+    // defaults when the config has none.
+    let reads = |wanted: &str| -> Producer {
+        let name = if wanted.is_empty() { APPROX } else { wanted };
+        producers.get(name).cloned().unwrap_or_else(|| {
+            if name == APPROX {
+                Producer::Approx {
+                    name: APPROX.to_string(),
+                    block_size: None,
+                }
+            } else {
+                Producer::Other {
+                    name: name.to_string(),
+                    kind: "missing".to_string(),
+                }
+            }
+        })
+    };
+    Ok(Epp {
+        scorer_reads: scorer.as_deref().map(reads),
+        decider: decider
+            .filter(|_| handler)
+            .map(|(cfg, wanted)| (cfg, reads(&wanted))),
+        unknown,
+        ignored,
+    })
+}
+
+impl Epp {
+    /// The emulation of this wiring: what the decider reads decides the turn. `base` holds
+    /// the engine block size and the index's other settings.
+    pub fn spec(&self, base: &RouterSettings) -> Result<Spec, String> {
+        let (decider, reads) = match &self.decider {
+            Some((d, r)) => (*d, r.clone()),
+            // No P/D decider: every turn stays where the scorer sends it.
+            None => (
+                DeciderConfig {
+                    non_cached_tokens: 0,
+                    prompt_tokens: 0,
+                },
+                self.scorer_reads.clone().unwrap_or(Producer::Approx {
+                    name: APPROX.into(),
+                    block_size: None,
+                }),
+            ),
+        };
+        match reads {
+            Producer::Precise {
+                block_size,
+                hash_algo,
+                hash_seed,
+                ..
+            } => {
+                let mut s = base.clone();
+                s.index.block_size = block_size;
+                s.index.seed = hash_seed;
+                s.index.algo = match hash_algo.as_str() {
+                    "xxh64" => crate::index::HashAlgo::Xxh64,
+                    _ => crate::index::HashAlgo::CborFnv,
+                };
+                s.decider = decider;
+                Ok(Spec::LlmD(super::spec::LlmD(s)))
+            }
+            Producer::Approx { block_size, .. } => Ok(Spec::LlmDApprox {
+                block_size,
+                decider,
+            }),
+            Producer::Other { name, kind } => Err(format!(
+                "the decider reads {name} ({kind}), which kvaudit does not model"
+            )),
+        }
+    }
+}
+
+/// Read a router configuration from its text: an EndpointPickerConfig (YAML or JSON), or
+/// command-line flags of Dynamo, vllm-router or smg.
+pub fn parse(text: &str) -> Result<Loaded, String> {
+    let trimmed = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .unwrap_or("");
+    let looks_like_flags = trimmed.starts_with('-')
+        || ["dynamo", "python", "vllm-router", "smg"]
+            .iter()
+            .any(|w| trimmed.starts_with(w));
+    if !looks_like_flags {
+        let doc: Json = serde_yaml::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+        return epp(&doc).map(Loaded::LlmD);
+    }
+    flags(text)
+}
+
+/// Words of a flags file: whitespace-separated, `#` comments and line continuations
+/// dropped, `--flag=value` split in two.
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.split(" #").next().unwrap_or("");
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        for w in line.split_whitespace() {
+            let w = w.trim_matches(|c| c == '"' || c == '\'');
+            if w == "\\" || w.is_empty() {
+                continue;
+            }
+            match w.split_once('=') {
+                Some((k, v)) if k.starts_with("--") => {
+                    out.push(k.to_string());
+                    out.push(v.to_string());
+                }
+                _ => out.push(w.to_string()),
+            }
+        }
+    }
+    out
+}
+
+fn flags(text: &str) -> Result<Loaded, String> {
+    let w = words(text);
+    let has = |f: &str| w.iter().any(|x| x == f);
+    let value = |f: &str| -> Option<&str> {
+        w.iter()
+            .position(|x| x == f)
+            .and_then(|i| w.get(i + 1))
+            .map(String::as_str)
+    };
+    let number = |f: &str| -> Result<Option<usize>, String> {
+        value(f)
+            .map(|v| {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("{f} {v}: expected a positive integer"))
+            })
+            .transpose()
+    };
+    let fraction = |f: &str| -> Result<Option<f64>, String> {
+        value(f)
+            .map(|v| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| (0.0..=1.0).contains(x))
+                    .ok_or_else(|| format!("{f} {v}: expected a number from 0 to 1"))
+            })
+            .transpose()
+    };
+    let first = w.first().map(String::as_str).unwrap_or("");
+    let dynamo =
+        first == "dynamo" || w.iter().any(|x| x.starts_with("dynamo.")) || has("--router-mode");
+    let mut unknown = Vec::new();
+    let spec = if dynamo {
+        if value("--router-mode").is_some_and(|m| m != "kv") {
+            unknown.push(format!(
+                "--router-mode {} (not kv: the router does not use the KV cache)",
+                value("--router-mode").unwrap_or("")
+            ));
+        }
+        let block_size = number("--kv-cache-block-size")?.or(number("--block-size")?);
+        if has("--no-router-kv-events") || has("--no-kv-events") {
+            Spec::DynamoApprox {
+                policy: match value("--router-approximate-cache-policy") {
+                    Some("lru") => ApproxPolicy::Lru,
+                    _ => ApproxPolicy::Ttl,
+                },
+                block_size,
+            }
+        } else {
+            Spec::Dynamo {
+                block_size,
+                conditional: has("--router-conditional-disagg").then_some(Conditional {
+                    isl_threshold: 2048,
+                    ratio: 0.7,
+                }),
+            }
+        }
+    } else if first == "vllm-router" || has("--vllm-pd-disaggregation") || has("--kv-event-source")
+    {
+        let pd = has("--vllm-pd-disaggregation") || has("--pd-disaggregation");
+        let policy = if pd {
+            value("--decode-policy").or(value("--policy"))
+        } else {
+            value("--policy")
+        };
+        let policy = match policy.unwrap_or("cache_aware") {
+            "cache_aware" => VllmRouterPolicy::CacheAware,
+            "kv_aware" => VllmRouterPolicy::KvAware,
+            other => {
+                return Err(format!(
+                    "vllm-router policy {other} does not use the cache: kvaudit models cache_aware and kv_aware"
+                ));
+            }
+        };
+        Spec::VllmRouter {
+            policy,
+            threshold: fraction("--cache-threshold")?.unwrap_or(0.3),
+            block_size: number("--kv-event-block-size")?.unwrap_or(16),
+            pd,
+        }
+    } else if first == "smg" || has("--cache-threshold") || has("--policy") {
+        if value("--policy").is_some_and(|p| p != "cache_aware") {
+            return Err(format!(
+                "smg policy {} does not use the cache: kvaudit models cache_aware",
+                value("--policy").unwrap_or("")
+            ));
+        }
+        Spec::Sglang {
+            mode: SglangMode::Http,
+            threshold: fraction("--cache-threshold")?.unwrap_or(0.3),
+            pd: has("--pd-disaggregation"),
+        }
+    } else {
+        return Err(
+            "neither an EndpointPickerConfig nor the flags of dynamo, vllm-router or smg".into(),
+        );
+    };
+    Ok(Loaded::Flags { spec, unknown })
+}
+
+impl Loaded {
+    /// The emulation this configuration selects.
+    pub fn spec(&self, base: &RouterSettings) -> Result<Spec, String> {
+        match self {
+            Loaded::LlmD(e) => e.spec(base),
+            Loaded::Flags { spec, .. } => Ok(spec.clone()),
+        }
+    }
+}
+
+/// What a router configuration gets wrong for keeping a turn on its decode pod (the seed
+/// write-up's three conditions, and what kvaudit cannot see).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LintKind {
+    /// The router's block size cannot see the engine's decode-time blocks.
+    BlockSize,
+    /// Scoring or the P/D decision reads the approximate producer, not the engine's events.
+    ReadsApproximate,
+    /// The decider's threshold splits nearly every follow-up turn.
+    NonCachedTooLow,
+    /// Something the configuration names that kvaudit does not model.
+    Unmodelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lint {
+    pub kind: LintKind,
+    pub message: String,
+}
+
+/// The configuration against an engine of `engine_block_size`.
+pub fn lint(loaded: &Loaded, engine_block_size: usize) -> Vec<Lint> {
+    let eb = engine_block_size;
+    let mut out = Vec::new();
+    let mut push = |kind, message: String| out.push(Lint { kind, message });
+    match loaded {
+        Loaded::LlmD(e) => {
+            let mut seen: Vec<&str> = Vec::new();
+            let readers = [
+                ("prefix-cache-scorer", e.scorer_reads.as_ref()),
+                (
+                    "prefix-based-pd-decider",
+                    e.decider.as_ref().map(|(_, r)| r),
+                ),
+            ];
+            for (who, reads) in readers {
+                let Some(p) = reads else { continue };
+                match p {
+                    Producer::Precise {
+                        name, block_size, ..
+                    } => {
+                        let b = *block_size;
+                        if b != eb && !eb.is_multiple_of(b) && !seen.contains(&name.as_str()) {
+                            seen.push(name);
+                            push(
+                                LintKind::BlockSize,
+                                if b > eb {
+                                    format!(
+                                        "{name} indexes blocks of {b} tokens; vLLM stores blocks of {eb} and announces each decode-time block alone, so every reply block is shorter than an index block and dropped: the index never sees a reply"
+                                    )
+                                } else {
+                                    format!(
+                                        "{name} indexes blocks of {b} tokens, which does not divide vLLM's {eb}: each event's tail beyond a multiple of {b} is lost"
+                                    )
+                                },
+                            );
+                        }
+                    }
+                    Producer::Approx { name, .. } => push(
+                        LintKind::ReadsApproximate,
+                        format!(
+                            "{who} reads {name}, the approximate producer: it records requests only, in blocks of at least 64 tokens, so it never credits a decode pod with the reply it generated (name the precise producer in prefixMatchInfoProducerName)"
+                        ),
+                    ),
+                    Producer::Other { name, kind } => push(
+                        LintKind::Unmodelled,
+                        format!("{who} reads {name} ({kind}), which kvaudit does not model"),
+                    ),
+                }
+            }
+            if let Some((d, _)) = &e.decider
+                && d.non_cached_tokens > 0
+                && d.non_cached_tokens < 2 * eb
+            {
+                push(
+                    LintKind::NonCachedTooLow,
+                    format!(
+                        "nonCachedTokens {} is under two engine blocks ({}): a follow-up turn leaves the partial last block (up to {} tokens) and the template's turn markers uncached, so nearly every turn goes to a prefill pod; pick it from `kvaudit corpus`'s table on your traffic",
+                        d.non_cached_tokens,
+                        2 * eb,
+                        eb - 1
+                    ),
+                );
+            }
+            for kind in &e.unknown {
+                push(
+                    LintKind::Unmodelled,
+                    format!(
+                        "plugin type {kind} is not modelled: its effect on routing is not counted"
+                    ),
+                );
+            }
+        }
+        Loaded::Flags { spec, unknown } => {
+            match spec {
+                Spec::Dynamo {
+                    block_size: Some(b),
+                    ..
+                } if *b != eb => push(
+                    LintKind::BlockSize,
+                    format!(
+                        "Dynamo's KV block size {b} is not the engine's {eb}: every event is converted to zero blocks and the worker is invisible to the router, prompt included"
+                    ),
+                ),
+                Spec::VllmRouter {
+                    policy: VllmRouterPolicy::KvAware,
+                    block_size,
+                    ..
+                } if *block_size != eb => push(
+                    LintKind::BlockSize,
+                    format!(
+                        "vllm-router's --kv-event-block-size {block_size} is not the engine's {eb}: every event batch is rejected and the source cleared"
+                    ),
+                ),
+                _ => {}
+            }
+            for u in unknown {
+                push(LintKind::Unmodelled, u.clone());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+use super::*;
+use crate::index::IndexConfig;
+
+fn fixture(name: &str) -> Loaded {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/router-configs")
+        .join(name);
+    parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn base() -> RouterSettings {
+    RouterSettings {
+        engine_block_size: 16,
+        index: IndexConfig::new(64),
+        decider: DeciderConfig::default(),
+    }
+}
+
+fn kinds(l: &Loaded) -> Vec<LintKind> {
+    lint(l, 16).into_iter().map(|x| x.kind).collect()
+}
+
+#[test]
+fn the_recommended_wiring_passes_and_is_emulated_as_written() {
+    let l = fixture("recommended.yaml");
+    assert_eq!(kinds(&l), vec![]);
+    match l.spec(&base()).unwrap() {
+        Spec::LlmD(super::super::spec::LlmD(s)) => {
+            assert_eq!(s.index.block_size, 16);
+            assert_eq!(s.decider.non_cached_tokens, 512);
+            assert_eq!(s.decider.prompt_tokens, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    // At an engine block of 32, 16 divides it: still fine.
+    assert!(lint(&l, 32).is_empty());
+}
+
+#[test]
+fn the_precise_sample_at_block_64_is_flagged() {
+    let l = fixture("precise-block-64.yaml");
+    let found = lint(&l, 16);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].kind, LintKind::BlockSize);
+    assert!(
+        found[0].message.contains("never sees a reply"),
+        "{}",
+        found[0].message
+    );
+    // No P/D decider: the emulation never disaggregates, and the index is at 64.
+    match l.spec(&base()).unwrap() {
+        Spec::LlmD(super::super::spec::LlmD(s)) => {
+            assert_eq!((s.index.block_size, s.decider.non_cached_tokens), (64, 0));
+        }
+        other => panic!("{other:?}"),
+    }
+    // An engine running blocks of 64 or 128 is fine with it.
+    assert!(lint(&l, 128).is_empty());
+}
+
+#[test]
+fn the_pd_sample_reads_the_approximate_producer_with_a_threshold_of_16() {
+    let l = fixture("pd-approx.yaml");
+    assert_eq!(
+        kinds(&l),
+        vec![
+            LintKind::ReadsApproximate,
+            LintKind::ReadsApproximate,
+            LintKind::NonCachedTooLow
+        ]
+    );
+    assert_eq!(
+        l.spec(&base()).unwrap(),
+        Spec::LlmDApprox {
+            block_size: None,
+            decider: DeciderConfig {
+                non_cached_tokens: 16,
+                prompt_tokens: 0
+            }
+        }
+    );
+}
+
+#[test]
+fn flag_files_select_the_routers_emulation() {
+    let d = fixture("dynamo-frontend.args");
+    assert_eq!(
+        d,
+        Loaded::Flags {
+            spec: Spec::Dynamo {
+                block_size: Some(64),
+                conditional: Some(Conditional {
+                    isl_threshold: 2048,
+                    ratio: 0.7
+                })
+            },
+            unknown: vec![]
+        }
+    );
+    assert_eq!(kinds(&d), vec![LintKind::BlockSize]);
+    assert_eq!(
+        fixture("vllm-router.args").spec(&base()).unwrap(),
+        Spec::VllmRouter {
+            policy: VllmRouterPolicy::CacheAware,
+            threshold: 0.5,
+            block_size: 16,
+            pd: false
+        }
+    );
+}
+
+#[test]
+fn what_is_not_modelled_is_named() {
+    let text = "kind: EndpointPickerConfig\nplugins:\n  - type: my-custom-scorer\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: burst\n  - type: burst-prefix-cache-producer\n    name: burst\n";
+    let l = parse(text).unwrap();
+    let found = lint(&l, 16);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0]
+            .message
+            .contains("burst (burst-prefix-cache-producer)")
+    );
+    assert!(found[1].message.contains("my-custom-scorer"));
+    assert!(l.spec(&base()).unwrap_err().contains("does not model"));
+    // Not a config at all.
+    assert_eq!(
+        parse("kind: ConfigMap\n").unwrap_err(),
+        "expected kind: EndpointPickerConfig, found ConfigMap"
+    );
+    assert!(
+        parse("vllm-router --policy round_robin")
+            .unwrap_err()
+            .contains("round_robin")
+    );
+    assert!(parse("plugins: [").unwrap_err().starts_with("not YAML"));
+}
