@@ -278,6 +278,28 @@ fn every_code_in_the_table_is_produced() {
     let found = codes(&v);
     assert!(found.contains(&"KVA407".to_string()), "{v}");
     assert!(!found.iter().any(|c| c == "KVA401" || c == "KVA402"), "{v}");
+    // With models, the block-size finding carries what it cost on them in this run.
+    let v = check_json(
+        fresh.path(),
+        &[
+            "--router-config",
+            &fixture("router-configs/precise-block-64.yaml"),
+            "-m",
+            &plain,
+        ],
+        1,
+    );
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "KVA403")
+        .unwrap();
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("measured on this run: ") && m.contains("the index (block 64) sees 0 of the "),
+        "{m}"
+    );
     // Against an engine of block 64 the precise sample is right.
     let v = run(
         &[

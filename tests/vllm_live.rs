@@ -798,6 +798,102 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         compared += 1;
     }
     assert_eq!(compared, 4);
+
+    // The same live capture through the real Dynamo indexer (tests/routers_live.rs runs it
+    // on the reference captures): its answer for turn 2 equals `replay --router dynamo`'s
+    // at the engine's block size and at others, and diff-turns' prediction at the engine's.
+    let Some(routers) = routers_venv(test) else {
+        return;
+    };
+    let predicted = json_out(
+        kvaudit()
+            .args(["diff-turns", "--server", "vllm", "--format", "json"])
+            .args(["--template-kwarg", "enable_thinking=false"])
+            .args(["--engine-block-size", "32", "--router", "dynamo"])
+            .arg("-m")
+            .arg(&server.model_dir)
+            .arg("-c")
+            .arg(&conv),
+    );
+    let dynamo = &predicted["conversations"][0]["transitions"][0]["routers"][0];
+    // Turn 2's prompt, and what the engine holds after turn 1 (render --held).
+    let held = json_out(
+        kvaudit()
+            .args([
+                "render", "--server", "vllm", "--tokens", "--format", "json", "--held", "1",
+            ])
+            .args(["--template-kwarg", "enable_thinking=false", "-m"])
+            .arg(&server.model_dir)
+            .arg("-c")
+            .arg(&conv),
+    );
+    let held_ids = held["conversations"][0]["held"][0]["ids"].clone();
+    let held_len = held_ids.as_array().unwrap().len() as u64;
+    let lookups = work_dir().join("live-lookups-dynamo.json");
+    std::fs::write(&lookups, json!([next_ids, held_ids]).to_string()).unwrap();
+    for block in [16, 32, 64] {
+        let real = json_out(
+            Command::new(routers.join("bin/python"))
+                .arg(common::repo_root().join("tests/routers/dynamo_indexer.py"))
+                .arg("--capture")
+                .arg(&frames)
+                .args(["--block-size", &block.to_string(), "--lookups"])
+                .arg(&lookups),
+        );
+        let replayed = json_out(
+            kvaudit()
+                .args(["replay", "--format", "json"])
+                .args(["--router", &format!("dynamo:block_size={block}")])
+                .arg("--lookup")
+                .arg(&lookups)
+                .arg(&frames),
+        );
+        for i in 0..2 {
+            let theirs = &real["lookups"][i]["matched_tokens"];
+            let ours = &replayed["views"][0]["lookups"][i]["index_tokens"];
+            assert_eq!(
+                ours, theirs,
+                "Dynamo at block {block}, lookup {i}: {real:#}"
+            );
+        }
+        let (next_found, held_found) = (
+            &real["lookups"][0]["matched_tokens"],
+            &real["lookups"][1]["matched_tokens"],
+        );
+        if block == BLOCK {
+            // Every full block the engine holds; of turn 2, what diff-turns predicted.
+            assert_eq!(
+                held_found,
+                &json!(held_len / BLOCK as u64 * BLOCK as u64),
+                "{real:#}"
+            );
+            assert_eq!(&dynamo["visible_tokens"], next_found, "{dynamo:#}");
+        } else {
+            assert_eq!((next_found, held_found), (&json!(0), &json!(0)), "{real:#}");
+        }
+    }
+}
+
+/// The real routers' environment (.ci/routers.sh), or `None` (the caller skips, saying why;
+/// under CI it fails).
+fn routers_venv(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("KVAUDIT_ROUTERS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            common::user_cache().join("kvaudit-routers/dynamo-1.6.1+vllm-router-0.1.17+smg-1.13.0")
+        });
+    if dir.join(".complete").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "the routers' environment is not at {} (.ci/routers.sh installs it)",
+        dir.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why}");
+    }
+    common::skipped(test, &why);
+    None
 }
 
 /// A reply cut at max_tokens where prompt + reply end exactly on a block boundary: vLLM

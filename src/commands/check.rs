@@ -89,11 +89,18 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let mut report = gate::check(&config, &baseline, &options)?;
     drop(spinner);
     if let Some(path) = &router {
-        report.findings.extend(router_lints(
-            path,
-            args.engine_block_size,
-            Some(&config.gate),
-        )?);
+        let measured = measured_cost(&report.models);
+        let mut lints = router_lints(path, args.engine_block_size, Some(&config.gate))?;
+        for f in &mut lints {
+            if matches!(
+                f.code,
+                gate::Code::RouterBlockSize | gate::Code::RouterReadsApproximate
+            ) && !measured.is_empty()
+            {
+                f.message = format!("{}; measured on this run: {measured}", f.message);
+            }
+        }
+        report.findings.extend(lints);
     }
     if args.update_baseline {
         let text = report.lock.to_text()?;
@@ -129,6 +136,27 @@ fn finish(
     } else {
         Outcome::Clean
     })
+}
+
+/// What the configured router view cost on each model of the run, in a phrase.
+fn measured_cost(models: &[gate::ModelSummary]) -> String {
+    models
+        .iter()
+        .filter_map(|m| {
+            let r = m.router?;
+            Some(format!(
+                "{}: the index (block {}) sees {} of the {} tokens the engine holds over {} transitions, and the decider keeps {} on the decode pod where the engine's view would keep {}",
+                m.source,
+                r.index_block_size,
+                r.index_visible_tokens,
+                r.engine_cached_tokens,
+                m.transitions,
+                r.decode_only_index,
+                r.decode_only_engine
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The llm-d settings a router config's wiring starts from.

@@ -85,6 +85,20 @@ pub struct ModelSummary {
     pub tokenizer_sha256: String,
     pub scenarios: Vec<String>,
     pub transitions: usize,
+    /// The router view's totals, when it was simulated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterSummary>,
+}
+
+/// llm-d's index against the engine over a model's transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RouterSummary {
+    pub index_block_size: usize,
+    pub engine_cached_tokens: u64,
+    pub index_visible_tokens: u64,
+    /// Transitions the decider keeps decode-only with the engine's view, and with the index's.
+    pub decode_only_engine: u64,
+    pub decode_only_index: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, Result, anyhow};
 
-use super::config::{GateConfig, ModelConfig};
+use super::config::{GateConfig, GateOptions, ModelConfig};
 use super::findings::{self, Audited};
 use super::lock::Lock;
 use super::{BaselineSummary, CheckReport, ModelSummary};
@@ -88,14 +88,42 @@ pub fn check(
     let unused = findings::apply_allows(&mut all, &config.allows, &config.gate);
     all.extend(unused);
     Ok(CheckReport {
-        models: audited.iter().map(summary).collect(),
+        models: audited.iter().map(|a| summary(a, &config.gate)).collect(),
         findings: all,
         baseline: baseline_summary,
         lock: Lock::new(entries),
     })
 }
 
-fn summary(a: &Audited) -> ModelSummary {
+fn summary(a: &Audited, gate: &GateOptions) -> ModelSummary {
+    let router = gate.router.as_ref().and_then(|g| {
+        let report = a.report.as_ref()?;
+        let mut s = super::RouterSummary {
+            index_block_size: g.index_block_size,
+            engine_cached_tokens: 0,
+            index_visible_tokens: 0,
+            decode_only_engine: 0,
+            decode_only_index: 0,
+        };
+        let mut any = false;
+        for c in &report.conversations {
+            for (t, r) in c.transitions.iter().zip(&c.routers) {
+                any = true;
+                s.engine_cached_tokens += r.engine_cached_tokens as u64;
+                s.index_visible_tokens += r.index_visible_tokens as u64;
+                let engine = crate::index::decider::decide(
+                    &g.decider,
+                    t.next_prompt_tokens,
+                    r.engine_cached_tokens,
+                    1,
+                );
+                let decode = crate::index::decider::Verdict::DecodeOnly;
+                s.decode_only_engine += u64::from(engine.verdict == decode);
+                s.decode_only_index += u64::from(r.decision.verdict == decode);
+            }
+        }
+        any.then_some(s)
+    });
     ModelSummary {
         source: a.model.source.clone(),
         server: a.model.server.name(),
@@ -106,6 +134,7 @@ fn summary(a: &Audited) -> ModelSummary {
         transitions: a.report.as_ref().map_or(0, |r| {
             r.conversations.iter().map(|c| c.transitions.len()).sum()
         }),
+        router,
     }
 }
 
