@@ -113,7 +113,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__capture)
-            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --router --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --max-message-size --replay-timeout --format --color --quiet --help --version"
+            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --block-sizes --router --hash --hash-seed --model-name --llmd-profile --engine --connect-timeout --max-message-size --replay-timeout --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -144,6 +144,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --replay-endpoint)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --block-sizes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -849,7 +853,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__keys)
-            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --index-block-size --hash --hash-seed --model-name --llmd-profile --format --color --quiet --help --version"
+            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --index-block-size --block-sizes --hash --hash-seed --model-name --llmd-profile --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -935,6 +939,10 @@ _kvaudit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --block-sizes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --index-block-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -971,7 +979,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__probe)
-            opts="-m -c -q -h -V --url --model --revision --offline --template --template-name --tokenizer --served-model --server --conversation --system --user --follow-up --resend --turns --max-tokens --seed --block-size --api-key --header --pod-header --timeout --connect-timeout --save-conversation --reply-format --template-kwarg --server-template-kwarg --now --fuel --format --color --quiet --help --version"
+            opts="-m -c -q -h -V --url --model --revision --offline --template --template-name --tokenizer --served-model --server --conversation --system --user --follow-up --resend --turns --max-tokens --seed --block-size --block-sizes --api-key --header --pod-header --timeout --connect-timeout --save-conversation --reply-format --template-kwarg --server-template-kwarg --now --fuel --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1046,6 +1054,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --block-sizes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1227,12 +1239,16 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__replay)
-            opts="-q -h -V --index-block-size --router --hash --hash-seed --model-name --llmd-profile --engine --lookup --keep-going --pod --format --color --quiet --help --version"
+            opts="-q -h -V --index-block-size --block-sizes --router --hash --hash-seed --model-name --llmd-profile --engine --lookup --keep-going --pod --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --block-sizes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --index-block-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

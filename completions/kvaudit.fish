@@ -103,8 +103,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -l force -d 'Ask 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand fetch" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l router -d 'A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable): `llm-d` (the default: one view per --index-block-size) or `dynamo` (at the engine\'s block size, learned from the events, unless block_size is given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l block-sizes -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream (`--index-block-size`, its older name, still works)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l router -d 'A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable): `llm-d` (the default: one view per --block-sizes) or `dynamo` (at the engine\'s block size, learned from the events, unless block_size is given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
 xxh64\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l hash-seed -d 'llm-d\'s hashSeed' -r
@@ -151,7 +151,7 @@ llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l index-block-size -d 'llm-d\'s block size (blockSizeTokens)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l block-sizes -l index-block-size -d 'llm-d\'s block size (blockSizeTokens; `--index-block-size`, its older name, still works)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
 xxh64\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l hash-seed -d 'llm-d\'s hashSeed' -r
@@ -213,8 +213,8 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l out -d 'The 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l max-messages -d 'Stop after this many messages written. When the publishers have sent N (by their sequence numbers) but some were lost in gaps, capture does not wait for messages that will never come: once the live stream is quiet for --replay-timeout, recovery gets one more --replay-timeout, then capture stops ("stopped by max messages with gaps")' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l duration -d 'Stop after this long, e.g. 90s, 5m' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l replay-endpoint -d 'The replay (ROUTER) socket of each --endpoint, same order, to recover gaps' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l router -d 'A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable): `llm-d` (the default: one view per --index-block-size) or `dynamo` (at the engine\'s block size, learned from the events, unless block_size is given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l block-sizes -l index-block-size -d 'llm-d index block sizes to emulate; a list is one pass over the stream (`--index-block-size`, its older name, still works)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l router -d 'A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable): `llm-d` (the default: one view per --block-sizes) or `dynamo` (at the engine\'s block size, learned from the events, unless block_size is given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
 xxh64\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l hash-seed -d 'llm-d\'s hashSeed' -r
@@ -338,7 +338,7 @@ reasoning-field\t'Content plus the reasoning field the server reads: `reasoning`
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l turns -d 'Send at most K turns (default: every user turn of the conversation)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l max-tokens -d 'max_tokens of each request' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l seed -d 'The sampling seed of each request (with temperature 0)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l block-size -d 'The server\'s KV block size (vLLM --block-size) or page size (SGLang --page-size)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l block-sizes -l block-size -d 'The server\'s KV block size (vLLM --block-size) or page size (SGLang --page-size); `--block-size` still works' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l api-key -d 'The API key (default: OPENAI_API_KEY); sent only to the --url host, never printed' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l header -d 'An extra request header `NAME: VALUE` (repeatable), for routers that need one' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l pod-header -d 'A response header that names the pod that answered (repeatable; default: the usual router headers, e.g. x-gateway-destination-endpoint)' -r

@@ -471,8 +471,24 @@ pub fn diff_turns_with_progress(
             }),
         }
     }
+    let mut model = auditor.model;
+    // The model's template is the one that rendered the conversations: a conversation with
+    // tools renders with `tool_use` where the model names one (as transformers does).
+    let mut used: Vec<&str> = audits.iter().map(|c| c.template.as_str()).collect();
+    used.sort_unstable();
+    used.dedup();
+    if let [only] = used.as_slice()
+        && *only != model.template_origin
+        && let Ok(t) = files.select_template(settings.template_name.as_deref(), true)
+        && t.origin == *only
+    {
+        model.template_sha256 = sha256_hex(t.text.as_bytes());
+        model.template_origin = t.origin;
+    } else if used.len() > 1 {
+        model.template_origin = used.join(", ");
+    }
     Ok(DiffTurnsReport {
-        model: auditor.model,
+        model,
         conversations: audits,
         errors,
     })

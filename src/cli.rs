@@ -37,6 +37,7 @@ pub enum ColorChoice {
 pub enum Command {
     /// Render each turn with the model's template and tokenizer and show where turn k+1 stops
     /// extending what the decode server holds after turn k.
+    #[command(after_help = DIFF_TURNS_EXAMPLES)]
     DiffTurns(Box<DiffTurnsArgs>),
     /// Download a model's tokenizer and chat template files into the Hugging Face cache and
     /// print the snapshot directory.
@@ -49,23 +50,23 @@ pub enum Command {
     Keys(Box<KeysArgs>),
     /// Print the exact prompts kvaudit renders for a conversation (what the model sees), or
     /// the held stream of one transition.
-    #[command(long_about = RENDER_ABOUT)]
+    #[command(long_about = RENDER_ABOUT, after_help = RENDER_EXAMPLES)]
     Render(Box<RenderArgs>),
     /// Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap
     /// detection and recovery through the publishers' replay sockets.
     Capture(Box<CaptureArgs>),
     /// The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail
     /// (exit 1) on deny findings.
-    #[command(long_about = CHECK_ABOUT)]
+    #[command(long_about = CHECK_ABOUT, after_help = CHECK_EXAMPLES)]
     Check(Box<CheckArgs>),
     /// Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on
     /// worker threads: uncached tokens per block size, rewrite classes, the router's view,
     /// PPD session-key collisions, and what each serving alternative computes and moves.
-    #[command(long_about = CORPUS_ABOUT)]
+    #[command(long_about = CORPUS_ABOUT, after_help = CORPUS_EXAMPLES)]
     Corpus(Box<CorpusArgs>),
     /// Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put
     /// its prompt and cached-token counts beside kvaudit's render and prediction.
-    #[command(long_about = PROBE_ABOUT)]
+    #[command(long_about = PROBE_ABOUT, after_help = PROBE_EXAMPLES)]
     Probe(Box<ProbeArgs>),
     /// Write a commented starter kvaudit.toml for the models given.
     Init(InitArgs),
@@ -314,7 +315,43 @@ pub struct CompletionsArgs {
 }
 
 /// replay's exit codes, shown by `replay --help` (README says the same).
+pub const DIFF_TURNS_EXAMPLES: &str = "\
+Examples:
+  kvaudit diff-turns -m Qwen/Qwen3-8B --user \"Hi\" --reply \"Hello.\" --follow-up \"Thanks\"
+  kvaudit diff-turns -m ./my-model -c chat.json --block-sizes 16,64 --remedies
+  kvaudit diff-turns -m ./my-model -c chat.json --router dynamo --router gaie
+  kvaudit diff-turns -m ./my-model -c chat.json --router-config epp.yaml";
+
+pub const CORPUS_EXAMPLES: &str = "\
+Examples:
+  kvaudit corpus -m Qwen/Qwen3-8B chats.jsonl
+  kvaudit corpus -m ./my-model logs/a.jsonl.zst --jobs 8 --html report.html
+  kvaudit corpus -m ./my-model chats.jsonl --router dynamo:conditional_disagg=true";
+
+pub const CHECK_EXAMPLES: &str = "\
+Examples:
+  kvaudit check
+  kvaudit check --update-baseline
+  kvaudit check -m ./my-model --template new.jinja --baseline-template old.jinja
+  kvaudit check --router-config epp.yaml --engine-block-size 16
+  kvaudit check --explain KVA403";
+
+pub const RENDER_EXAMPLES: &str = "\
+Examples:
+  kvaudit render -m Qwen/Qwen3-8B -c chat.json
+  kvaudit render -m ./my-model -c chat.json --server vllm --tokens --format json
+  kvaudit render -m ./my-model -c chat.json --held 1";
+
+pub const PROBE_EXAMPLES: &str = "\
+Examples:
+  kvaudit probe --url http://127.0.0.1:8000 -m Qwen/Qwen3-8B
+  kvaudit probe --url http://127.0.0.1:8080 -m ./my-model --block-sizes 32";
+
 pub const REPLAY_EXIT_CODES: &str = "\
+Examples:
+  kvaudit replay d0.frames --block-sizes 16,64
+  kvaudit replay d0.frames --router llm-d --router dynamo --lookup prompts.json
+
 Exit codes:
   0  every message decoded, every BlockStored event indexed, and lookups find
      what the engine holds
@@ -609,9 +646,11 @@ pub enum EngineArg {
 /// The llm-d emulation of replay and capture --live-replay.
 #[derive(Debug, Args)]
 pub struct EmulationArgs {
-    /// llm-d index block sizes to emulate; a list is one pass over the stream.
+    /// llm-d index block sizes to emulate; a list is one pass over the stream
+    /// (`--index-block-size`, its older name, still works).
     #[arg(
-        long,
+        long = "block-sizes",
+        visible_alias = "index-block-size",
         value_delimiter = ',',
         default_value = "64",
         value_name = "B,B,..."
@@ -619,7 +658,7 @@ pub struct EmulationArgs {
     pub index_block_size: Vec<usize>,
 
     /// A router to replay the events through, `NAME` or `NAME:block_size=B` (repeatable):
-    /// `llm-d` (the default: one view per --index-block-size) or `dynamo` (at the engine's
+    /// `llm-d` (the default: one view per --block-sizes) or `dynamo` (at the engine's
     /// block size, learned from the events, unless block_size is given).
     #[arg(long = "router", value_name = "SPEC")]
     pub routers: Vec<String>,
@@ -682,8 +721,14 @@ pub struct KeysArgs {
     #[command(flatten)]
     pub conversation: ConversationArgs,
 
-    /// llm-d's block size (blockSizeTokens).
-    #[arg(long, default_value_t = 64, value_name = "B")]
+    /// llm-d's block size (blockSizeTokens; `--index-block-size`, its older name, still
+    /// works).
+    #[arg(
+        long = "block-sizes",
+        visible_alias = "index-block-size",
+        default_value_t = 64,
+        value_name = "B"
+    )]
     pub index_block_size: usize,
 
     #[command(flatten)]
@@ -951,8 +996,9 @@ pub struct ProbeArgs {
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
 
-    /// The server's KV block size (vLLM --block-size) or page size (SGLang --page-size).
-    #[arg(long, value_name = "B")]
+    /// The server's KV block size (vLLM --block-size) or page size (SGLang --page-size);
+    /// `--block-size` still works.
+    #[arg(long = "block-sizes", visible_alias = "block-size", value_name = "B")]
     pub block_size: Option<usize>,
 
     /// The API key (default: OPENAI_API_KEY); sent only to the --url host, never printed.

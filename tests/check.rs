@@ -697,6 +697,10 @@ fn human_json_and_markdown_snapshots() {
 /// one with Qwen3-style history handling (the generation prompt pre-fills an empty think block
 /// that history does not repeat), passes again when swapped back; the direct comparison with
 /// --baseline-template gives the same verdicts.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_lock_catches_a_qwen3_style_history_change() {
     let Some(qwen25) = shared_model(
@@ -801,6 +805,10 @@ fn a_lock_catches_a_qwen3_style_history_change() {
 
 /// The reference models: Qwen3-8B denies with its help line, Qwen2.5 passes, Llama 3.2 warns
 /// on the date, and every model's findings carry the numbers diff-turns gives.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn reference_models_and_diff_turns_agree() {
     let Some(shared) = common::shared_dir("reference_models_and_diff_turns_agree") else {
@@ -1021,6 +1029,10 @@ fn expected_help(now: &Json, at: (&Json, &Json), remedies: &Json, sources: &Json
 /// Every rewrite-point finding (and every date-rollover finding) carries the remedies
 /// `diff-turns --remedies` measures for that transition, equal field by field, and its help
 /// quotes the best of them with the same numbers.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn findings_quote_the_remedies_diff_turns_measures() {
     let test = "findings_quote_the_remedies_diff_turns_measures";
@@ -1236,4 +1248,43 @@ fn a_hub_id_source_pinned_to_a_commit_is_fetched_and_checked() {
     let offline = run(&["--offline"]);
     assert_eq!(hub.requests().len(), asked);
     assert_eq!(comparable(&offline), comparable(&v));
+}
+
+/// One template edit shows in every transition it reaches: the human view gives it once, with
+/// everywhere it shows, and counts the causes.
+#[test]
+fn findings_sharing_one_cause_are_one_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let edited = write(
+        dir.path(),
+        "edit.jinja",
+        "{%- for message in messages -%}\n{{ '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}\n{%- endfor -%}\n{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\nSure. ' }}{%- endif -%}\n",
+    );
+    let out = Command::cargo_bin("kvaudit")
+        .unwrap()
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "200")
+        .args(["check", "-m", &fixture("models/tiny-plain"), "--template"])
+        .arg(&edited)
+        .assert()
+        .code(1);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert_eq!(text.matches("error[KVA102]").count(), 1, "{text}");
+    assert!(text.contains("also at (2 more, one cause): "), "{text}");
+    assert!(
+        text.contains("result: FAILED: 3 denied from 1 cause,"),
+        "{text}"
+    );
+    // The JSON keeps every finding.
+    let v = check_json(
+        dir.path(),
+        &[
+            "-m",
+            &fixture("models/tiny-plain"),
+            "--template",
+            edited.to_str().unwrap(),
+        ],
+        1,
+    );
+    assert_eq!(codes(&v), ["KVA102", "KVA102", "KVA102"]);
 }

@@ -555,3 +555,59 @@ fn tokenizer_and_template_overrides() {
         Json::Null
     );
 }
+
+/// The JSON's model.template names the template that rendered the conversations: `tool_use`
+/// for a conversation with tools, with that template's SHA-256; both when both rendered.
+#[test]
+fn model_template_is_the_one_that_rendered() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let tools = write_conversation(
+        &dir,
+        "tools.json",
+        &json!({
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}],
+            "messages": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": "Sunny."},
+                {"role": "user", "content": "Thanks"}
+            ]
+        }),
+    );
+    let plain = write_conversation(
+        &dir,
+        "plain.json",
+        &json!({"messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello."},
+            {"role": "user", "content": "Thanks"}
+        ]}),
+    );
+    let config: Json = serde_json::from_slice(
+        &std::fs::read(common::fixtures().join("models/tiny-tools/tokenizer_config.json")).unwrap(),
+    )
+    .unwrap();
+    let tool_use = config["chat_template"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "tool_use")
+        .unwrap()["template"]
+        .as_str()
+        .unwrap();
+    let sha = format!("{:x}", Sha256::digest(tool_use.as_bytes()));
+    let m = model("tiny-tools");
+    let v = json_run(&["diff-turns", "-m", &m, "-c", &tools], 0);
+    assert_eq!(
+        v["model"]["template"], "tokenizer_config.json#tool_use",
+        "{v}"
+    );
+    assert_eq!(v["model"]["template_sha256"], sha.as_str());
+    let v = json_run(&["diff-turns", "-m", &m, "-c", &plain], 0);
+    assert_eq!(v["model"]["template"], "tokenizer_config.json#default");
+    let v = json_run(&["diff-turns", "-m", &m, "-c", &plain, "-c", &tools], 0);
+    assert_eq!(
+        v["model"]["template"],
+        "tokenizer_config.json#default, tokenizer_config.json#tool_use"
+    );
+}

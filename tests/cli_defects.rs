@@ -306,7 +306,7 @@ fn keys_name_their_model_and_label_their_blocks() {
     assert_eq!(
         stderr(&out),
         "error: no keys: llm-d keys whole 4-token blocks only, and the longest sequence has 2 \
-         tokens (lower --index-block-size or give more tokens)\n"
+         tokens (lower --block-sizes or give more tokens)\n"
     );
 }
 

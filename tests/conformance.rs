@@ -240,6 +240,10 @@ impl Tally {
     }
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn model_directories_render_like_transformers() {
     let Some(reference) = reference("model_directories_render_like_transformers") else {
@@ -298,6 +302,10 @@ fn model_directories_render_like_transformers() {
     );
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn template_collection_renders_like_transformers() {
     let Some(reference) = reference("template_collection_renders_like_transformers") else {
@@ -348,6 +356,10 @@ fn template_collection_renders_like_transformers() {
     );
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn scenario_alignment_matches_transformers() {
     let Some(reference) = reference("scenario_alignment_matches_transformers") else {
@@ -510,6 +522,10 @@ fn scenario_alignment_matches_transformers() {
 /// whitespace in string methods, padding and format specs within the output limit and
 /// Jinja2's Namespace printed), rendered by transformers and by kvaudit for every
 /// conversation shape.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn fixture_templates_render_like_transformers() {
     let Some(reference) = reference("fixture_templates_render_like_transformers") else {
@@ -688,6 +704,10 @@ fn extra_case(
 /// ../shared/templates-extra (246 templates, latest and earlier revisions), each on the
 /// tokenizer its README pairs it with: turn alignment of every applicable scenario, with the
 /// scenario texts and a second set of texts, against transformers.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn extra_templates_align_like_transformers() {
     let Some(reference) = reference("extra_templates_align_like_transformers") else {
@@ -800,6 +820,10 @@ fn kvaudit_render_each(args: &[&str], files: &[PathBuf]) -> Vec<Result<Json, Str
 /// render prints is compared with the reference case of the same messages (the last prompt is
 /// always the case itself; earlier ones when another case has their messages). Its held
 /// stream of transition 1 -> 2 has as many tokens as transformers' held stream (scenarios).
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn render_command_prints_what_transformers_renders() {
     let Some(reference) = reference("render_command_prints_what_transformers_renders") else {

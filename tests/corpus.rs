@@ -524,6 +524,10 @@ fn human_summary() {
 
 /// Every corpus file in ../shared loads: rows are audited or skipped for a stated reason,
 /// never a stop, under transformers and under vLLM's preprocessing.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn every_shared_corpus_loads() {
     let Some(shared) = common::shared_dir("every_shared_corpus_loads") else {
@@ -593,6 +597,10 @@ fn every_shared_corpus_loads() {
 
 /// On real models and real conversations (a few rows of every corpus file), each
 /// per-transition line equals diff-turns on that conversation.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn shared_corpora_transitions_equal_diff_turns() {
     let Some(shared) = common::shared_dir("shared_corpora_transitions_equal_diff_turns") else {

@@ -82,6 +82,10 @@ fn read_all(path: &Path) -> Vec<kvaudit::events::frames::Message> {
     out
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn every_fixture_decodes_to_its_truth_file() {
     let Some(shared) = common::shared_dir("every_fixture_decodes_to_its_truth_file") else {
@@ -176,6 +180,10 @@ fn every_fixture_decodes_to_its_truth_file() {
 /// The decoder's fast path (vLLM's usual layout) and its general path give identical batches
 /// for every fixture and for thousands of mutations of them; the fast path must actually
 /// take the fixtures' events, or the comparison would prove nothing.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn fast_and_general_decoding_agree() {
     let Some(shared) = common::shared_dir("fast_and_general_decoding_agree") else {
@@ -244,6 +252,10 @@ fn fast_and_general_decoding_agree() {
     assert!(paths.len() >= 19 && mutated_ok > 100);
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn re_encoding_vllm_0_33_captures_reproduces_their_bytes() {
     let Some(shared) = common::shared_dir("re_encoding_vllm_0_33_captures_reproduces_their_bytes")

@@ -82,6 +82,10 @@ impl Tally {
     }
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn corpus_prompts_encode_alike_whole_and_after_the_previous_prompt() {
     let test = "corpus_prompts_encode_alike_whole_and_after_the_previous_prompt";

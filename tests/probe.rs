@@ -273,6 +273,10 @@ fn uncached_answer() -> String {
     .to_string()
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_server_without_cached_token_fields_is_an_error_naming_the_flag() {
     let Some(shared) = common::shared_dir("a_server_without_cached_token_fields") else {
@@ -331,6 +335,10 @@ fn a_server_without_cached_token_fields_is_an_error_naming_the_flag() {
     }
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_llamacpp_answer_without_cached_tokens_is_an_error_at_once() {
     let Some(shared) = common::shared_dir("a_llamacpp_answer_without_cached_tokens") else {
@@ -352,6 +360,10 @@ fn a_llamacpp_answer_without_cached_tokens_is_an_error_at_once() {
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_dead_url_is_an_error_saying_it_cannot_reach_the_server() {
     let Some(shared) = common::shared_dir("a_dead_url") else {
@@ -377,6 +389,10 @@ fn a_dead_url_is_an_error_saying_it_cannot_reach_the_server() {
     assert!(out.stdout.is_empty());
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn redirects_are_not_followed_and_bad_flags_exit_2() {
     let Some(shared) = common::shared_dir("redirects_are_not_followed") else {
@@ -442,6 +458,10 @@ fn redirects_are_not_followed_and_bad_flags_exit_2() {
     }
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_router_header_names_the_pod_and_a_short_reuse_is_reused_less() {
     // A vLLM-shaped server behind a router: prompt ids are not returned, so kvaudit's count
@@ -731,6 +751,10 @@ fn assert_agrees(what: &str, code: i32, report: &Json, stderr: &str) {
     assert_eq!(code, 0, "{what}: {stderr}");
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn live_llama_server_agrees_on_the_built_in_probe_thinking_on_and_off() {
     let Some((shared, binary, gguf)) = live("live_llama_server_built_in_probe") else {
@@ -788,6 +812,10 @@ fn corpus_conversation(shared: &Path, dir: &Path, file: &str, id: &str) -> PathB
     path
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn live_llama_server_agrees_on_three_corpus_conversations() {
     let Some((shared, binary, gguf)) = live("live_llama_server_corpus") else {
@@ -812,6 +840,10 @@ fn live_llama_server_agrees_on_three_corpus_conversations() {
 /// llama-server encodes the character itself (id 145569, bytes CD BE), and so does kvaudit's
 /// llamacpp profile: probe agrees. The text is the client's, not the random model's, so the
 /// case does not depend on what the model samples.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn live_llama_server_tokenizes_without_nfc_as_the_llamacpp_profile_does() {
     let Some((shared, binary, gguf)) = live("live_llama_server_nfc") else {
@@ -854,6 +886,10 @@ fn live_llama_server_tokenizes_without_nfc_as_the_llamacpp_profile_does() {
     assert!(llama.contains(&145569) && !llama.contains(&26), "{llama:?}");
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn live_llama_server_with_a_template_override_renders_differently() {
     let Some((shared, binary, gguf)) = live("live_llama_server_template_override") else {
@@ -892,6 +928,10 @@ fn live_llama_server_with_a_template_override_renders_differently() {
 /// A sampled reply the tokenizer's normalizer rewrites (U+037E, which NFC maps to `;`) is the
 /// same reply, re-encoded otherwise: diff-turns reports drift instead of refusing the ids
 /// (what a probe records from llama-server, which samples such text).
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn sampled_ids_of_text_the_normalizer_rewrites_are_drift() {
     let Some(shared) = common::shared_dir("sampled_ids_of_text_the_normalizer_rewrites") else {
@@ -988,6 +1028,10 @@ fn a_plain_text_error_body_is_shown_redacted_on_one_line() {
 
 /// Without --server, a /v1/models that fails (a wrong key: 401) is named as the reason the
 /// engine is unknown, not taken for a server that does not say.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_failing_models_endpoint_is_named_when_the_engine_is_unknown() {
     let Some(shared) = common::shared_dir("a_failing_models_endpoint_is_named") else {
@@ -1056,6 +1100,10 @@ fn family_gguf(shared: &Path, model: &str, arch: &str, pre: &str) -> PathBuf {
 /// and on 300 texts made of randomly sampled vocabulary ids (what tiny random models emit:
 /// rare scripts, CJK compatibility ideographs, byte pieces, added tokens), each encoded with
 /// special tokens parsed, as prompts are.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn live_llama_server_tokenizes_as_the_llamacpp_profile() {
     let Some((shared, binary, _)) = live("live_llama_server_tokenize") else {
@@ -1142,6 +1190,10 @@ fn live_llama_server_tokenizes_as_the_llamacpp_profile() {
 
 /// Every turn agrees over other seeds of the tiny model too (thinking on and off): each seed
 /// samples other random text, resent and retokenized by llama-server.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn live_llama_server_agrees_over_several_seeds() {
     let Some((shared, binary, _)) = live("live_llama_server_seeds") else {

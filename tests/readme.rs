@@ -40,6 +40,10 @@ fn examples(readme: &str) -> Vec<(String, String)> {
     out
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn readme_examples_are_the_tools_output() {
     let Some(shared) = common::shared_dir("readme_examples_are_the_tools_output") else {

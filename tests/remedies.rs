@@ -247,6 +247,10 @@ fn shared_model(test: &str, name: &str) -> Option<String> {
     Some(shared.join("models").join(name).display().to_string())
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn gpt_oss_effort_change_diverges_in_the_system_header_and_keeping_it_helps() {
     let Some(model) = shared_model("gpt_oss_effort", "gpt-oss-120b") else {
@@ -274,6 +278,10 @@ fn gpt_oss_effort_change_diverges_in_the_system_header_and_keeping_it_helps() {
     assert_eq!(c["remedy_sources"]["history_switches"], json!([]));
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn glm_clear_thinking_is_found_from_the_source_and_matches_transformers() {
     let Some(model) = shared_model("glm_clear_thinking", "glm-4.7-flash") else {
@@ -335,6 +343,10 @@ fn glm_clear_thinking_is_found_from_the_source_and_matches_transformers() {
     assert_eq!(uncached(&transitions[0]["remedies"][0]), [11, 27]);
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn qwen3_enable_thinking_toggle_is_printed_past_what_the_server_holds() {
     // Issue 15 expected this toggle to be a per-request rewrite. Qwen3-8B's template reads
@@ -361,6 +373,10 @@ fn qwen3_enable_thinking_toggle_is_printed_past_what_the_server_holds() {
     );
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_template_without_a_switch_says_so_and_lists_the_resend_results() {
     let Some(model) = shared_model("no_switch", "deepseek-r1-distill-qwen-7b") else {
@@ -399,6 +415,10 @@ fn a_template_without_a_switch_says_so_and_lists_the_resend_results() {
     assert_eq!(text.matches("      resend ").count(), 6, "{text}");
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn pinning_the_date_removes_a_rewrite_across_midnight() {
     let Some(model) = shared_model("pin_date", "llama-3.2-3b-instruct") else {
@@ -418,6 +438,10 @@ fn pinning_the_date_removes_a_rewrite_across_midnight() {
     assert_eq!(t["remedies"][0]["kind"], "pin_date");
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn under_vllm_clear_thinking_needs_the_reasoning_field_resent() {
     // vLLM drops a message's `reasoning_content` (it reads `reasoning`), so the switch alone
@@ -444,6 +468,10 @@ fn under_vllm_clear_thinking_needs_the_reasoning_field_resent() {
     assert!(r.get("with_resend").is_none(), "{r:#}");
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn across_midnight_the_rollover_transition_gets_its_own_remedies() {
     // Llama 3.2 prints today's date in its system header: on one day the probe extends, so

@@ -356,6 +356,10 @@ fn bad_input_exits_2_and_render_never_exits_1() {
 
 /// The special marks come from tokenizer.json's added tokens marked special, read the same
 /// from the file and from its prepared (cached) form, on the fixtures and three shared models.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn special_ids_are_the_added_tokens_marked_special() {
     let mut paths = vec![

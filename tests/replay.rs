@@ -66,6 +66,10 @@ fn seq(view: &Json) -> (u64, u64) {
     )
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn vllm_captures_s1_and_s2() {
     for (name, full) in [
@@ -173,6 +177,10 @@ fn explicit_lookups() {
     assert_eq!(found(64), vec![64, 64, 0]);
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn narrow_integer_hashes_make_llm_d_drop_whole_messages() {
     let Some(file) = fixture(

@@ -231,3 +231,77 @@ fn replay_gives_one_view_per_router() {
         assert_eq!(s["index_tokens"], 0, "{s}");
     }
 }
+
+/// One block-size flag name everywhere the block sizes are the subcommand's own
+/// (`--block-sizes`), the older names as aliases giving the same output.
+#[test]
+fn block_sizes_is_the_flag_and_the_old_names_still_work() {
+    let capture = fixture("events/two-pods.frames");
+    let run = |args: &[&str]| {
+        let out = kvaudit().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        out.stdout
+    };
+    assert_eq!(
+        run(&[
+            "replay",
+            &capture,
+            "--block-sizes",
+            "16,64",
+            "--format",
+            "json"
+        ]),
+        run(&[
+            "replay",
+            &capture,
+            "--index-block-size",
+            "16,64",
+            "--format",
+            "json"
+        ])
+    );
+    let keys = |flag: &str| {
+        let out = kvaudit()
+            .args([
+                "keys",
+                "--tokens",
+                "1,2,3,4,5,6,7,8",
+                "--model-name",
+                "m",
+                flag,
+                "4",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        out.stdout
+    };
+    assert_eq!(keys("--block-sizes"), keys("--index-block-size"));
+    let help = kvaudit().args(["probe", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(
+        help.contains("--block-sizes <B>") && help.contains("--block-size"),
+        "{help}"
+    );
+}
+
+/// Every example in a subcommand's --help parses as the command line it shows.
+#[test]
+fn help_examples_parse() {
+    use clap::Parser;
+    let mut seen = 0;
+    for sub in ["diff-turns", "corpus", "check", "render", "probe", "replay"] {
+        let out = kvaudit().args([sub, "--help"]).output().unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        let examples = help
+            .split("Examples:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sub} --help has no examples"));
+        for line in examples.lines().take_while(|l| l.starts_with("  kvaudit ")) {
+            let words = common::shell_words(line.trim());
+            kvaudit::cli::Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("{line}: {e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 16, "{seen} examples");
+}

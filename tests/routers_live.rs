@@ -89,6 +89,10 @@ fn truth_lookups(truth: &Json) -> Vec<Vec<u64>> {
     out
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn dynamo_indexer_finds_what_replay_says_at_every_block_size() {
     let test = "dynamo_indexer_finds_what_replay_says_at_every_block_size";
@@ -220,6 +224,10 @@ fn conversation(user: &[&str], replies: &[String]) -> Json {
     json!({ "messages": messages })
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn vllm_router_and_smg_match_and_route_as_diff_turns_says() {
     let test = "vllm_router_and_smg_match_and_route_as_diff_turns_says";

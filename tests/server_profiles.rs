@@ -131,6 +131,10 @@ struct Tally {
     disagreements: Vec<String>,
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn server_profiles_render_like_the_reference() {
     let Some(shared) = common::shared_dir("server_profiles_render_like_the_reference") else {
@@ -280,6 +284,10 @@ fn server_profiles_render_like_the_reference() {
 
 /// The CLI path: a tool-call turn with `content: null` and JSON-string arguments, which
 /// transformers (and so the default profile) cannot render with Qwen3's template.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn diff_turns_renders_tool_calls_under_vllm() {
     let Some(shared) = common::shared_dir("diff_turns_renders_tool_calls_under_vllm") else {

@@ -36,6 +36,10 @@ fn corpus(shared: &Path) -> Vec<String> {
     texts
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn prepared_tokenizers_match_the_crate_on_every_model() {
     let Some(shared) = common::shared_dir("prepared_tokenizers_match_the_crate_on_every_model")
@@ -491,6 +495,10 @@ fn forged_merges_are_refused(src: &Path, r1: u64, r2: u64, texts: &[&str]) {
     }
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_forged_cache_file_with_merges_swapped_is_rebuilt() {
     let tiny = common::fixtures().join("models/tiny-think/tokenizer.json");

@@ -187,7 +187,11 @@ fn the_template_that_rendered_is_named() {
     ];
     let (json, _) = run(kvaudit().args(args).args(["--format", "json"]), 0);
     let v: Json = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["model"]["template"], "tokenizer_config.json#default");
+    // Both rendered, so the model's line names both; each conversation names its own.
+    assert_eq!(
+        v["model"]["template"],
+        "tokenizer_config.json#default, tokenizer_config.json#tool_use"
+    );
     assert_eq!(
         v["conversations"][0]["template"],
         "tokenizer_config.json#tool_use"

@@ -429,6 +429,10 @@ fn compare_conversation(server: &Server, label: &str, record: &Json, tally: &mut
     }
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn render_equals_vllm_tokenize_on_every_corpus_file() {
     let test = "render_equals_vllm_tokenize_on_every_corpus_file";
@@ -521,6 +525,10 @@ fn assert_agrees(what: &str, report: &Json, code: i32, stderr: &str) {
     assert_eq!(code, 0, "{what}: {stderr}");
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn probe_agrees_with_vllm_on_qwen3_thinking_on_and_off() {
     let test = "probe_agrees_with_vllm_on_qwen3_thinking_on_and_off";
@@ -542,6 +550,10 @@ fn probe_agrees_with_vllm_on_qwen3_thinking_on_and_off() {
     }
 }
 
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn probe_agrees_with_vllm_on_llama_3_1() {
     let test = "probe_agrees_with_vllm_on_llama_3_1";
@@ -553,6 +565,10 @@ fn probe_agrees_with_vllm_on_llama_3_1() {
 }
 
 /// Without --block-size, probe reads vLLM's from /metrics and says so.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn probe_reads_the_block_size_from_vllm_metrics() {
     let test = "probe_reads_the_block_size_from_vllm_metrics";
@@ -568,6 +584,10 @@ fn probe_reads_the_block_size_from_vllm_metrics() {
 /// The same chat probed twice (temperature 0, so the same replies): the second run's turn 2
 /// finds its whole prompt cached, more than turn 1's reply left, and the report traces that
 /// to the cache holding the chat before the probe began.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn probe_says_why_vllm_reused_more_than_predicted() {
     let test = "probe_says_why_vllm_reused_more_than_predicted";
@@ -686,6 +706,10 @@ fn json_out(cmd: &mut Command) -> Json {
 /// The engine's KV events, captured live, replayed through the index at each block size:
 /// what the index stores and finds of turn 2's prompt is what diff-turns predicts for the same
 /// conversation from its text alone.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn capture_then_replay_gives_what_diff_turns_predicts() {
     let test = "capture_then_replay_gives_what_diff_turns_predicts";
@@ -899,6 +923,10 @@ fn routers_venv(test: &str) -> Option<PathBuf> {
 /// A reply cut at max_tokens where prompt + reply end exactly on a block boundary: vLLM
 /// never computed the last sampled token's KV, so one block fewer is reused. probe predicts
 /// it live, and diff-turns on what probe saved counts the same.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
 #[test]
 fn a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused() {
     let test = "a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused";

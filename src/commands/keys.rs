@@ -10,7 +10,7 @@ use crate::report::keys::KeysReport;
 
 pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if args.index_block_size == 0 {
-        bail!("--index-block-size must be positive");
+        bail!("--block-sizes must be positive");
     }
     let cfg = index_config(&args.index, args.index_block_size);
     // llm-d hashes the served model's name into every key: say which name, and where from.
@@ -74,7 +74,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             .unwrap_or(0);
         bail!(
             "no keys: llm-d keys whole {b}-token blocks only, and the longest sequence has \
-             {longest} tokens (lower --index-block-size or give more tokens)"
+             {longest} tokens (lower --block-sizes or give more tokens)"
         );
     }
     let mut report = KeysReport::new(&cfg, &model_name, &from, sequences);

@@ -43,7 +43,7 @@ pub fn replay_options(
     default_pod: &str,
 ) -> Result<ReplayOptions> {
     if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
-        bail!("--index-block-size must be positive integers, e.g. 16,64");
+        bail!("--block-sizes must be positive integers, e.g. 16,64");
     }
     let mut views = Vec::new();
     let mut dynamo = Vec::new();
@@ -884,7 +884,7 @@ pub fn probe_settings(
         bail!("--max-tokens must be at least 1");
     }
     if args.block_size == Some(0) {
-        bail!("--block-size must be positive");
+        bail!("--block-sizes must be positive");
     }
     let api_key = args
         .api_key

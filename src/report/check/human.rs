@@ -21,7 +21,27 @@ fn paint(level: Level, text: &str) -> String {
     }
 }
 
-fn finding(out: &mut String, f: &GateFinding, width: usize) {
+/// Findings that share one cause: the same code at the same place of the same template (one
+/// template edit shows in every transition it reaches). Findings without a place stand alone.
+fn causes<'a>(findings: impl Iterator<Item = &'a GateFinding>) -> Vec<Vec<&'a GateFinding>> {
+    let mut out: Vec<Vec<&GateFinding>> = Vec::new();
+    for f in findings {
+        let same = |g: &&GateFinding| {
+            g.code == f.code
+                && f.template_file.is_some()
+                && g.template_file == f.template_file
+                && g.template_line == f.template_line
+        };
+        match out.iter_mut().find(|group| same(&group[0])) {
+            Some(group) => group.push(f),
+            None => out.push(vec![f]),
+        }
+    }
+    out
+}
+
+fn finding(out: &mut String, group: &[&GateFinding], width: usize) {
+    let f = group[0];
     let head = format!("{}[{}]", level_word(f.level), f.code.id());
     let _ = writeln!(
         out,
@@ -31,6 +51,19 @@ fn finding(out: &mut String, f: &GateFinding, width: usize) {
         finding_subject(f)
     );
     out.push_str(&wrap(&f.message, width, "  ", "  "));
+    if group.len() > 1 {
+        let also: Vec<String> = group[1..].iter().map(|g| finding_subject(g)).collect();
+        out.push_str(&wrap(
+            &format!(
+                "also at ({} more, one cause): {}",
+                also.len(),
+                also.join("; ")
+            ),
+            width,
+            "  ",
+            "    ",
+        ));
+    }
     if let Some(file) = &f.template_file {
         let _ = writeln!(out, "  --> {}:{}", file, f.template_line);
     }
@@ -56,9 +89,11 @@ impl Exporter<CheckReport> for Human {
             }
             None => out.push_str(", no baseline\n\n"),
         }
-        for f in report.findings.iter().filter(|f| f.active()) {
-            finding(&mut out, f, style.width);
+        let groups = causes(report.findings.iter().filter(|f| f.active()));
+        for group in &groups {
+            finding(&mut out, group, style.width);
         }
+        let denied_causes = groups.iter().filter(|g| g[0].level == Level::Deny).count();
         let v = report.view();
         let s = &v.summary;
         let verdict = if report.failed() {
@@ -71,8 +106,16 @@ impl Exporter<CheckReport> for Human {
         };
         let _ = writeln!(
             out,
-            "result: {verdict}: {} denied, {} warning{}, {} note{} ({} allowed, {} known from the baseline)",
+            "result: {verdict}: {} denied{}, {} warning{}, {} note{} ({} allowed, {} known from the baseline)",
             s.deny,
+            if denied_causes < s.deny {
+                format!(
+                    " from {denied_causes} cause{}",
+                    if denied_causes == 1 { "" } else { "s" }
+                )
+            } else {
+                String::new()
+            },
             s.warn,
             if s.warn == 1 { "" } else { "s" },
             s.note,
