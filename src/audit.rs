@@ -180,6 +180,10 @@ pub struct ConversationAudit {
     pub routers: Vec<crate::index::router::RouterView>,
     /// Per transition, each `--router`'s answer, in the order given.
     pub answers: Vec<Vec<crate::routers::Answer>>,
+    /// Replies, and those whose generated text was derived from the model's reasoning
+    /// format (see [`crate::render::reply::Turn::derived`]).
+    pub replies: usize,
+    pub derived_replies: usize,
     /// One entry per transition when --date-rollover was asked for.
     pub rollover: Option<Vec<RolloverShift>>,
     /// The remedies of each rewrite point, when asked for.
@@ -747,6 +751,8 @@ fn audit_planned(
         transitions,
         routers,
         answers,
+        replies: planned.plan.turns.len(),
+        derived_replies: planned.plan.turns.iter().filter(|t| t.derived).count(),
         rollover,
         remedies,
         refused,

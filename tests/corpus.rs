@@ -676,6 +676,19 @@ fn html_report_renders_in_chromium() {
         );
     }
     assert!(page.contains("<svg"));
+    // Where the work runs: the computed charts stack the prefill pod's tokens and the decode
+    // pod's (decode_local computes everything on D).
+    assert!(page.contains("class=\"bar2\""), "no stacked segment");
+    assert!(
+        page.contains(">P 0 + D "),
+        "decode_local's value names both pods"
+    );
+    // Replies without reasoning on a thinking model: the page says the held reply was
+    // derived from the model's format.
+    assert!(
+        page.contains("carried no reasoning and no generated text: kvaudit derived"),
+        "no note on derived replies"
+    );
     // Values from untrusted input are escaped: the bad row's text never becomes markup.
     assert!(
         !page.contains("<|im_start|>"),

@@ -198,6 +198,9 @@ pub struct Tally {
     pub transitions: u64,
     pub transitions_with_rewrite: u64,
     pub transitions_with_drift: u64,
+    /// Replies, and those whose generated text was derived from the model's reasoning format.
+    pub replies: u64,
+    pub derived_replies: u64,
     pub classes: BTreeMap<&'static str, u64>,
     pub blocks: Vec<BlockTotals>,
     pub router: Option<RouterTotals>,
@@ -324,6 +327,8 @@ impl Tally {
         auditor: &Auditor,
     ) {
         self.conversations += 1;
+        self.replies += audit.replies as u64;
+        self.derived_replies += audit.derived_replies as u64;
         let mut worst = Worst {
             order,
             source: audit.source.clone(),
@@ -492,6 +497,8 @@ impl Tally {
         self.transitions += other.transitions;
         self.transitions_with_rewrite += other.transitions_with_rewrite;
         self.transitions_with_drift += other.transitions_with_drift;
+        self.replies += other.replies;
+        self.derived_replies += other.derived_replies;
         self.rows += other.rows;
         for (c, n) in other.classes {
             *self.classes.entry(c).or_default() += n;

@@ -111,6 +111,10 @@ pub struct Turn {
     /// The reasoning text the reply carries, if any.
     pub reasoning: Option<String>,
     pub format: ReplyFormat,
+    /// The reply gave neither its generated text nor its reasoning, and the model's format
+    /// has a reasoning block: what it generated was derived from that format (e.g. an empty
+    /// think block before the content).
+    pub derived: bool,
 }
 
 /// Every prompt of a conversation and the generations between them.
@@ -444,6 +448,7 @@ pub fn plan_turns(
                             cut: false,
                             reasoning: None,
                             format,
+                            derived: false,
                         });
                         break;
                     }
@@ -471,6 +476,11 @@ pub fn plan_turns(
                     .collect::<Vec<u32>>()
             });
         let cut = entry(obj, "finish_reason").and_then(Json::as_str) == Some("length");
+        let derived = format != ReplyFormat::Plain
+            && entry(obj, "generated").is_none()
+            && !has_tool_calls
+            && given_reasoning.is_none()
+            && !content.contains("</think>");
         history.push(history_message(
             obj,
             conv.resend,
@@ -491,6 +501,7 @@ pub fn plan_turns(
             cut,
             reasoning,
             format,
+            derived,
         });
         prompt_history.push(history.len() - 1);
     }

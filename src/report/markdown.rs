@@ -52,6 +52,13 @@ fn report_env() -> Environment<'static> {
     env.add_filter("percent", |x: f64| format!("{:.1}%", x * 100.0));
     env.add_filter("fixed1", |x: f64| format!("{x:.1}"));
     env.add_filter("binary_bytes", |n: f64| super::binary_bytes(n as u128));
+    // A whole number with thousands separators (12,985); anything else as it is.
+    env.add_filter("thousands", |v: minijinja::Value| {
+        match u128::try_from(v.clone()) {
+            Ok(n) => super::thousands(n),
+            Err(_) => v.to_string(),
+        }
+    });
     for (name, source) in TEMPLATES {
         // The sources are part of the binary and tested; a failure here is a build defect.
         env.add_template(name, source)

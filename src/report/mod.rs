@@ -114,6 +114,19 @@ pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<St
 }
 
 /// Bytes in binary units (KiB, MiB, ...) with one decimal, exact below 1 KiB.
+/// `n` with a comma between each group of three digits, as a reader scans large counts.
+pub fn thousands(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn binary_bytes(n: u128) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if n < 1024 {

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::report::thousands;
+
 use super::{CorpusView, CostView};
 use crate::corpus::CorpusReport;
 use crate::report::{Exporter, Style, View};
@@ -16,6 +18,7 @@ impl Exporter<CorpusReport> for Html {
         let page = Page {
             charts: charts(&view),
             alternatives: alternatives(&view),
+            derived_note: super::derived_note(&view),
             report: view,
         };
         crate::report::markdown::render_named("corpus.html", &page)
@@ -25,6 +28,7 @@ impl Exporter<CorpusReport> for Html {
 #[derive(Serialize)]
 struct Page<'a> {
     report: CorpusView<'a>,
+    derived_note: Option<String>,
     charts: Vec<Chart>,
     alternatives: Vec<AlternativeChart>,
 }
@@ -47,6 +51,8 @@ pub struct Bar {
     pub y: u32,
     /// Bar length in px (at least 1 for a non-zero value, so it shows).
     pub length: u32,
+    /// A stacked second segment after it, in px (0 for a plain bar).
+    pub second: u32,
 }
 
 const WIDTH: u32 = 640;
@@ -55,22 +61,16 @@ const VALUE: u32 = 90;
 const ROW: u32 = 22;
 const BAR: u32 = WIDTH - LABEL - VALUE;
 
-pub fn bar_chart(id: &str, title: &str, caption: &str, rows: Vec<(String, u64, String)>) -> Chart {
-    let max = rows.iter().map(|r| r.1).max().unwrap_or(0);
-    let bars: Vec<Bar> = rows
-        .into_iter()
-        .enumerate()
-        .map(|(i, (label, n, value))| Bar {
-            label,
-            value,
-            y: i as u32 * ROW,
-            length: if max == 0 || n == 0 {
-                0
-            } else {
-                ((u128::from(n) * u128::from(BAR)) / u128::from(max)).max(1) as u32
-            },
-        })
-        .collect();
+/// Length of `n` of `max` on a bar of `full` px, at least 1 for a non-zero value.
+fn scaled(n: u64, max: u64, full: u32) -> u32 {
+    if max == 0 || n == 0 {
+        0
+    } else {
+        ((u128::from(n) * u128::from(full)) / u128::from(max)).max(1) as u32
+    }
+}
+
+fn chart(id: &str, title: &str, caption: &str, bars: Vec<Bar>) -> Chart {
     Chart {
         id: id.into(),
         title: title.into(),
@@ -81,6 +81,49 @@ pub fn bar_chart(id: &str, title: &str, caption: &str, rows: Vec<(String, u64, S
     }
 }
 
+/// Two segments per bar, scaled together: where a total splits (prefill pod, decode pod).
+pub fn stacked_chart(
+    id: &str,
+    title: &str,
+    caption: &str,
+    rows: Vec<(String, u64, u64, String)>,
+) -> Chart {
+    let max = rows.iter().map(|r| r.1 + r.2).max().unwrap_or(0);
+    let bars: Vec<Bar> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, a, b, value))| {
+            // Shorter than a plain bar: its value ("P … + D …") needs the room.
+            let full = BAR * 3 / 4;
+            let length = scaled(a, max, full);
+            Bar {
+                label,
+                value,
+                y: i as u32 * ROW,
+                length,
+                second: scaled(a + b, max, full).saturating_sub(length),
+            }
+        })
+        .collect();
+    chart(id, title, caption, bars)
+}
+
+pub fn bar_chart(id: &str, title: &str, caption: &str, rows: Vec<(String, u64, String)>) -> Chart {
+    let max = rows.iter().map(|r| r.1).max().unwrap_or(0);
+    let bars: Vec<Bar> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, n, value))| Bar {
+            label,
+            value,
+            y: i as u32 * ROW,
+            length: scaled(n, max, BAR),
+            second: 0,
+        })
+        .collect();
+    chart(id, title, caption, bars)
+}
+
 fn charts(v: &CorpusView) -> Vec<Chart> {
     let mut out = Vec::new();
     for b in &v.block_sizes {
@@ -89,11 +132,11 @@ fn charts(v: &CorpusView) -> Vec<Chart> {
             &format!("Uncached tokens per transition, B={}", b.block_size),
             &format!(
                 "{} transitions; p50 {}, p90 {}, p99 {}, max {}; the decode pod holds {:.1}% of the next prompts' tokens",
-                b.uncached.count,
-                b.uncached.p50,
-                b.uncached.p90,
-                b.uncached.p99,
-                b.uncached.max,
+                thousands(b.uncached.count.into()),
+                thousands(b.uncached.p50.into()),
+                thousands(b.uncached.p90.into()),
+                thousands(b.uncached.p99.into()),
+                thousands(b.uncached.max.into()),
                 b.held_share * 100.0
             ),
             b.histogram
@@ -104,7 +147,7 @@ fn charts(v: &CorpusView) -> Vec<Chart> {
                     } else {
                         format!("{}–{}", h.low, h.high)
                     };
-                    (label, h.count, h.count.to_string())
+                    (label, h.count, thousands(h.count.into()))
                 })
                 .collect(),
         ));
@@ -112,17 +155,21 @@ fn charts(v: &CorpusView) -> Vec<Chart> {
     let mut classes: Vec<(String, u64, String)> = v
         .rewrites
         .iter()
-        .map(|(c, n)| (c.to_string(), *n, n.to_string()))
+        .map(|(c, n)| (c.to_string(), *n, thousands((*n).into())))
         .collect();
     let clean = v.transitions - v.transitions_with_rewrite;
-    classes.push(("extends (no rewrite)".into(), clean, clean.to_string()));
+    classes.push((
+        "extends (no rewrite)".into(),
+        clean,
+        thousands(clean.into()),
+    ));
     out.push(bar_chart(
         "rewrites",
         "Transitions by rewrite class",
         &format!(
             "{} of {} transitions ({:.1}%) have a rewrite point",
-            v.transitions_with_rewrite,
-            v.transitions,
+            thousands(v.transitions_with_rewrite.into()),
+            thousands(v.transitions.into()),
             v.rewrite_share * 100.0
         ),
         classes,
@@ -134,14 +181,14 @@ fn charts(v: &CorpusView) -> Vec<Chart> {
             &format!(
                 "llm-d prefix-based P/D decider; the index (block {}) sees {} of the {} tokens the engine (block {}) holds ({:.1}%)",
                 r.index_block_size,
-                r.index_visible_tokens,
-                r.engine_cached_tokens,
+                thousands(r.index_visible_tokens.into()),
+                thousands(r.engine_cached_tokens.into()),
                 r.engine_block_size,
                 r.visible_share * 100.0
             ),
             r.decider_verdicts
                 .iter()
-                .map(|(k, n)| (k.to_string(), *n, n.to_string()))
+                .map(|(k, n)| (k.to_string(), *n, thousands((*n).into())))
                 .collect(),
         ));
     }
@@ -151,7 +198,7 @@ fn charts(v: &CorpusView) -> Vec<Chart> {
             "Turns kept on the decode pod, per router",
             &format!(
                 "of {} transitions: where each router sends the next turn (back to the pod that served the turn before)",
-                v.transitions
+                thousands(v.transitions.into())
             ),
             v.routers
                 .iter()
@@ -159,7 +206,11 @@ fn charts(v: &CorpusView) -> Vec<Chart> {
                     (
                         r.spec.to_string(),
                         r.stays_on_decode,
-                        format!("{} of {}", r.stays_on_decode, r.transitions),
+                        format!(
+                            "{} of {}",
+                            thousands(r.stays_on_decode.into()),
+                            thousands(r.transitions.into())
+                        ),
                     )
                 })
                 .collect(),
@@ -210,23 +261,27 @@ fn alternatives(v: &CorpusView) -> Vec<AlternativeChart> {
             let computed = paths
                 .iter()
                 .map(|(name, c)| {
-                    let n = c.prefill_computed + c.decode_computed;
-                    (name.to_string(), n, n.to_string())
+                    let value = format!(
+                        "P {} + D {}",
+                        thousands(c.prefill_computed.into()),
+                        thousands(c.decode_computed.into())
+                    );
+                    (name.to_string(), c.prefill_computed, c.decode_computed, value)
                 })
                 .collect();
             let moved = paths
                 .iter()
                 .map(|(name, c)| {
                     let n = c.moved_p_to_d + c.moved_d_to_p;
-                    (name.to_string(), n, n.to_string())
+                    (name.to_string(), n, thousands(n.into()))
                 })
                 .collect();
             AlternativeChart {
                 block_size: a.block_size,
-                computed: bar_chart(
+                computed: stacked_chart(
                     &format!("computed-{}", a.block_size),
-                    &format!("Tokens computed (P + D), B={}", a.block_size),
-                    "prefill on P plus append prefill on D, summed over every transition",
+                    &format!("Tokens computed, where: P then D, B={}", a.block_size),
+                    "blue: prefill on the prefill pod; orange: prefill on the decode pod (append or whole), summed over every transition",
                     computed,
                 ),
                 moved: bar_chart(
@@ -243,6 +298,37 @@ fn alternatives(v: &CorpusView) -> Vec<AlternativeChart> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thousands_groups_digits_by_three() {
+        let cases = [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (1_234_567, "1,234,567"),
+        ];
+        for (n, text) in cases {
+            assert_eq!(thousands(n), text);
+        }
+        assert_eq!(thousands(u128::MAX).matches(',').count(), 12);
+    }
+
+    #[test]
+    fn stacked_bars_split_one_scale_between_their_segments() {
+        let c = stacked_chart(
+            "x",
+            "t",
+            "c",
+            vec![
+                ("a".into(), 300, 100, "v".into()),
+                ("b".into(), 0, 400, "v".into()),
+                ("c".into(), 0, 0, "v".into()),
+            ],
+        );
+        let full = BAR * 3 / 4;
+        let segments: Vec<(u32, u32)> = c.bars.iter().map(|b| (b.length, b.second)).collect();
+        assert_eq!(segments, [(full * 3 / 4, full / 4), (0, full), (0, 0)]);
+    }
 
     #[test]
     fn bars_scale_to_the_largest_and_small_values_stay_visible() {

@@ -172,6 +172,9 @@ fn to_human(v: &CorpusView, w: usize) -> String {
     for (class, n) in v.rewrites {
         let _ = writeln!(out, "  {n:>8} {class}");
     }
+    if let Some(note) = super::derived_note(v) {
+        out.push_str(&wrap(&format!("note: {note}"), w, "  ", "    "));
+    }
     if v.transitions_with_drift > 0 {
         let _ = writeln!(
             out,

@@ -34,6 +34,11 @@ pub struct CorpusView<'a> {
     pub rewrite_share: f64,
     pub rewrites: &'a BTreeMap<&'static str, u64>,
     pub transitions_with_drift: u64,
+    /// Replies, and those that gave neither their generated text nor their reasoning on a
+    /// model whose format has a reasoning block: kvaudit derived what was generated from the
+    /// format (an empty reasoning block before the content).
+    pub replies: u64,
+    pub derived_replies: u64,
     pub percentile_definition: &'static str,
     pub block_sizes: Vec<BlockView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -195,6 +200,17 @@ pub struct RouterView<'a> {
     pub events_emitted: u64,
     pub events_skipped: &'a BTreeMap<&'static str, u64>,
     pub decider_verdicts: &'a BTreeMap<&'static str, u64>,
+}
+
+/// What a reader must know when replies were derived from the model's reasoning format.
+pub fn derived_note(v: &CorpusView) -> Option<String> {
+    (v.derived_replies > 0).then(|| {
+        format!(
+            "{} of {} replies carried no reasoning and no generated text: kvaudit derived what the model generated from its reasoning format (an empty reasoning block before the content), so rewrites such as reasoning_dropped assume the model wrote that block",
+            crate::report::thousands(v.derived_replies.into()),
+            crate::report::thousands(v.replies.into())
+        )
+    })
 }
 
 /// The candidates the nonCachedTokens table shows.
@@ -491,6 +507,8 @@ impl View for CorpusReport {
             rewrite_share: share(t.transitions_with_rewrite, t.transitions),
             rewrites: &t.classes,
             transitions_with_drift: t.transitions_with_drift,
+            replies: t.replies,
+            derived_replies: t.derived_replies,
             percentile_definition: PERCENTILES,
             block_sizes: t.blocks.iter().map(|b| block_view(b, &t.classes)).collect(),
             router: t.router.as_ref().map(router_view),
