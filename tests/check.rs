@@ -1270,7 +1270,10 @@ fn findings_sharing_one_cause_are_one_entry() {
         .code(1);
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     assert_eq!(text.matches("error[KVA102]").count(), 1, "{text}");
-    assert!(text.contains("also at (2 more, one cause): "), "{text}");
+    assert!(
+        text.contains("also at (2 more, one cause):\n    "),
+        "{text}"
+    );
     assert!(
         text.contains("result: FAILED: 3 denied from 1 cause,"),
         "{text}"

@@ -52,17 +52,11 @@ fn finding(out: &mut String, group: &[&GateFinding], width: usize) {
     );
     out.push_str(&wrap(&f.message, width, "  ", "  "));
     if group.len() > 1 {
-        let also: Vec<String> = group[1..].iter().map(|g| finding_subject(g)).collect();
-        out.push_str(&wrap(
-            &format!(
-                "also at ({} more, one cause): {}",
-                also.len(),
-                also.join("; ")
-            ),
-            width,
-            "  ",
-            "    ",
-        ));
+        // One place a line, like the `-->` line: a place is never split.
+        let _ = writeln!(out, "  also at ({} more, one cause):", group.len() - 1);
+        for g in &group[1..] {
+            let _ = writeln!(out, "    {}", finding_subject(g));
+        }
     }
     if let Some(file) = &f.template_file {
         let _ = writeln!(out, "  --> {}:{}", file, f.template_line);
