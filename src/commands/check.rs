@@ -163,8 +163,7 @@ fn measured_cost(models: &[gate::ModelSummary]) -> String {
 fn default_llm_d(args: &CheckArgs) -> crate::index::router::RouterSettings {
     crate::index::router::RouterSettings {
         engine_block_size: args.engine_block_size,
-        index: crate::index::IndexConfig::new(64),
-        decider: Default::default(),
+        ..Default::default()
     }
 }
 

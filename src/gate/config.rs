@@ -408,11 +408,7 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
         });
     }
     if let Some(list) = &g.routers {
-        let base = crate::index::router::RouterSettings {
-            engine_block_size: 16,
-            index: crate::index::IndexConfig::new(64),
-            decider: Default::default(),
-        };
+        let base = crate::index::router::RouterSettings::default();
         for text in list.get_ref() {
             crate::routers::Spec::parse(text, &base)
                 .map_err(|e| loc.error(&list.span(), format!("router {text:?}: {e}")))?;

@@ -240,16 +240,15 @@ fn audit_model(
     let router = gate
         .router
         .as_ref()
-        .map(|r| (r.engine_block_size, r.index_block_size, r.decider))
-        .or_else(|| (!gate.routers.is_empty()).then(|| (16, 64, Default::default())))
-        .map(|(engine, index_block, decider)| {
-            let mut index = crate::index::IndexConfig::new(index_block);
-            index.model_name = Some(m.source.clone());
-            crate::index::router::RouterSettings {
-                engine_block_size: engine,
-                index,
-                decider,
-            }
+        .map(|r| crate::index::router::RouterSettings {
+            engine_block_size: r.engine_block_size,
+            index: crate::index::IndexConfig::new(r.index_block_size),
+            decider: r.decider,
+        })
+        .or_else(|| (!gate.routers.is_empty()).then(Default::default))
+        .map(|mut s| {
+            s.index.model_name = Some(m.source.clone());
+            s
         });
     let routers = match &router {
         Some(base) => gate

@@ -37,7 +37,7 @@ impl Profile {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IndexConfig {
     pub block_size: usize,
     pub algo: HashAlgo,

@@ -11,11 +11,23 @@ use crate::events::{
     Batch, BatchWire, BlockStored, Engine, Event, EventKind, EventWire, Owned, WireHash,
 };
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RouterSettings {
     pub engine_block_size: usize,
     pub index: IndexConfig,
     pub decider: DeciderConfig,
+}
+
+impl Default for RouterSettings {
+    /// vLLM's default block size, llm-d's precise sample's index block, the decider README's
+    /// thresholds: the router view's flags' defaults.
+    fn default() -> Self {
+        RouterSettings {
+            engine_block_size: 16,
+            index: IndexConfig::new(64),
+            decider: DeciderConfig::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

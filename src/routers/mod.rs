@@ -14,6 +14,8 @@ pub mod spec;
 
 use serde_json::Value as Json;
 
+use crate::align::common_prefix;
+
 use crate::index::decider::{Rule, Verdict, decide};
 use crate::index::router::RouterView;
 pub use spec::Spec;
@@ -181,10 +183,6 @@ pub fn answer_line(entries: &[LineEntry]) -> Option<String> {
     ))
 }
 
-fn lcp(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
 fn whole_blocks(tokens: usize, block: usize) -> usize {
     tokens / block * block
 }
@@ -192,7 +190,10 @@ fn whole_blocks(tokens: usize, block: usize) -> usize {
 /// What an index fed by the engine's events finds for prompt k+1, at the engine's block
 /// size: the full blocks of the holdings that prompt k+1 repeats.
 pub fn event_visible(t: &Turn) -> usize {
-    whole_blocks(lcp(t.held, t.next).min(t.held.len()), t.engine_block_size)
+    whole_blocks(
+        common_prefix(t.held, t.next).min(t.held.len()),
+        t.engine_block_size,
+    )
 }
 
 fn share(matched: usize, input: usize) -> f64 {
@@ -287,7 +288,7 @@ fn llm_d_answer(spec: &Spec, view: &RouterView) -> Answer {
 /// simulated event by event (llm-d's answer is read from it).
 pub fn answer(spec: &Spec, t: &Turn, llm_d: Option<&RouterView>) -> Answer {
     let eb = t.engine_block_size;
-    let held_match = lcp(t.held, t.next).min(t.held.len());
+    let held_match = common_prefix(t.held, t.next).min(t.held.len());
     // What prompt k alone gives: routers that record the request, not the reply.
     let prompt_match = held_match.min(t.prompt_tokens);
     let simple = |visible: usize, decision: Decision, why: &'static str, rule: String| Answer {

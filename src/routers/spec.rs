@@ -65,22 +65,8 @@ pub enum Spec {
 }
 
 /// llm-d's precise index and its decider (the settings of `index::router`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LlmD(pub RouterSettings);
-
-impl PartialEq for LlmD {
-    fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (&self.0, &other.0);
-        a.engine_block_size == b.engine_block_size
-            && a.decider == b.decider
-            && a.index.block_size == b.index.block_size
-            && a.index.algo == b.index.algo
-            && a.index.seed == b.index.seed
-            && a.index.model_name == b.index.model_name
-            && a.index.profile == b.index.profile
-            && a.index.pod_cache_size == b.index.pod_cache_size
-    }
-}
 
 /// The router names `--router` takes, with what each emulates.
 pub const NAMES: &[(&str, &str)] = &[
@@ -313,14 +299,9 @@ impl Params {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::IndexConfig;
 
     fn llm_d() -> RouterSettings {
-        RouterSettings {
-            engine_block_size: 16,
-            index: IndexConfig::new(64),
-            decider: DeciderConfig::default(),
-        }
+        RouterSettings::default()
     }
 
     #[test]
