@@ -43,6 +43,9 @@ _kvaudit() {
             kvaudit,keys)
                 cmd="kvaudit__subcmd__keys"
                 ;;
+            kvaudit,merge)
+                cmd="kvaudit__subcmd__merge"
+                ;;
             kvaudit,probe)
                 cmd="kvaudit__subcmd__probe"
                 ;;
@@ -79,6 +82,9 @@ _kvaudit() {
             kvaudit__subcmd__help,keys)
                 cmd="kvaudit__subcmd__help__subcmd__keys"
                 ;;
+            kvaudit__subcmd__help,merge)
+                cmd="kvaudit__subcmd__help__subcmd__merge"
+                ;;
             kvaudit__subcmd__help,probe)
                 cmd="kvaudit__subcmd__help__subcmd__probe"
                 ;;
@@ -95,7 +101,7 @@ _kvaudit() {
 
     case "${cmd}" in
         kvaudit)
-            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check corpus probe init completions help"
+            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check corpus merge probe init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -311,7 +317,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__corpus)
-            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --format --color --quiet --help --version"
+            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --partial --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -457,8 +463,12 @@ _kvaudit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --partial)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --format)
-                    COMPREPLY=($(compgen -W "human json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "human json markdown html" -- "${cur}"))
                     return 0
                     ;;
                 --color)
@@ -641,7 +651,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help)
-            opts="diff-turns fetch replay keys render capture check corpus probe init completions help"
+            opts="diff-turns fetch replay keys render capture check corpus merge probe init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -767,6 +777,20 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help__subcmd__keys)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__help__subcmd__merge)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -965,6 +989,32 @@ _kvaudit() {
                     ;;
                 --format)
                     COMPREPLY=($(compgen -W "human json" -- "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__merge)
+            opts="-q -h -V --html --format --color --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --html)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "human json markdown html" -- "${cur}"))
                     return 0
                     ;;
                 --color)

@@ -37,12 +37,13 @@ complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "keys" -d 'Print llm
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
-complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd; Parquet) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
+complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "merge" -d 'Merge the partial results of corpus runs over shards (`corpus --partial`) into the report one run over all the shards would have printed'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "probe" -d 'Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put its prompt and cached-token counts beside kvaudit\'s render and prediction'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "completions" -d 'Print the shell completion script for a shell'
 complete -c kvaudit -n "__fish_kvaudit_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s m -l model -d 'A local model directory, a GGUF file (its tokenizer and chat templates, tokenized as llama.cpp tokenizes), or a Hub id `org/name[@revision]`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
@@ -167,7 +168,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l offline -d 'Wit
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -s m -l model -d 'A local model directory, a GGUF file (its tokenizer and chat templates, tokenized as llama.cpp tokenizes), or a Hub id `org/name[@revision]`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
@@ -239,7 +240,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l router-config 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l router -d 'A router to ask about every transition, `NAME[:key=value,...]` as in diff-turns (repeatable; adds to kvaudit.toml\'s `routers`): KVA407 when it sends a turn elsewhere that the decode pod could serve' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l engine-block-size -d 'The engine\'s KV block size (vLLM\'s --block-size) the router config is linted against' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l config -d 'The config file (default: ./kvaudit.toml when it exists)' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s m -l model -d 'Check this model (directory or Hub id) instead of the config\'s models; repeatable' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s m -l model -d 'Check this model (directory, GGUF file or Hub id) instead of the config\'s models; repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s c -l scenario -d 'Audit this conversation file instead of the config\'s scenarios; repeatable' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l template -d 'The template under review, for every model (overrides the config\'s `template`)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l baseline-template -d 'Compare with this template instead of a lock: the gate fails on what got worse (e.g. `git show origin/main:chat_template.jinja > old.jinja`)' -r -F
@@ -262,7 +263,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l no-remedies -d
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s m -l model -d 'A local model directory, a GGUF file (its tokenizer and chat templates, tokenized as llama.cpp tokenizes), or a Hub id `org/name[@revision]`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
@@ -307,8 +308,11 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l kv-bytes-per-
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l per-transition -d 'Also write one JSON line per transition (the diff-turns transition plus each alternative\'s cost), in input order' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l html -d 'Also write a self-contained HTML report (inline CSS and SVG, no external assets)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l worst -d 'How many of the worst conversations (most uncached tokens at the first block size) the report lists' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l partial -d 'Also write this shard\'s totals to FILE for `kvaudit merge` (not with --sample or --limit). A shard whose rows are all skipped still writes its partial' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l format -d 'Output format' -r -f -a "human\t''
-json\t''"
+json\t''
+markdown\t''
+html\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -318,8 +322,19 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l remedies -d '
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s V -l version -d 'Print version'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand merge" -l html -d 'Also write a self-contained HTML report' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand merge" -l format -d 'Output format' -r -f -a "human\t''
+json\t''
+markdown\t''
+html\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand merge" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
+always\t''
+never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand merge" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand merge" -s V -l version -d 'Print version'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l url -d 'The server\'s OpenAI base URL, e.g. http://host:8000/v1' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s m -l model -d 'A local model directory, or a Hub id `org/name[@revision]`' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s m -l model -d 'A local model directory, a GGUF file (its tokenizer and chat templates, tokenized as llama.cpp tokenizes), or a Hub id `org/name[@revision]`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l revision -d 'Hub revision (branch, tag or commit); overrides `@revision` in --model' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
@@ -377,15 +392,16 @@ never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "probe" -d 'Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put its prompt and cached-token counts beside kvaudit\'s render and prediction'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "completions" -d 'Print the shell completion script for a shell'
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus probe init completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "diff-turns" -d 'Render each turn with the model\'s template and tokenizer and show where turn k+1 stops extending what the decode server holds after turn k'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "fetch" -d 'Download a model\'s tokenizer and chat template files into the Hugging Face cache and print the snapshot directory'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "replay" -d 'Replay a KV-event capture through llm-d\'s precise prefix index and report what it keeps, what it skips and why, and what lookups find versus what the engine holds'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "keys" -d 'Print llm-d\'s block keys for a token list or a rendered conversation'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "render" -d 'Print the exact prompts kvaudit renders for a conversation (what the model sees), or the held stream of one transition'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "capture" -d 'Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap detection and recovery through the publishers\' replay sockets'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "check" -d 'The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail (exit 1) on deny findings'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "corpus" -d 'Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd; Parquet) on worker threads: uncached tokens per block size, rewrite classes, the router\'s view, PPD session-key collisions, and what each serving alternative computes and moves'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "merge" -d 'Merge the partial results of corpus runs over shards (`corpus --partial`) into the report one run over all the shards would have printed'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "probe" -d 'Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put its prompt and cached-token counts beside kvaudit\'s render and prediction'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "init" -d 'Write a commented starter kvaudit.toml for the models given'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "completions" -d 'Print the shell completion script for a shell'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand help; and not __fish_seen_subcommand_from diff-turns fetch replay keys render capture check corpus merge probe init completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -300,3 +300,70 @@ write("zmtp_frames", "empty-frames.bin", BIG + zready(b"PUB") + b"\x01\x00" * 10
 # 0-byte commands.
 write("zmtp_frames", "own-greeting-small-limits.bin",
       bytes([0x19]) + GREETING + zmessage(b"0123456789", b"abcdef") + zmessage(b"x" * 17))
+
+# Parquet: the fixture chats in the three layouts and codecs the corpus reads (written with
+# pyarrow, as tests/make_parquet.py writes them), a file cut short, and a bare footer.
+try:
+    import io
+    import json as _json
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError:
+    print("pyarrow is not installed: the parquet_rows seeds are left as they are")
+else:
+    rows = [{"messages": [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": "Hello!"},
+                          {"role": "user", "content": "How are you?"}]},
+            {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None},
+                          {"role": "tool", "content": "42"}]}]
+    wildchat = [{"conversation": [dict(m, timestamp=None, toxic=False) for m in r["messages"]],
+                 "model": "gpt-4"} for r in rows]
+    sharegpt = [{"conversations": [{"from": m["role"], "value": m["content"] or ""}
+                                   for m in r["messages"]]} for r in rows]
+    for name, table_rows in [("openai", rows), ("wildchat", wildchat), ("sharegpt", sharegpt)]:
+        for codec in ["snappy", "zstd", "gzip"]:
+            out = io.BytesIO()
+            pq.write_table(pa.Table.from_pylist(table_rows), out, compression=codec,
+                           row_group_size=1)
+            data = out.getvalue()
+            write("parquet_rows", f"{name}-{codec}.parquet", data)
+    write("parquet_rows", "cut.parquet", data[: len(data) // 2])
+    write("parquet_rows", "footer-only.parquet", b"PAR1" + struct.pack("<I", 0) + b"PAR1")
+
+# GGUF: a small byte-level BPE vocabulary with merges, token types, a template and special
+# token ids, as llama.cpp's converter writes one (little-endian, version 3, no tensors).
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gkv(key, ty, payload):
+    return gstr(key) + struct.pack("<I", ty) + payload
+
+
+def garr(ty, items):
+    if ty == 8:
+        body = b"".join(gstr(i) for i in items)
+    else:
+        body = b"".join(struct.pack("<i", i) for i in items)
+    return struct.pack("<IQ", ty, len(items)) + body
+
+
+gtokens = [chr(c) for c in range(33, 127)] + ["he", "ll", "hello", "<|im_start|>", "<|im_end|>"]
+gkvs = [
+    gkv("general.architecture", 8, gstr("qwen3")),
+    gkv("tokenizer.ggml.model", 8, gstr("gpt2")),
+    gkv("tokenizer.ggml.pre", 8, gstr("qwen2")),
+    gkv("tokenizer.ggml.tokens", 9, garr(8, gtokens)),
+    gkv("tokenizer.ggml.token_type", 9, garr(5, [1] * (len(gtokens) - 2) + [3, 3])),
+    gkv("tokenizer.ggml.merges", 9, garr(8, ["h e", "l l"])),
+    gkv("tokenizer.ggml.eos_token_id", 4, struct.pack("<I", len(gtokens) - 1)),
+    gkv("tokenizer.ggml.add_bos_token", 7, b"\x00"),
+    gkv("tokenizer.chat_template", 8,
+        gstr("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}")),
+]
+gguf = b"GGUF" + struct.pack("<IQQ", 3, 0, len(gkvs)) + b"".join(gkvs)
+write("gguf_metadata", "tiny.gguf", gguf)
+write("gguf_metadata", "cut.gguf", gguf[: len(gguf) // 2])
+write("gguf_metadata", "llama-spm.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 1)
+      + gkv("tokenizer.ggml.model", 8, gstr("llama")))

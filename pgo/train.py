@@ -234,6 +234,9 @@ def main():
         return
     replace_once(os.path.join(HERE, "rustc-wrapper"), r"^recorded_rustc=[0-9a-f]*$",
                  f"recorded_rustc={commit}")
+    # The wheel's build (pyproject.toml) passes the digest as pgo/build-dist.sh does.
+    replace_once(os.path.join(HERE, "..", "pyproject.toml"), r"kvaudit_pgo=\\\"[0-9a-f]*\\\"",
+                 f'kvaudit_pgo=\\"{digest}\\"')
 
 
 if __name__ == "__main__":

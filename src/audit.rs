@@ -31,40 +31,28 @@ pub struct ModelSpec {
 
 /// A directory wins over a Hub id of the same spelling, as in transformers.
 /// The model's tokenizer as `server` tokenizes prompts: llama.cpp without tokenizer.json's
-/// Unicode normalization ([`Tokenizer::from_file_as_llamacpp`]), the others as transformers.
+/// Unicode normalization ([`Tokenizer::from_file_as_llamacpp`]), the others as transformers;
+/// a GGUF's tokenizer, made as llama.cpp makes it, for every server.
 pub fn tokenizer_for(
     files: &ModelFiles,
     server: crate::render::ServerProfile,
 ) -> Result<Tokenizer, crate::tokenize::TokenizeError> {
     match server {
-        crate::render::ServerProfile::Llamacpp => {
+        // A GGUF's tokenizer is llama.cpp's own already.
+        crate::render::ServerProfile::Llamacpp if !files.llamacpp_tokenizer => {
             Tokenizer::from_file_as_llamacpp(&files.tokenizer_path)
         }
         _ => Tokenizer::from_file(&files.tokenizer_path),
     }
 }
 
-/// Why `spec` names no model, in the words a user needs: a GGUF file, another file, or a
-/// path that does not exist (with the part that is missing, and the nearest sibling directory
-/// when one is a likely typo).
+/// Why `spec` names no model, in the words a user needs: a file that is not one kvaudit reads,
+/// or a path that does not exist (with the part that is missing, and the nearest sibling
+/// directory when one is a likely typo).
 fn not_a_model(spec: &str) -> String {
-    const KINDS: &str = "a model directory (holding tokenizer.json and tokenizer_config.json) \
-                         or a Hub id of the form org/name[@revision]";
+    const KINDS: &str = "a model directory (holding tokenizer.json and tokenizer_config.json), \
+                         a GGUF file, or a Hub id of the form org/name[@revision]";
     let path = Path::new(spec);
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-    {
-        let missing = if path.exists() {
-            ""
-        } else {
-            " (it does not exist)"
-        };
-        return format!(
-            "model {spec:?} is a GGUF file{missing}: kvaudit reads {KINDS}; give the Hugging \
-             Face directory or Hub id the GGUF was converted from"
-        );
-    }
     if path.exists() {
         return format!("model {spec:?} is a file; kvaudit reads {KINDS}");
     }
@@ -102,8 +90,12 @@ fn not_a_model(spec: &str) -> String {
 pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let path = Path::new(&spec.model);
     let mut fetched = None;
+    let mut gguf = false;
     let dir = if path.is_dir() {
         path.to_path_buf()
+    } else if path.is_file() && crate::model::gguf::is_gguf(path) {
+        gguf = true;
+        crate::model::gguf::materialize(path)?
     } else if is_hub_id(&spec.model) {
         let settings = HubSettings::from_env(spec.offline)?;
         let f = fetch_detailed(
@@ -125,6 +117,7 @@ pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
         spec.tokenizer.as_deref(),
     )?;
     files.fetched = fetched;
+    files.llamacpp_tokenizer = gguf;
     Ok(files)
 }
 
@@ -145,7 +138,7 @@ pub struct AuditSettings {
     pub remedies: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ModelInfo {
     pub source: String,
     /// The server profile the prompts were rendered as.

@@ -59,11 +59,15 @@ pub enum Command {
     /// (exit 1) on deny findings.
     #[command(long_about = CHECK_ABOUT, after_help = CHECK_EXAMPLES)]
     Check(Box<CheckArgs>),
-    /// Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd) on
+    /// Audit a corpus of real conversations (JSONL, ShareGPT, WildChat; gzip or zstd; Parquet) on
     /// worker threads: uncached tokens per block size, rewrite classes, the router's view,
     /// PPD session-key collisions, and what each serving alternative computes and moves.
     #[command(long_about = CORPUS_ABOUT, after_help = CORPUS_EXAMPLES)]
     Corpus(Box<CorpusArgs>),
+    /// Merge the partial results of corpus runs over shards (`corpus --partial`) into the
+    /// report one run over all the shards would have printed.
+    #[command(long_about = MERGE_ABOUT, after_help = MERGE_EXAMPLES)]
+    Merge(MergeArgs),
     /// Chat with a live OpenAI-compatible server (vLLM, SGLang, llama.cpp) turn by turn and put
     /// its prompt and cached-token counts beside kvaudit's render and prediction.
     #[command(long_about = PROBE_ABOUT, after_help = PROBE_EXAMPLES)]
@@ -73,6 +77,12 @@ pub enum Command {
     /// Print the shell completion script for a shell.
     Completions(CompletionsArgs),
 }
+
+const MERGE_ABOUT: &str = "Merge the partial results of corpus runs over shards of one input (each written by \
+`kvaudit corpus --partial FILE`) into the report one run over all the shards, in the order given, would \
+have printed: every figure equal, percentiles and the worst conversations included. The partials must \
+come from the same kvaudit version, model (tokenizer and template digests) and settings; otherwise the \
+merge is an error. Exit 0 when no transition has a rewrite point, 1 when some do, 2 on bad input.";
 
 const CHECK_ABOUT: &str = "The CI gate: audit every [[model]] of kvaudit.toml (or --model) with the diff-turns pipeline over the \
 built-in probe set or the [[scenario]] conversations, turn what it finds into findings with stable codes \
@@ -114,7 +124,8 @@ pub struct CorpusArgs {
     #[command(flatten)]
     pub model: ModelArgs,
 
-    /// Corpus files (`-` for standard input); `.gz` and `.zst` are read transparently.
+    /// Corpus files (`-` for standard input); gzip, zstd and Parquet files are recognised by
+    /// their first bytes.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
@@ -193,9 +204,38 @@ pub struct CorpusArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub worst: usize,
 
+    /// Also write this shard's totals to FILE for `kvaudit merge` (not with --sample or
+    /// --limit). A shard whose rows are all skipped still writes its partial.
+    #[arg(long, value_name = "FILE")]
+    pub partial: Option<PathBuf>,
+
     /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
-    pub format: OutputFormat,
+    #[arg(long, value_enum, default_value_t = CorpusFormat::Human)]
+    pub format: CorpusFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Partial results written by `kvaudit corpus --partial`, in the order of their shards.
+    #[arg(required = true, value_name = "PARTIAL")]
+    pub partials: Vec<PathBuf>,
+
+    /// Also write a self-contained HTML report.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CorpusFormat::Human)]
+    pub format: CorpusFormat,
+}
+
+/// Formats of the corpus report on standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CorpusFormat {
+    Human,
+    Json,
+    Markdown,
+    Html,
 }
 
 /// Output formats of `check`.
@@ -233,8 +273,9 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Check this model (directory or Hub id) instead of the config's models; repeatable.
-    #[arg(long, short = 'm', value_name = "DIR|ORG/NAME")]
+    /// Check this model (directory, GGUF file or Hub id) instead of the config's models;
+    /// repeatable.
+    #[arg(long, short = 'm', value_name = "DIR|FILE.gguf|ORG/NAME")]
     pub model: Vec<String>,
 
     /// Audit this conversation file instead of the config's scenarios; repeatable.
@@ -296,7 +337,12 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// A model to check (directory or Hub id, `@revision` to pin); repeatable.
-    #[arg(long, short = 'm', value_name = "DIR|ORG/NAME", required = true)]
+    #[arg(
+        long,
+        short = 'm',
+        value_name = "DIR|FILE.gguf|ORG/NAME",
+        required = true
+    )]
     pub model: Vec<String>,
 
     /// Where to write it.
@@ -327,6 +373,17 @@ Examples:
   kvaudit corpus -m Qwen/Qwen3-8B chats.jsonl
   kvaudit corpus -m ./my-model logs/a.jsonl.zst --jobs 8 --html report.html
   kvaudit corpus -m ./my-model chats.jsonl --router dynamo:conditional_disagg=true";
+
+pub const MERGE_EXAMPLES: &str = "\
+Examples:
+  kvaudit corpus -m ./my-model shard-0.jsonl --partial p0.json
+  kvaudit corpus -m ./my-model shard-1.jsonl --partial p1.json
+  kvaudit merge p0.json p1.json --format json
+  kvaudit merge p0.json p1.json p2.json --html report.html
+
+The order of the partials is the order of the shards: it decides ties among the worst
+conversations and which skipped rows are quoted, as the order of files does in one run
+(a shell glob sorts p10.json before p2.json).";
 
 pub const CHECK_EXAMPLES: &str = "\
 Examples:
@@ -364,8 +421,9 @@ Exit codes:
 
 #[derive(Debug, Args)]
 pub struct ModelArgs {
-    /// A local model directory, or a Hub id `org/name[@revision]`.
-    #[arg(long, short = 'm', value_name = "DIR|ORG/NAME")]
+    /// A local model directory, a GGUF file (its tokenizer and chat templates, tokenized as
+    /// llama.cpp tokenizes), or a Hub id `org/name[@revision]`.
+    #[arg(long, short = 'm', value_name = "DIR|FILE.gguf|ORG/NAME")]
     pub model: String,
 
     /// Hub revision (branch, tag or commit); overrides `@revision` in --model.
@@ -707,7 +765,7 @@ pub struct KeysArgs {
     pub tokens_file: Option<PathBuf>,
 
     /// Render conversations with this model and print the keys of every prompt.
-    #[arg(long, short = 'm', value_name = "DIR|ORG/NAME")]
+    #[arg(long, short = 'm', value_name = "DIR|FILE.gguf|ORG/NAME")]
     pub model: Option<String>,
 
     /// With --model: use the Hugging Face cache only.

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
         Command::Capture(args) => commands::capture::run(args, &mut out),
         Command::Check(args) => commands::check::run(args, &mut out),
         Command::Corpus(args) => commands::corpus::run(args, &mut out),
+        Command::Merge(args) => commands::merge::run(args, &mut out),
         Command::Probe(args) => commands::probe::run(args, &mut out),
         Command::Init(args) => commands::init::run(args, &mut out),
         Command::Completions(args) => commands::completions::run(args, &mut out),

@@ -605,9 +605,13 @@ fn a_model_that_is_not_there_says_what_is_missing() {
         ),
         (
             "fixtures/models/model.gguf",
-            "is a GGUF file (it does not exist): kvaudit reads a model directory",
+            "fixtures/models/model.gguf does not exist",
         ),
-        ("Cargo.toml", "is a file; kvaudit reads a model directory"),
+        (
+            "Cargo.toml",
+            "is a file; kvaudit reads a model directory (holding tokenizer.json and \
+             tokenizer_config.json), a GGUF file",
+        ),
     ] {
         let err = one_error(&["diff-turns", "--model", spec]);
         assert!(err.contains(want), "{spec}: {err}");

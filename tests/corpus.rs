@@ -533,12 +533,7 @@ fn every_shared_corpus_loads() {
     let Some(shared) = common::shared_dir("every_shared_corpus_loads") else {
         return;
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(shared.join("corpus"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
+    let files = common::corpus_files(&shared);
     assert!(files.len() >= 10, "{files:?}");
     let model = shared.join("models/qwen3-8b").display().to_string();
     let mut audited_by: BTreeMap<PathBuf, Vec<u64>> = BTreeMap::new();
@@ -610,13 +605,7 @@ fn shared_corpora_transitions_equal_diff_turns() {
     // Three rows of each file, as one small corpus.
     let sample = dir.path().join("sample.jsonl");
     let mut text = String::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(shared.join("corpus"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    names.sort();
-    for f in names {
+    for f in common::corpus_files(&shared) {
         for line in std::fs::read_to_string(&f).unwrap().lines().take(3) {
             text.push_str(line);
             text.push('\n');

@@ -9,6 +9,9 @@ random weights for a 2-layer, width-64 model, so it generates noise quickly on a
 
     python3 tests/make_tiny_gguf.py ../shared/models/qwen3-8b OUT.gguf [--seed 0]
 
+--vocab-only leaves the tensors out (the tokenizer and templates are all kvaudit reads of a
+GGUF); --all-templates writes a model's named templates too.
+
 Another reference model's tokenizer goes into a llama-architecture model, with the
 pre-tokenizer name llama.cpp's converter gives that tokenizer (llama.cpp picks its split
 regex by that name):
@@ -76,6 +79,10 @@ def main():
     ap.add_argument("--chat-template-file", help="embed this template instead of the model's")
     ap.add_argument("--arch", choices=["qwen3", "llama"], default="qwen3")
     ap.add_argument("--pre", default="qwen2", help="tokenizer.ggml.pre (llama.cpp's split)")
+    ap.add_argument("--vocab-only", action="store_true",
+                    help="the tokenizer and templates only, no tensors (what kvaudit reads)")
+    ap.add_argument("--all-templates", action="store_true",
+                    help="named templates too (tokenizer.chat_template.NAME), not the default only")
     args = ap.parse_args()
 
     tokens, types, merges, ids, config = tokenizer_fields(args.model_dir)
@@ -123,11 +130,17 @@ def main():
         # Qwen3 has no BOS; llama.cpp's qwen2 vocabulary would otherwise add <|endoftext|>.
         w.add_bos_token_id(ids["<|endoftext|>"])
     w.add_add_bos_token(bool(config.get("add_bos_token", False)))
-    if isinstance(template, list):
+    if isinstance(template, list) and not args.all_templates:
         # Named templates: the default one is the model's chat template.
         template = {t["name"]: t["template"] for t in template}.get("default", "")
     if template:
         w.add_chat_template(template)
+    if args.vocab_only:
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.close()
+        os.replace(tmp, args.out)
+        return
 
     rng = np.random.default_rng(args.seed)
 

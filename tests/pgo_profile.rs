@@ -139,3 +139,40 @@ fn the_wrapper_adds_the_profile_only_to_configured_optimised_compiles_by_the_rec
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The wheel (pyproject.toml) is the dist build: maturin builds the dist profile through the
+/// wrapper with the same cfg as pgo/build-dist.sh, the committed profile's digest, so the two
+/// build the same artifacts and a new profile rebuilds the wheel's crates too.
+#[test]
+fn the_wheel_builds_the_dist_profile_with_the_committed_profiles_digest() {
+    use sha2::{Digest, Sha256};
+    let digest: String = Sha256::digest(read("pgo/kvaudit.profdata"))
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let pyproject: toml::Table = String::from_utf8(read("pyproject.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let maturin = &pyproject["tool"]["maturin"];
+    assert_eq!(maturin["bindings"].as_str(), Some("bin"));
+    assert_eq!(maturin["profile"].as_str(), Some("dist"));
+    assert_eq!(maturin["locked"].as_bool(), Some(true));
+    let config: Vec<&str> = maturin["config"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        config,
+        [
+            "build.rustc-wrapper='pgo/rustc-wrapper'".to_string(),
+            format!(
+                "build.rustflags=['--cfg', 'kvaudit_pgo=\"{}\"']",
+                &digest[..16]
+            ),
+        ]
+    );
+    assert_eq!(pyproject["project"]["name"].as_str(), Some("kvaudit"));
+}

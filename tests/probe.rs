@@ -698,8 +698,13 @@ fn start(binary: &Path, gguf: &Path, extra: &[&str]) -> Server {
 
 /// `kvaudit probe` against `server`; the JSON report and the exit code.
 fn probe(server: &Server, shared: &Path, extra: &[&str]) -> (i32, Json, String) {
+    probe_model(server, &qwen3(shared), extra)
+}
+
+/// [`probe`] with `model` as kvaudit's model (a directory or a GGUF file).
+fn probe_model(server: &Server, model: &str, extra: &[&str]) -> (i32, Json, String) {
     let out = kvaudit()
-        .args(["probe", "--url", &server.url, "--model", &qwen3(shared)])
+        .args(["probe", "--url", &server.url, "--model", model])
         .args([
             "--server",
             "llamacpp",
@@ -787,6 +792,38 @@ fn live_llama_server_agrees_on_the_built_in_probe_thinking_on_and_off() {
             json!(first),
             "{what}"
         );
+    }
+}
+
+/// kvaudit reading the very GGUF llama-server serves (its tokenizer and template from the
+/// metadata, never the tensors) agrees with the server turn by turn, as with the model's
+/// directory: on the built-in probe and on the corpus conversations below.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
+#[test]
+fn live_llama_server_agrees_with_kvaudit_reading_the_gguf_it_serves() {
+    let Some((shared, binary, gguf)) = live("live_llama_server_gguf") else {
+        return;
+    };
+    let model = gguf.to_str().unwrap();
+    let server = start(&binary, &gguf, &[]);
+    let (code, report, stderr) = probe_model(&server, model, &[]);
+    assert_agrees("built-in probe, GGUF", code, &report, &stderr);
+    assert_eq!(report["turns"].as_array().unwrap().len(), 4);
+    assert_eq!(report["model"]["source"], json!(model));
+    assert_eq!(report["turns"][0]["server_prompt_tokens"], json!(19));
+    let dir = tempfile::tempdir().unwrap();
+    for (file, id) in CORPUS {
+        let path = corpus_conversation(&shared, dir.path(), file, id);
+        let server = start(&binary, &gguf, &[]);
+        let (code, report, stderr) = probe_model(
+            &server,
+            model,
+            &["--conversation", path.to_str().unwrap(), "--turns", "3"],
+        );
+        assert_agrees(&format!("GGUF {file} {id}"), code, &report, &stderr);
     }
 }
 

@@ -564,3 +564,51 @@ pub fn zmtp_frames(data: &[u8]) {
         "events differ when the bytes arrive in pieces"
     );
 }
+
+/// The input is a whole file offered to `corpus` as Parquet: the footer and page checks and
+/// then the rows must return normally, whatever the bytes (a damaged file is an error, and
+/// no page may make the reader allocate past kvaudit's limits).
+pub fn parquet_rows(data: &[u8]) {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("kvaudit-fuzz-parquet-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    });
+    let path = dir.join("input.parquet");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let Ok(file) = std::fs::File::open(&path) else {
+        return;
+    };
+    let Ok(mut rows) = kvaudit::corpus::parquet_file::ParquetRows::open(file) else {
+        return;
+    };
+    for _ in 0..10_000 {
+        match rows.next_json() {
+            Some(Ok(_)) => {}
+            None | Some(Err(_)) => break,
+        }
+    }
+}
+
+/// The input is a whole file offered as `--model FILE.gguf`: reading its metadata and making
+/// the tokenizer files from it must return normally, whatever the bytes, within the limits.
+pub fn gguf_metadata(data: &[u8]) {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("kvaudit-fuzz-gguf-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    });
+    let path = dir.join("input.gguf");
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    if let Ok(meta) = kvaudit::model::gguf::read_metadata(&path) {
+        let _ = meta.hf_files("input.gguf");
+    }
+}

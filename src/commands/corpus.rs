@@ -21,7 +21,19 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let inputs = super::settings::model_inputs(&args.model, &files)
         .into_iter()
         .chain(args.files.iter().cloned());
-    output::check_outputs(inputs, args.per_transition.iter().chain(&args.html))?;
+    output::check_outputs(
+        inputs,
+        args.per_transition
+            .iter()
+            .chain(&args.html)
+            .chain(&args.partial),
+    )?;
+    if args.partial.is_some() && (args.sample.is_some() || args.limit.is_some()) {
+        bail!(
+            "--partial cannot be combined with --sample or --limit: a merge of sampled or \
+             limited shards is not one run over them (split the input instead)"
+        );
+    }
     let corpus_settings = corpus_settings(args, &files)?;
     settings.align.block_sizes = corpus_settings.block_sizes.clone();
     settings.align.sides = crate::align::Sides::Skip;
@@ -140,8 +152,21 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         bail!("{e}");
     }
     // Nothing audited: the report still shows what was skipped and why, then the run fails
-    // (and no output file is replaced).
+    // (and no output file is replaced). A shard's partial is written all the same: its
+    // skipped rows count in the merge.
     let nothing = (report.tally.conversations == 0).then(|| nothing_audited(&report));
+    if let Some(path) = &args.partial {
+        let run = partial_run_settings(&settings, &files);
+        let partial = corpus::partial::Partial::new(&report, run)?;
+        output::write(path, &partial.to_bytes()?)?;
+    }
+    if let Some(e) = nothing.as_ref().filter(|_| args.partial.is_some()) {
+        // Only this shard: the merge decides whether the run audited anything.
+        super::terminal::stderr_line(&format!("note: {e}; its partial is written"));
+        let text = report::export(&report, args.format.into(), &style(false))?;
+        out.write_all(text.as_bytes())?;
+        return Ok(Outcome::Clean);
+    }
     if nothing.is_none() {
         let mut html = match &args.html {
             Some(path) => {
@@ -178,6 +203,31 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     })
 }
 
+/// What a shard's numbers depend on beyond the corpus settings (see
+/// [`corpus::partial::RunSettings`]).
+fn partial_run_settings(
+    settings: &audit::AuditSettings,
+    files: &crate::model::ModelFiles,
+) -> corpus::partial::RunSettings {
+    use crate::model::ChatTemplates;
+    let texts: Vec<&str> = match &files.templates {
+        ChatTemplates::None => Vec::new(),
+        ChatTemplates::Single { text, .. } => vec![text],
+        ChatTemplates::Named { templates, .. } => templates.iter().map(|(_, t)| &**t).collect(),
+    };
+    let clock_read = texts
+        .iter()
+        .any(|t| crate::render::inspect_switches(t).1.strftime_now);
+    let clock = format!("{:?}", settings.clock);
+    let mut without_clock = settings.clone();
+    without_clock.clock = crate::render::Clock::Fixed(Default::default());
+    corpus::partial::RunSettings {
+        audit: format!("{without_clock:?}"),
+        clock,
+        clock_read,
+    }
+}
+
 /// The error a failed auditor left in its slot, whole.
 fn take_error(slot: OnceLock<Result<Auditor>>) -> anyhow::Error {
     match slot.into_inner() {
@@ -197,7 +247,7 @@ impl Drop for SetOnDrop<'_, '_> {
     }
 }
 
-fn nothing_audited(report: &corpus::CorpusReport) -> anyhow::Error {
+pub(super) fn nothing_audited(report: &corpus::CorpusReport) -> anyhow::Error {
     let t = &report.tally;
     if t.rows == 0 {
         return anyhow::anyhow!("the input holds no rows");

@@ -8,6 +8,7 @@ pub mod diff_turns;
 pub mod fetch;
 pub mod init;
 pub mod keys;
+pub mod merge;
 pub mod probe;
 pub mod progress;
 pub mod render;

@@ -802,6 +802,17 @@ pub fn row_format(f: crate::cli::FormatIn) -> crate::corpus::input::RowFormat {
     }
 }
 
+impl From<crate::cli::CorpusFormat> for Format {
+    fn from(f: crate::cli::CorpusFormat) -> Format {
+        match f {
+            crate::cli::CorpusFormat::Human => Format::Human,
+            crate::cli::CorpusFormat::Json => Format::Json,
+            crate::cli::CorpusFormat::Markdown => Format::Markdown,
+            crate::cli::CorpusFormat::Html => Format::Html,
+        }
+    }
+}
+
 impl From<crate::cli::OutputFormat> for Format {
     fn from(f: crate::cli::OutputFormat) -> Format {
         match f {

@@ -2,10 +2,11 @@
 //! transition's numbers. The assumptions are stated in [`ASSUMPTIONS`] and printed with every
 //! report, because each figure is only as good as them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Whether the prefill pod that computed prompt k still holds it when prompt k+1 arrives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PrefillAffinity {
     /// The same prefill pod, its prefix cache intact: it reuses prompt k's full blocks.
     Same,
@@ -22,7 +23,7 @@ impl PrefillAffinity {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Assumptions {
     pub prefill_affinity: PrefillAffinity,
     /// vLLM's `kv_recompute_threshold`: pulls shorter than this are recomputed instead.
@@ -49,7 +50,7 @@ pub const ASSUMPTIONS: [&str; 7] = [
 ];
 
 /// Tokens computed and moved for one transition (or summed over many).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cost {
     pub prefill_computed: u64,
     pub decode_computed: u64,
@@ -71,7 +72,7 @@ impl Cost {
 }
 
 /// The four paths' costs, in the order of [`NAMES`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Costs(pub [Cost; 4]);
 
 impl Costs {

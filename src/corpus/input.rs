@@ -1,5 +1,5 @@
 //! Corpus input: rows of conversations from JSONL, ShareGPT JSON/JSONL and WildChat/LMSYS
-//! JSONL files, plain, gzip or zstd, streamed.
+//! JSONL files, plain, gzip or zstd, and Parquet files of the same layouts, streamed.
 //!
 //! The reader only splits the input into rows and numbers them; turning a row's text into a
 //! [`Conversation`] happens on the worker that audits it ([`Raw::conversation`]), so JSON
@@ -91,16 +91,18 @@ pub enum Item {
 }
 
 /// One input file as the report shows it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FileSummary {
     pub path: String,
-    pub format: &'static str,
-    pub compression: &'static str,
+    #[serde(deserialize_with = "crate::names::de_name")]
+    pub format: crate::names::Name,
+    #[serde(deserialize_with = "crate::names::de_name")]
+    pub compression: crate::names::Name,
     /// Rows read from it (used or skipped), before `--limit` and `--sample` stop or drop any.
     pub rows: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InputSummary {
     pub files: Vec<FileSummary>,
     /// `--sample N --seed S`: rows kept out of those read.
@@ -127,6 +129,8 @@ enum Layout {
     /// The file is one conversation written over several lines (what `diff-turns -c`
     /// reads): a corpus of one row; `read` is whether it has been.
     Single { read: bool },
+    /// A Parquet file: a row per table row, numbered from 1.
+    Parquet(Box<super::parquet_file::ParquetRows>),
 }
 
 struct OpenFile {
@@ -142,6 +146,9 @@ struct OpenFile {
     /// A read or decompression error met while opening, reported as the first row so that a
     /// corrupt stream is an `unreadable` row wherever in the file the damage is.
     failed: Option<std::io::Error>,
+    /// Progress counted per row of a Parquet file: its bytes over its rows.
+    bytes_per_row: u64,
+    bytes_read: Arc<AtomicU64>,
 }
 
 /// What `--limit` and `--sample` ask for.
@@ -355,8 +362,17 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
     } else {
         Box::new(crate::input::open_regular(path).map_err(err)?)
     };
-    let mut buffered = BufReader::with_capacity(READ_BUFFER, Counting { inner: raw, count });
+    let mut buffered = BufReader::with_capacity(
+        READ_BUFFER,
+        Counting {
+            inner: raw,
+            count: count.clone(),
+        },
+    );
     let magic = buffered.fill_buf().map_err(err)?;
+    if magic.starts_with(super::parquet_file::MAGIC) {
+        return open_parquet(path, shown.clone(), forced, count).map_err(err);
+    }
     let compression = if magic.starts_with(&[0x1f, 0x8b]) {
         Compression::Gzip
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
@@ -416,7 +432,48 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
         rows: 0,
         broken: false,
         failed,
+        bytes_per_row: 0,
+        bytes_read: count,
     })
+}
+
+/// A Parquet file (random access: its index is at its end, so not from standard input). A
+/// file whose footer or page headers fail the checks is one `unreadable` row, as a damaged
+/// compressed stream is.
+fn open_parquet(
+    path: &Path,
+    shown: String,
+    forced: RowFormat,
+    count: Arc<AtomicU64>,
+) -> std::io::Result<OpenFile> {
+    if path.as_os_str() == "-" {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "Parquet cannot be read from standard input (its index is at the end): give the file",
+        ));
+    }
+    let file = crate::input::open_regular(path)?;
+    let mut opened = OpenFile {
+        shown,
+        reader: Box::new(std::io::empty()),
+        layout: Layout::Lines,
+        format: forced,
+        compression: Compression::None,
+        line: 1,
+        rows: 0,
+        broken: false,
+        failed: None,
+        bytes_per_row: 0,
+        bytes_read: count,
+    };
+    match super::parquet_file::ParquetRows::open(file) {
+        Ok(rows) => {
+            opened.bytes_per_row = rows.file_bytes / rows.total_rows.max(1);
+            opened.layout = Layout::Parquet(Box::new(rows));
+        }
+        Err(e) => opened.failed = Some(e),
+    }
+    Ok(opened)
 }
 
 /// Skips a UTF-8 byte order mark at the start of a file (editors on Windows write one).
@@ -457,9 +514,39 @@ impl OpenFile {
         FileSummary {
             path: self.shown.clone(),
             format: self.format.name(),
-            compression: self.compression.name(),
+            compression: match &self.layout {
+                Layout::Parquet(p) => p.codecs,
+                _ => self.compression.name(),
+            },
             rows: self.rows,
         }
+    }
+
+    /// The next row of a Parquet file, numbered from 1.
+    fn next_parquet(&mut self) -> Option<(u64, Result<String, Skip>)> {
+        let Layout::Parquet(rows) = &mut self.layout else {
+            return None;
+        };
+        let read = rows.next_json()?;
+        let number = self.line;
+        self.line += 1;
+        self.bytes_read
+            .fetch_add(self.bytes_per_row, Ordering::Relaxed);
+        Some((
+            number,
+            match read {
+                Ok(text) if text.len() as u64 > MAX_ROW_BYTES => Err(Skip::too_large()),
+                Ok(text) => Ok(text),
+                Err(message) => {
+                    // The reader cannot go on past a page it could not read.
+                    self.broken = true;
+                    Err(Skip {
+                        reason: "unreadable",
+                        message,
+                    })
+                }
+            },
+        ))
     }
 
     fn next_item(&mut self) -> Option<Item> {
@@ -478,6 +565,7 @@ impl OpenFile {
                     self.layout = Layout::Single { read: true };
                     self.next_value()?
                 }
+                Layout::Parquet(_) => self.next_parquet()?,
             }
         };
         self.rows += 1;

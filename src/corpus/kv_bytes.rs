@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KvBytes {
     pub bytes_per_token: u64,
     /// How the figure was found, in words (printed beside it).

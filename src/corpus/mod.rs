@@ -10,6 +10,8 @@
 pub mod alternatives;
 pub mod input;
 pub mod kv_bytes;
+pub mod parquet_file;
+pub mod partial;
 pub mod sessions;
 pub mod stats;
 mod zstd_frames;
@@ -29,7 +31,7 @@ use kv_bytes::KvBytes;
 use sessions::{Collisions, SessionKeys};
 use stats::Distribution;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct CorpusSettings {
     pub block_sizes: Vec<usize>,
     pub jobs: usize,
@@ -47,7 +49,7 @@ pub struct CorpusSettings {
 pub const EXAMPLE_ROWS: usize = 5;
 
 /// Rows of one reason that could not be used.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Skipped {
     pub count: u64,
     /// The first rows (by input order) as `FILE:ROW`.
@@ -57,8 +59,10 @@ pub struct Skipped {
 }
 
 /// Skipped rows by reason: order-independent (the first rows are the smallest input orders).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Skips(pub BTreeMap<&'static str, Skipped>);
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Skips(
+    #[serde(deserialize_with = "crate::names::de_name_map")] pub BTreeMap<&'static str, Skipped>,
+);
 
 impl Skips {
     pub fn add(&mut self, reason: &'static str, order: u64, row: String, error: Option<String>) {
@@ -92,10 +96,23 @@ impl Skips {
     pub fn total(&self) -> u64 {
         self.0.values().map(|s| s.count).sum()
     }
+
+    /// Row numbers moved by `by` (see [`Tally::shifted`]).
+    fn shifted(mut self, by: u64) -> Option<Skips> {
+        for s in self.0.values_mut() {
+            for (order, _) in &mut s.rows {
+                *order = order.checked_add(by)?;
+            }
+            if let Some((order, _)) = &mut s.first_error {
+                *order = order.checked_add(by)?;
+            }
+        }
+        Some(self)
+    }
 }
 
 /// Totals at one block size.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct BlockTotals {
     pub block_size: usize,
     /// Uncached tokens of every transition.
@@ -110,7 +127,7 @@ pub struct BlockTotals {
 }
 
 /// The router's view, totalled (when `--engine-block-size` etc. ask for it).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RouterTotals {
     pub engine_block_size: usize,
     pub index_block_size: usize,
@@ -120,15 +137,18 @@ pub struct RouterTotals {
     /// Transitions where the index sees less than the engine holds.
     pub index_short: u64,
     pub events_emitted: u64,
+    #[serde(deserialize_with = "crate::names::de_name_map")]
     pub events_skipped: BTreeMap<&'static str, u64>,
+    #[serde(deserialize_with = "crate::names::de_name_map")]
     pub verdicts: BTreeMap<&'static str, u64>,
 }
 
 /// One remedy (as [`crate::audit::Remedy::group`] names it) over every rewrite point it was
 /// measured on (`--remedies`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RemedyTotals {
-    pub kind: &'static str,
+    #[serde(deserialize_with = "crate::names::de_name")]
+    pub kind: crate::names::Name,
     /// Rewrite points it applies to.
     pub transitions: u64,
     pub removes_rewrite: u64,
@@ -157,7 +177,7 @@ fn add_each(into: &mut Vec<u64>, from: &[u64]) {
 }
 
 /// Every remedy's totals, and the best remedy of each rewrite point taken together.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RemedyTally {
     pub by_remedy: BTreeMap<String, RemedyTotals>,
     /// Per rewrite point, the remedy with the fewest uncached tokens at the first block size
@@ -168,18 +188,19 @@ pub struct RemedyTally {
 }
 
 /// Where one of the worst conversations first diverges, as text.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Divergence {
     pub from_prompt: usize,
     pub position: usize,
-    pub class: &'static str,
+    #[serde(deserialize_with = "crate::names::de_name")]
+    pub class: crate::names::Name,
     pub before: String,
     pub held: String,
     pub next: String,
 }
 
 /// A conversation ranked by its uncached tokens at the first block size.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Worst {
     pub order: u64,
     pub source: String,
@@ -191,8 +212,8 @@ pub struct Worst {
     pub divergence: Option<Divergence>,
 }
 
-/// One worker's totals (and, merged, the run's).
-#[derive(Debug, Clone, Default)]
+/// One worker's totals (and, merged, the run's, and a shard's in a partial).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     pub conversations: u64,
     pub transitions: u64,
@@ -201,6 +222,7 @@ pub struct Tally {
     /// Replies, and those whose generated text was derived from the model's reasoning format.
     pub replies: u64,
     pub derived_replies: u64,
+    #[serde(deserialize_with = "crate::names::de_name_map")]
     pub classes: BTreeMap<&'static str, u64>,
     pub blocks: Vec<BlockTotals>,
     pub router: Option<RouterTotals>,
@@ -288,7 +310,7 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 impl Tally {
-    fn new(settings: &CorpusSettings) -> Tally {
+    pub fn new(settings: &CorpusSettings) -> Tally {
         Tally {
             blocks: settings
                 .block_sizes
@@ -492,7 +514,20 @@ impl Tally {
         }
     }
 
-    fn merge(&mut self, other: Tally, k: usize) {
+    /// The tally of a shard whose rows follow `by` rows of the shards before it: every place
+    /// in the input (the worst conversations' ties, the example rows, the first conversation
+    /// of a session key) moved, so that merging the shards in order is one run over them.
+    /// `None` when a place would pass the largest row number.
+    pub fn shifted(mut self, by: u64) -> Option<Tally> {
+        for w in &mut self.worst {
+            w.order = w.order.checked_add(by)?;
+        }
+        self.skipped = self.skipped.shifted(by)?;
+        self.sessions = self.sessions.shifted(by)?;
+        Some(self)
+    }
+
+    pub fn merge(&mut self, other: Tally, k: usize) {
         self.conversations += other.conversations;
         self.transitions += other.transitions;
         self.transitions_with_rewrite += other.transitions_with_rewrite;

@@ -31,7 +31,7 @@ pub fn key(text: &str) -> [u8; 16] {
 /// How many characters of a shared opening message the report quotes.
 const EXCERPT_CHARS: usize = 60;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Group {
     conversations: u64,
     /// Turn-2+ requests (transitions) of its conversations, and the most any one has.
@@ -47,6 +47,60 @@ struct Group {
 #[derive(Debug, Clone, Default)]
 pub struct SessionKeys {
     groups: HashMap<[u8; 16], Group>,
+}
+
+/// One key in a file (a corpus partial): the key in hex beside its group; keys in order, so
+/// the same keys are always written the same way.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WrittenKey {
+    key: String,
+    #[serde(flatten)]
+    group: Group,
+}
+
+impl serde::Serialize for SessionKeys {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut keys: Vec<(&[u8; 16], &Group)> = self.groups.iter().collect();
+        keys.sort_unstable_by_key(|(k, _)| **k);
+        s.collect_seq(keys.into_iter().map(|(k, g)| WrittenKey {
+            key: hex(k),
+            group: g.clone(),
+        }))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SessionKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut out = SessionKeys::default();
+        for w in Vec::<WrittenKey>::deserialize(d)? {
+            let key = unhex(&w.key)
+                .ok_or_else(|| D::Error::custom(format!("{:?} is not an MD5 in hex", w.key)))?;
+            if w.group.conversations == 0 || out.groups.insert(key, w.group).is_some() {
+                return Err(D::Error::custom(format!(
+                    "session key {} listed twice or with no conversation",
+                    w.key
+                )));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn hex(k: &[u8; 16]) -> String {
+    k.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<[u8; 16]> {
+    let bytes = s.as_bytes();
+    if bytes.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        *o = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
 }
 
 /// One key shared by several conversations.
@@ -111,6 +165,15 @@ impl SessionKeys {
         }
     }
 
+    /// Places in the input moved by `by` rows (a shard's rows after the shards before it);
+    /// `None` when a place would pass the largest row number.
+    pub fn shifted(mut self, by: u64) -> Option<SessionKeys> {
+        for g in self.groups.values_mut() {
+            g.first = g.first.checked_add(by)?;
+        }
+        Some(self)
+    }
+
     pub fn collisions(&self, largest: usize) -> Collisions {
         let mut out = Collisions {
             distinct_keys: self.groups.len() as u64,
@@ -133,7 +196,7 @@ impl SessionKeys {
             .into_iter()
             .take(largest)
             .map(|(k, g)| SharedKey {
-                key: k.iter().map(|b| format!("{b:02x}")).collect(),
+                key: hex(k),
                 conversations: g.conversations,
                 requests: g.requests,
                 excerpt: g.excerpt.clone(),
@@ -198,5 +261,38 @@ mod tests {
         assert_eq!(c.largest[0].excerpt, "hi");
         assert_eq!(c.largest[1].excerpt, "x");
         assert_eq!(a.collisions(1).largest.len(), 1);
+    }
+
+    #[test]
+    fn written_in_key_order_and_read_back() {
+        let mut a = SessionKeys::default();
+        a.add("hi", 3, 1);
+        a.add("help", 1, 3);
+        a.add("hi", 7, 2);
+        let text = serde_json::to_string(&a).unwrap();
+        // md5("help") = 657f8b8d..., md5("hi") = 49f68a5c...: key order, not input order.
+        assert!(
+            text.starts_with(r#"[{"key":"49f68a5c8493ec2c0bf489821c21fc3b","conversations":2"#),
+            "{text}"
+        );
+        let back: SessionKeys = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.collisions(5), a.collisions(5));
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        let bad = text.replace("49f68a5c", "49f68a5z");
+        assert!(serde_json::from_str::<SessionKeys>(&bad).is_err());
+        let twice = format!(
+            "[{},{}]",
+            &text[1..text.find("},{").unwrap() + 1],
+            &text[1..text.find("},{").unwrap() + 1]
+        );
+        assert!(serde_json::from_str::<SessionKeys>(&twice).is_err());
+        // Shifting moves the first conversation of every key.
+        let shifted = back.shifted(10).unwrap();
+        assert!(
+            serde_json::to_string(&shifted)
+                .unwrap()
+                .contains(r#""first":13"#)
+        );
+        assert!(a.shifted(u64::MAX).is_none());
     }
 }

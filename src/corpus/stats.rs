@@ -12,6 +12,45 @@ pub struct Distribution {
     sum: u128,
 }
 
+/// In a file (a corpus partial): each distinct value and its count, smallest value first, so
+/// the same distribution is always written the same way. The count and the sum are derived
+/// again when it is read, so a file cannot make them disagree with the counts.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Written {
+    counts: Vec<(u64, u64)>,
+}
+
+impl serde::Serialize for Distribution {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Written {
+            counts: self.sorted(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Distribution {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let written = Written::deserialize(d)?;
+        let mut out = Distribution::default();
+        for (v, c) in written.counts {
+            if c == 0 || out.counts.insert(v, c).is_some() {
+                return Err(D::Error::custom(format!(
+                    "value {v} listed twice or with a count of 0"
+                )));
+            }
+            out.count = out
+                .count
+                .checked_add(c)
+                .ok_or_else(|| D::Error::custom("more observations than a count holds"))?;
+            // At most 2^64 values below 2^64 each: the sum fits in 128 bits.
+            out.sum += u128::from(v) * u128::from(c);
+        }
+        Ok(out)
+    }
+}
+
 /// What the reports print of a distribution (the JSON shape of one, too).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Summary {
@@ -202,6 +241,21 @@ mod tests {
         ba.merge(a);
         assert_eq!(ab, ba);
         assert_eq!(ab, of(&[1, 5, 5, 9, 5, 2, 100]));
+    }
+
+    #[test]
+    fn written_and_read_back() {
+        let d = of(&[5, 1, 5, 9, 0]);
+        let text = serde_json::to_string(&d).unwrap();
+        assert_eq!(text, r#"{"counts":[[0,1],[1,1],[5,2],[9,1]]}"#);
+        let back: Distribution = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, d);
+        assert_eq!((back.count(), back.sum()), (5, 20));
+        // A value twice, or a count of zero, is not a distribution kvaudit wrote.
+        assert!(serde_json::from_str::<Distribution>(r#"{"counts":[[1,1],[1,2]]}"#).is_err());
+        assert!(serde_json::from_str::<Distribution>(r#"{"counts":[[1,0]]}"#).is_err());
+        let over = format!(r#"{{"counts":[[1,{}],[2,1]]}}"#, u64::MAX);
+        assert!(serde_json::from_str::<Distribution>(&over).is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Where a model's files come from (a local directory or the Hugging Face Hub) and what they say:
 //! tokenizer, chat templates, special tokens and stop tokens.
 
+pub mod gguf;
 mod hub;
 
 use std::path::{Path, PathBuf};
@@ -88,6 +89,9 @@ pub struct ModelFiles {
     pub stop_token_ids: Vec<u32>,
     /// How a Hub id was resolved (None for a local directory).
     pub fetched: Option<Fetched>,
+    /// The tokenizer is llama.cpp's own, made from a GGUF file's metadata ([`gguf`]), not a
+    /// tokenizer.json that llama.cpp would read differently.
+    pub llamacpp_tokenizer: bool,
 }
 
 /// The attributes transformers exposes as template variables when set.
@@ -167,6 +171,7 @@ impl ModelFiles {
             special_tokens,
             stop_token_ids,
             fetched: None,
+            llamacpp_tokenizer: false,
         })
     }
 

@@ -295,8 +295,9 @@ impl TemplateEngine {
         };
         // A template that reaches a panic in the template engine (minijinja's loop.cycle() with
         // no arguments divides by zero) fails this render, not the process.
-        let result =
-            quietly_catching_panics(|| template.render_captured_to(ctx, &mut out).map(drop));
+        let result = crate::panics::quietly_catching(|| {
+            template.render_captured_to(ctx, &mut out).map(drop)
+        });
         super::namespace::release_namespaces();
         let result = match result {
             Ok(r) => r,
@@ -1114,33 +1115,4 @@ mod tests {
             "1e+16 1e-05 None True"
         );
     }
-}
-
-thread_local! {
-    /// Set while a render runs under [`quietly_catching_panics`].
-    static CATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f`, turning a panic into `Err(message)` without the panic hook printing it: a panic
-/// inside a render is the template's failure, reported as one error like any other.
-fn quietly_catching_panics<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !CATCHING.with(|c| c.get()) {
-                previous(info);
-            }
-        }));
-    });
-    let was = CATCHING.with(|c| c.replace(true));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    CATCHING.with(|c| c.set(was));
-    result.map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into())
-    })
 }

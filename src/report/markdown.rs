@@ -21,6 +21,7 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../templates/diff-turns.md"),
     ),
     ("check.md", include_str!("../../templates/check.md")),
+    ("corpus.md", include_str!("../../templates/corpus.md")),
     ("corpus.html", include_str!("../../templates/corpus.html")),
 ];
 

@@ -76,20 +76,25 @@ pub struct Answer {
 }
 
 /// One router's answers, totalled over transitions.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Totals {
-    pub router: &'static str,
+    #[serde(deserialize_with = "crate::names::de_name")]
+    pub router: crate::names::Name,
+    #[serde(with = "crate::names::arc_str")]
     pub label: std::sync::Arc<str>,
-    pub version: &'static str,
+    #[serde(deserialize_with = "crate::names::de_name")]
+    pub version: crate::names::Name,
     pub transitions: u64,
     /// Transitions whose next turn goes back to the decode pod of the turn before.
     pub decode: u64,
     pub visible_tokens: u64,
     pub next_tokens: u64,
-    pub unit: Option<&'static str>,
+    #[serde(deserialize_with = "crate::names::de_opt_name")]
+    pub unit: Option<crate::names::Name>,
     pub matched_units: u64,
     pub input_units: u64,
     /// Transitions by why they were decided as they were.
+    #[serde(deserialize_with = "crate::names::de_name_map")]
     pub reasons: std::collections::BTreeMap<&'static str, u64>,
 }
 

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 /// Mixed into a tokenizer.json's cache key for its llama.cpp form; a change to what
 /// [`rewrite`] does must change it (the number XORed in is its version), so that no prepared
 /// form of the old rewrite is read.
-pub const CACHE_SALT: u128 = 0x6b76_6175_6469_742d_6c6c_616d_6163_7070_u128 ^ 1;
+pub const CACHE_SALT: u128 = 0x6b76_6175_6469_742d_6c6c_616d_6163_7070_u128 ^ 2;
 
 /// The text the converter encodes (with special tokens) to recognise a pre-tokenizer.
 const CHECK_TEXT: &str = "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n\u{1f680} (normal) \u{1f636}\u{200d}\u{1f32b}\u{fe0f} (multiple emojis concatenated) \u{2705} \u{1f999}\u{1f999} 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 \u{1780}\u{17b6}\u{1793}\u{17cb}\u{178f}\u{17c2}\u{1796}\u{17b7}\u{179f}\u{17c1}\u{179f}\u{17a2}\u{17b6}\u{1785}\u{1f601} ?\u{6211}\u{60f3}\u{5728}apple\u{5de5}\u{4f5c}1314151\u{5929}\u{ff5e} ------======= \u{43d}\u{435}\u{449}\u{43e} \u{43d}\u{430} \u{411}\u{44a}\u{43b}\u{433}\u{430}\u{440}\u{441}\u{43a}\u{438} ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL";
@@ -459,19 +459,75 @@ const GPT4O: &str = concat!(
 );
 const TEKKEN: &str = r"[^\r\n\p{L}\p{N}]?[^\P{L}a-z]*[^\P{L}A-Z]+|[^\r\n\p{L}\p{N}]?[^\P{L}a-z]+[^\P{L}A-Z]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// The split llama.cpp runs for a pre-tokenizer name, where kvaudit reproduces it (other
+/// DeepSeek V3's three splits in turn: numbers, CJK runs, then words and punctuation.
+const DEEPSEEK3: [&str; 3] = [
+    r"\p{N}{1,3}",
+    "[\u{4e00}-\u{9fa5}\u{3040}-\u{309f}\u{30a0}-\u{30ff}]+",
+    r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"##,
+];
+
+/// The splits llama.cpp runs, in order, for each pre-tokenizer name kvaudit reproduces.
+const SPLITS: &[(&[&str], &[&str])] = &[
+    (
+        &[
+            "llama3",
+            "llama-v3",
+            "llama-bpe",
+            "falcon3",
+            "falcon-h1",
+            "pixtral",
+            "midm-2.0",
+            "lfm2",
+            "jina-v5-nano",
+            "dbrx",
+            "smaug-bpe",
+            "glm4",
+            "chatglm-bpe",
+        ],
+        &[LLAMA3],
+    ),
+    (&["deepseek-v3", "joyai-llm", "hunyuan-dense"], &DEEPSEEK3),
+    (
+        &[
+            "qwen2",
+            "deepseek-r1-qwen",
+            "kormo",
+            "f2llmv2",
+            "stablelm2",
+            "hunyuan",
+            "solar-open",
+        ],
+        &[QWEN2],
+    ),
+    (&["qwen35"], &[QWEN35]),
+    (
+        &["gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"],
+        &[GPT4O],
+    ),
+    (&["tekken"], &[TEKKEN]),
+];
+
+/// The splits llama.cpp runs for a pre-tokenizer name, where kvaudit reproduces it (other
 /// names keep tokenizer.json's own splits: for the reference tokenizers they agree).
-fn split_of(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
-        | "lfm2" | "jina-v5-nano" | "dbrx" | "smaug-bpe" => LLAMA3,
-        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "stablelm2" | "hunyuan"
-        | "solar-open" => QWEN2,
-        "qwen35" => QWEN35,
-        "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => GPT4O,
-        "tekken" => TEKKEN,
-        _ => return None,
-    })
+fn split_of(name: &str) -> Option<&'static [&'static str]> {
+    SPLITS
+        .iter()
+        .find(|(names, _)| names.contains(&name))
+        .map(|(_, splits)| *splits)
+}
+
+/// For a GGUF's `tokenizer.ggml.pre`: the splits llama.cpp runs, in order, and whether it
+/// looks a whole word up before merging (`ignore_merges`); `None` for a name whose splits
+/// kvaudit does not reproduce.
+pub fn split_for_gguf(pre: &str) -> Option<(Vec<&'static str>, bool)> {
+    Some((split_of(pre)?.to_vec(), IGNORE_MERGES.contains(&pre)))
+}
+
+/// Every `tokenizer.ggml.pre` [`split_for_gguf`] knows, sorted.
+pub fn gguf_pre_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = SPLITS.iter().flat_map(|(n, _)| n.iter().copied()).collect();
+    names.sort_unstable();
+    names
 }
 
 /// Names for which llama.cpp looks a whole word up in the vocabulary before merging; every
@@ -520,18 +576,21 @@ pub fn rewrite(json: &mut Json, check_ids: Option<&[u32]>) {
         }
         _ => false,
     };
-    if let Some(pattern) = split_of(name)
+    if let Some(patterns) = split_of(name)
         && json.get("pre_tokenizer").is_some_and(byte_level_last)
     {
-        json["pre_tokenizer"] = json!({
-            "type": "Sequence",
-            "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
-                 "invert": false},
-                {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
-                 "use_regex": false},
-            ],
-        });
+        let mut steps: Vec<Json> = patterns
+            .iter()
+            .map(|pattern| {
+                json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
+                       "invert": false})
+            })
+            .collect();
+        steps.push(
+            json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                          "use_regex": false}),
+        );
+        json["pre_tokenizer"] = json!({"type": "Sequence", "pretokenizers": steps});
     }
 }
 
@@ -572,7 +631,7 @@ mod tests {
 
     #[test]
     fn llamacpp_splits_compile_in_both_engines() {
-        for p in [LLAMA3, QWEN2, QWEN35, GPT4O, TEKKEN] {
+        for p in SPLITS.iter().flat_map(|(_, splits)| splits.iter()) {
             assert!(fancy_regex::Regex::new(p).is_ok(), "{p}");
         }
         // Only ASCII letters have a case: "ΑθήναΚόσμος" is one word, "HelloWorld" two.

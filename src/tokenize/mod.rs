@@ -53,7 +53,7 @@ mod bounds;
 mod direct;
 mod gap_memo;
 mod incremental;
-mod llamacpp;
+pub mod llamacpp;
 mod per_model;
 mod prepared;
 mod scan;

@@ -312,12 +312,8 @@ pub fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
-/// `n` conversations of every JSONL file of ../shared/corpus (all of them for None), spread
-/// evenly over each file, labelled `FILE:LINE`.
-pub fn sampled_corpus(
-    shared: &std::path::Path,
-    n: Option<usize>,
-) -> Vec<(String, serde_json::Value)> {
+/// Every JSONL file of ../shared/corpus, sorted.
+pub fn corpus_files(shared: &std::path::Path) -> Vec<PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(shared.join("corpus"))
         .unwrap()
         .filter_map(|e| e.ok())
@@ -325,8 +321,17 @@ pub fn sampled_corpus(
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();
     files.sort();
+    files
+}
+
+/// `n` conversations of every JSONL file of ../shared/corpus (all of them for None), spread
+/// evenly over each file, labelled `FILE:LINE`.
+pub fn sampled_corpus(
+    shared: &std::path::Path,
+    n: Option<usize>,
+) -> Vec<(String, serde_json::Value)> {
     let mut records = Vec::new();
-    for f in &files {
+    for f in &corpus_files(shared) {
         let text = std::fs::read_to_string(f).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         let name = f.file_name().unwrap().to_string_lossy().to_string();

@@ -18,7 +18,7 @@ pub use detect::{ContentFormat, sglang_content_format, vllm_content_format};
 use serde_json::{Map, Value as Json};
 
 /// Whose message preprocessing applies before the template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerProfile {
     /// The raw `apply_chat_template` contract: messages, tools and kwargs as given.

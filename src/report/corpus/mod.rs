@@ -570,7 +570,8 @@ impl Report for CorpusReport {
             Format::Human => Some(&human::Human),
             Format::Json => Some(&Json),
             Format::Html => Some(&html::Html),
-            Format::Markdown | Format::Prometheus | Format::Sarif | Format::Junit => None,
+            Format::Markdown => Some(&crate::report::markdown::Markdown),
+            Format::Prometheus | Format::Sarif | Format::Junit => None,
         }
     }
 }

@@ -1,0 +1,38 @@
+use std::io::Write;
+
+use anyhow::Result;
+
+use super::Outcome;
+use super::settings::style;
+use crate::cli::MergeArgs;
+use crate::corpus::partial::{self, Partial};
+use crate::{output, report};
+
+pub fn run(args: &MergeArgs, out: &mut dyn Write) -> Result<Outcome> {
+    output::check_outputs(args.partials.iter().cloned(), args.html.iter())?;
+    let parts = args
+        .partials
+        .iter()
+        .map(|p| Ok((p.display().to_string(), Partial::read(p)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let report = partial::merge(parts)?;
+    // As one run: nothing audited is an error, after the report shows what was skipped.
+    let nothing =
+        (report.tally.conversations == 0).then(|| super::corpus::nothing_audited(&report));
+    if nothing.is_none()
+        && let Some(path) = &args.html
+    {
+        let text = report::export(&report, report::Format::Html, &style(false))?;
+        output::write(path, text.as_bytes())?;
+    }
+    let text = report::export(&report, args.format.into(), &style(false))?;
+    out.write_all(text.as_bytes())?;
+    if let Some(e) = nothing {
+        return Err(e);
+    }
+    Ok(if report.has_findings() {
+        Outcome::Findings
+    } else {
+        Outcome::Clean
+    })
+}

@@ -1,0 +1,521 @@
+//! Parquet corpus files (Hugging Face datasets: `messages`, WildChat/LMSYS `conversation`,
+//! ShareGPT `conversations` columns), read a row at a time through the parquet crate's record
+//! reader (no Arrow): a row group's pages are read and decompressed as its rows are taken, so
+//! memory follows the pages of one row group, not the file. Each row becomes the JSON object
+//! of its columns, which the corpus reads as it reads a JSONL row.
+//!
+//! A Parquet file is untrusted like any input. Before the crate reads it, its footer length
+//! is checked against the file, and every page header of every column chunk is read here (a
+//! small reader of Thrift's compact protocol) and checked: sizes within the chunk and below
+//! the limits, so no page makes the crate allocate past them, and a gzip page does not
+//! inflate past the size its header states (the crate inflates gzip to the end). Whatever the
+//! crate still meets (a bad encoding deep in a page) is an error of the file, panics included.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+
+use parquet::basic::Compression as Codec;
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::reader::RowIter;
+
+/// The first and last four bytes of every Parquet file.
+pub const MAGIC: &[u8; 4] = b"PAR1";
+/// The footer (the file's metadata, Thrift-encoded) is read whole before anything else.
+const MAX_FOOTER_BYTES: u64 = 64 << 20;
+/// One page decompressed; a page holds many rows, and a row is at most 8 MiB.
+const MAX_PAGE_BYTES: i64 = 256 << 20;
+/// A row group's pages decompressed, all columns: what reading it may hold at most.
+const MAX_ROW_GROUP_BYTES: u64 = 1 << 30;
+/// A page header: its statistics may carry a value, so give it room, but not without end.
+const MAX_PAGE_HEADER_BYTES: u64 = 16 << 20;
+/// Nesting of Thrift structs and lists in a page header (the real ones nest three deep).
+const MAX_THRIFT_DEPTH: u32 = 32;
+
+fn invalid(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
+}
+
+/// The rows of one Parquet file.
+pub struct ParquetRows {
+    rows: RowIter<'static>,
+    /// The codecs of its column chunks, e.g. `snappy` or `zstd+gzip`.
+    pub codecs: &'static str,
+    /// Rows the footer says the file has, and its size (progress is counted per row).
+    pub total_rows: u64,
+    pub file_bytes: u64,
+}
+
+impl ParquetRows {
+    /// Checks `file`'s footer and page headers, then opens it for reading row by row.
+    pub fn open(file: File) -> std::io::Result<ParquetRows> {
+        let file_bytes = file.metadata()?.len();
+        check_footer(&file, file_bytes)?;
+        // The page headers are read through a handle of their own (the reader owns the file).
+        let headers = file.try_clone()?;
+        let reader = crate::panics::quietly_catching(|| SerializedFileReader::new(file))
+            .map_err(|p| invalid(format!("the parquet reader failed on this file: {p}")))?
+            .map_err(|e| invalid(format!("not a readable Parquet file: {e}")))?;
+        let meta = reader.metadata();
+        let codecs = check_pages(&headers, file_bytes, meta)?;
+        let total_rows = meta
+            .row_groups()
+            .iter()
+            .map(|g| u64::try_from(g.num_rows()).unwrap_or(0))
+            .sum();
+        let rows = RowIter::from_file_into(Box::new(reader));
+        Ok(ParquetRows {
+            rows,
+            codecs,
+            total_rows,
+            file_bytes,
+        })
+    }
+
+    /// The next row as JSON text, an error that ends the file, or `None` at its end.
+    pub fn next_json(&mut self) -> Option<Result<String, String>> {
+        let row = match crate::panics::quietly_catching(|| self.rows.next()) {
+            Ok(row) => row?,
+            Err(panic) => return Some(Err(format!("the parquet reader failed: {panic}"))),
+        };
+        Some(match row {
+            Ok(row) => crate::panics::quietly_catching(|| row.to_json_value().to_string())
+                .map_err(|p| format!("a value of this row cannot be written as JSON: {p}")),
+            Err(e) => Err(format!("cannot read the next row: {e}")),
+        })
+    }
+}
+
+/// The footer's length is within the file and within bounds (the crate reads it whole).
+fn check_footer(mut file: &File, len: u64) -> std::io::Result<()> {
+    if len < 12 {
+        return Err(invalid(format!(
+            "{len} bytes: too short for a Parquet file"
+        )));
+    }
+    let mut tail = [0u8; 8];
+    file.seek(SeekFrom::Start(len - 8))?;
+    file.read_exact(&mut tail)?;
+    if &tail[4..] != MAGIC {
+        return Err(invalid(
+            "starts like a Parquet file but does not end like one (truncated?)".into(),
+        ));
+    }
+    let footer = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    if footer > len - 12 {
+        return Err(invalid(format!(
+            "its footer claims {footer} bytes, more than the file holds"
+        )));
+    }
+    if footer > MAX_FOOTER_BYTES {
+        return Err(invalid(format!(
+            "its footer is {footer} bytes, over kvaudit's limit of {MAX_FOOTER_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+/// Every page header of every column chunk, read and checked; the codecs used.
+fn check_pages(
+    file: &File,
+    file_bytes: u64,
+    meta: &ParquetMetaData,
+) -> std::io::Result<&'static str> {
+    let mut codecs: Vec<&'static str> = Vec::new();
+    for (g, group) in meta.row_groups().iter().enumerate() {
+        let mut group_bytes = 0u64;
+        for column in group.columns() {
+            let codec = column.compression();
+            let name = codec_name(codec);
+            if !codecs.contains(&name) {
+                codecs.push(name);
+            }
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or_else(|| column.data_page_offset());
+            let (Ok(start), Ok(len)) = (
+                u64::try_from(start),
+                u64::try_from(column.compressed_size()),
+            ) else {
+                return Err(invalid(format!(
+                    "row group {g}: a column chunk at a negative offset or size"
+                )));
+            };
+            let end = start
+                .checked_add(len)
+                .filter(|&e| e <= file_bytes)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "row group {g}: a column chunk ends past the end of the file"
+                    ))
+                })?;
+            let mut at = start;
+            while at < end {
+                let page = read_page(file, at, end, codec)
+                    .map_err(|e| invalid(format!("row group {g}, page at byte {at}: {e}")))?;
+                group_bytes += page.uncompressed;
+                if group_bytes > MAX_ROW_GROUP_BYTES {
+                    return Err(invalid(format!(
+                        "row group {g} holds over {MAX_ROW_GROUP_BYTES} bytes decompressed, \
+                         over kvaudit's limit for one row group"
+                    )));
+                }
+                at = page.next;
+            }
+        }
+    }
+    Ok(crate::names::intern(&codecs.join("+")))
+}
+
+fn codec_name(codec: Codec) -> &'static str {
+    match codec {
+        Codec::UNCOMPRESSED => "none",
+        Codec::SNAPPY => "snappy",
+        Codec::GZIP(_) => "gzip",
+        Codec::ZSTD(_) => "zstd",
+        Codec::LZ4 => "lz4",
+        Codec::LZ4_RAW => "lz4_raw",
+        Codec::BROTLI(_) => "brotli",
+        Codec::LZO => "lzo",
+    }
+}
+
+/// One page: its decompressed size and where the next page starts.
+#[derive(Debug)]
+struct Page {
+    uncompressed: u64,
+    next: u64,
+}
+
+/// The page header at `at` (its chunk ends at `end`), checked.
+fn read_page(mut file: &File, at: u64, end: u64, codec: Codec) -> std::io::Result<Page> {
+    file.seek(SeekFrom::Start(at))?;
+    let room = (end - at).min(MAX_PAGE_HEADER_BYTES);
+    let mut reader = BufReader::with_capacity(8 << 10, file.take(room));
+    let mut thrift = Compact {
+        r: &mut reader,
+        used: 0,
+    };
+    let h = thrift.page_header()?;
+    let used = thrift.used;
+    let (Ok(uncompressed), Ok(compressed)) = (
+        u64::try_from(h.uncompressed_size),
+        u64::try_from(h.compressed_size),
+    ) else {
+        return Err(invalid("a negative page size".into()));
+    };
+    if h.uncompressed_size > MAX_PAGE_BYTES {
+        return Err(invalid(format!(
+            "a page of {uncompressed} bytes decompressed, over kvaudit's limit of {MAX_PAGE_BYTES}"
+        )));
+    }
+    let next = at
+        .checked_add(used)
+        .and_then(|p| p.checked_add(compressed))
+        .filter(|&n| n <= end)
+        .ok_or_else(|| invalid("a page runs past the end of its column chunk".into()))?;
+    // The crate inflates a gzip page to its end, whatever its header says: no more than it
+    // says, then. (Other codecs decompress into the stated size.)
+    if matches!(codec, Codec::GZIP(_)) && h.values_compressed {
+        file.seek(SeekFrom::Start(at + used + h.levels_bytes.min(compressed)))?;
+        let payload = file.take(compressed - h.levels_bytes.min(compressed));
+        let limit = uncompressed.saturating_sub(h.levels_bytes);
+        let mut inflated = flate2::read::MultiGzDecoder::new(payload).take(limit + 1);
+        // A payload that is not gzip is the crate's error to report; only the size is ours.
+        let n = std::io::copy(&mut inflated, &mut std::io::sink()).unwrap_or(0);
+        if n > limit {
+            return Err(invalid(format!(
+                "a gzip page inflates past the {uncompressed} bytes its header states"
+            )));
+        }
+    }
+    Ok(Page { uncompressed, next })
+}
+
+/// What kvaudit reads of a page header.
+#[derive(Default)]
+struct PageHeader {
+    uncompressed_size: i64,
+    compressed_size: i64,
+    /// A v2 data page's level bytes, which precede the compressed values uncompressed.
+    levels_bytes: u64,
+    /// Whether the values are compressed (a v2 page can say they are not).
+    values_compressed: bool,
+}
+
+/// A reader of Thrift's compact protocol, as much of it as a page header needs, counting the
+/// bytes it reads.
+struct Compact<'r> {
+    r: &'r mut dyn BufRead,
+    used: u64,
+}
+
+impl Compact<'_> {
+    fn byte(&mut self) -> std::io::Result<u8> {
+        let mut b = [0u8; 1];
+        self.r.read_exact(&mut b).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => invalid(format!(
+                "a page header cut short (at most {MAX_PAGE_HEADER_BYTES} bytes, within its chunk)"
+            )),
+            _ => e,
+        })?;
+        self.used += 1;
+        Ok(b[0])
+    }
+
+    fn varint(&mut self) -> std::io::Result<u64> {
+        let mut out = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            out |= u64::from(b & 0x7f) << shift.min(63);
+            if b & 0x80 == 0 {
+                return Ok(out);
+            }
+        }
+        Err(invalid("a varint over ten bytes".into()))
+    }
+
+    fn zigzag(&mut self) -> std::io::Result<i64> {
+        let v = self.varint()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    fn skip_bytes(&mut self, n: u64) -> std::io::Result<()> {
+        let copied = std::io::copy(&mut (&mut self.r).take(n), &mut std::io::sink())?;
+        self.used += copied;
+        if copied < n {
+            return Err(invalid("a page header cut short".into()));
+        }
+        Ok(())
+    }
+
+    /// Skips one value of compact type `ty`.
+    fn skip(&mut self, ty: u8, depth: u32) -> std::io::Result<()> {
+        if depth > MAX_THRIFT_DEPTH {
+            return Err(invalid("a page header nested too deep".into()));
+        }
+        match ty {
+            1 | 2 => Ok(()),
+            3 => self.byte().map(drop),
+            4..=6 => self.varint().map(drop),
+            7 => self.skip_bytes(8),
+            8 => {
+                let n = self.varint()?;
+                self.skip_bytes(n)
+            }
+            9 | 10 => {
+                let head = self.byte()?;
+                let n = match head >> 4 {
+                    15 => self.varint()?,
+                    n => u64::from(n),
+                };
+                let elem = head & 0x0f;
+                for _ in 0..n {
+                    // A bool element is a byte of its own in a list.
+                    if elem == 1 || elem == 2 {
+                        self.byte()?;
+                    } else {
+                        self.skip(elem, depth + 1)?;
+                    }
+                }
+                Ok(())
+            }
+            11 => {
+                let n = self.varint()?;
+                if n > 0 {
+                    let kinds = self.byte()?;
+                    for _ in 0..n {
+                        self.skip(kinds >> 4, depth + 1)?;
+                        self.skip(kinds & 0x0f, depth + 1)?;
+                    }
+                }
+                Ok(())
+            }
+            12 => self.each_field(depth + 1, &mut |t, _, ty, d| t.skip(ty, d)),
+            other => Err(invalid(format!("a page header with Thrift type {other}"))),
+        }
+    }
+
+    /// Calls `f(self, field id, type, depth)` for each field of the struct at the reader.
+    fn each_field(
+        &mut self,
+        depth: u32,
+        f: &mut dyn FnMut(&mut Self, i16, u8, u32) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        if depth > MAX_THRIFT_DEPTH {
+            return Err(invalid("a page header nested too deep".into()));
+        }
+        let mut last: i16 = 0;
+        loop {
+            let head = self.byte()?;
+            if head == 0 {
+                return Ok(());
+            }
+            let ty = head & 0x0f;
+            let id = match head >> 4 {
+                0 => i16::try_from(self.zigzag()?)
+                    .map_err(|_| invalid("a field id out of range".into()))?,
+                delta => last.wrapping_add(i16::from(delta)),
+            };
+            last = id;
+            f(self, id, ty, depth)?;
+        }
+    }
+
+    fn i32_field(&mut self, ty: u8) -> std::io::Result<i64> {
+        if ty != 5 {
+            return Err(invalid(format!("a size field of Thrift type {ty}")));
+        }
+        let v = self.zigzag()?;
+        i32::try_from(v)
+            .map(i64::from)
+            .map_err(|_| invalid("a size field out of range".into()))
+    }
+
+    fn page_header(&mut self) -> std::io::Result<PageHeader> {
+        let mut h = PageHeader {
+            values_compressed: true,
+            ..PageHeader::default()
+        };
+        let (mut seen_u, mut seen_c) = (false, false);
+        self.each_field(0, &mut |t, id, ty, depth| match id {
+            2 => {
+                h.uncompressed_size = t.i32_field(ty)?;
+                seen_u = true;
+                Ok(())
+            }
+            3 => {
+                h.compressed_size = t.i32_field(ty)?;
+                seen_c = true;
+                Ok(())
+            }
+            // DataPageHeaderV2: definition and repetition level lengths, is_compressed.
+            8 if ty == 12 => {
+                let (mut def, mut rep) = (0i64, 0i64);
+                t.each_field(depth + 1, &mut |t, id, ty, d| match id {
+                    5 => {
+                        def = t.i32_field(ty)?;
+                        Ok(())
+                    }
+                    6 => {
+                        rep = t.i32_field(ty)?;
+                        Ok(())
+                    }
+                    7 if ty == 1 || ty == 2 => {
+                        h.values_compressed = ty == 1;
+                        Ok(())
+                    }
+                    _ => t.skip(ty, d),
+                })?;
+                h.levels_bytes = u64::try_from(def.max(0) + rep.max(0)).unwrap_or(0);
+                Ok(())
+            }
+            _ => t.skip(ty, depth),
+        })?;
+        if !(seen_u && seen_c) {
+            return Err(invalid("a page header without its sizes".into()));
+        }
+        Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(bytes: &[u8]) -> std::io::Result<(PageHeader, u64)> {
+        let mut r: &[u8] = bytes;
+        let mut c = Compact { r: &mut r, used: 0 };
+        let h = c.page_header()?;
+        Ok((h, c.used))
+    }
+
+    #[test]
+    fn compact_page_headers() {
+        // type=0 (i32 field 1: 0x15 0x00), uncompressed=100 (field 2: 0x15, zigzag 200 =
+        // 0xc8 0x01), compressed=60 (field 3: 0x15, 120 = 0x78), stop.
+        let (h, used) = header(&[0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, 0x00]).unwrap();
+        assert_eq!((h.uncompressed_size, h.compressed_size, used), (100, 60, 8));
+        assert!(h.values_compressed);
+        // The same with a DataPageHeaderV2 (field 8, delta 5 from 3: 0x5c) whose levels take
+        // 3 + 4 bytes and whose values are not compressed (field 7 false: 0x12).
+        let v2 = [
+            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, // sizes
+            0x5c, // field 8, struct
+            0x55, 0x06, // field 5: 3
+            0x15, 0x08, // field 6: 4
+            0x12, // field 7: false
+            0x00, 0x00,
+        ];
+        let (h, used) = header(&v2).unwrap();
+        assert_eq!((h.levels_bytes, h.values_compressed, used), (7, false, 15));
+        // Other fields are skipped whatever their type: a binary (field 4 as type 8, 3 bytes)
+        // and a list of two i32 (field 5, type 9: 0x25 list head).
+        let skipped = [
+            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, 0x18, 0x03, b'a', b'b', b'c', 0x19, 0x25,
+            0x02, 0x04, 0x00,
+        ];
+        assert_eq!(header(&skipped).unwrap().1, 17);
+        // Cut short, sizes missing (field 1 a binary), a size of the wrong type (an i64),
+        // nesting without end.
+        assert!(header(&[0x15, 0x00, 0x15]).is_err());
+        assert!(header(&[0x15, 0x00, 0x00]).is_err());
+        assert!(header(&[0x18, 0x00, 0x00]).is_err());
+        assert!(header(&[0x26, 0x02, 0x00]).is_err());
+        assert!(header(&[0x1c; 200]).is_err());
+        // A field id given in full (0x05 = i32 with id to follow, zigzag 4 = id 2).
+        let (h, _) = header(&[0x05, 0x04, 0x0a, 0x15, 0x02, 0x00]).unwrap();
+        assert_eq!((h.uncompressed_size, h.compressed_size), (5, 1));
+    }
+
+    fn zigzag(v: i64) -> Vec<u8> {
+        let mut v = ((v << 1) ^ (v >> 63)) as u64;
+        let mut out = Vec::new();
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+        out
+    }
+
+    /// A file of one page: its header (sizes as given) and `payload`.
+    fn one_page(uncompressed: i64, payload: &[u8]) -> (tempfile::NamedTempFile, u64) {
+        use std::io::Write;
+        let mut bytes = vec![0x15, 0x00, 0x15];
+        bytes.extend(zigzag(uncompressed));
+        bytes.push(0x15);
+        bytes.extend(zigzag(payload.len() as i64));
+        bytes.push(0x00);
+        bytes.extend(payload);
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&bytes).unwrap();
+        (f, bytes.len() as u64)
+    }
+
+    #[test]
+    fn a_gzip_page_may_not_inflate_past_its_stated_size() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&vec![0u8; 1 << 20]).unwrap();
+        let payload = gz.finish().unwrap();
+        let gzip = Codec::GZIP(Default::default());
+        // Stated as what it is: read.
+        let (f, end) = one_page(1 << 20, &payload);
+        let page = read_page(f.as_file(), 0, end, gzip).unwrap();
+        assert_eq!((page.uncompressed, page.next), (1 << 20, end));
+        // Stated as ten bytes: the megabyte it inflates to is refused.
+        let (f, end) = one_page(10, &payload);
+        let err = read_page(f.as_file(), 0, end, gzip)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("inflates past the 10 bytes"), "{err}");
+        // Another codec is decompressed into the stated size by the crate: not inflated here.
+        assert!(read_page(f.as_file(), 0, end, Codec::SNAPPY).is_ok());
+        // A page running past its chunk.
+        let err = read_page(f.as_file(), 0, end - 1, gzip)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("past the end of its column chunk"), "{err}");
+    }
+}

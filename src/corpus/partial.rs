@@ -1,0 +1,296 @@
+//! A corpus run's totals written to a file for merging (`corpus --partial`), and the merge of
+//! such files (`kvaudit merge`): the report one run over all the shards, in the order given,
+//! would have printed — every figure equal, percentiles included.
+//!
+//! That holds because every total is already mergeable (see the module above): sums, exact
+//! counts per value, top-k lists with ties broken by the place in the input. A shard's places
+//! start at 0; the merge moves them past the rows of the shards before it, so ties and "first"
+//! rows come out as in one run. A partial also carries what the numbers depend on (kvaudit's
+//! version, the model's tokenizer and template digests, the corpus and audit settings):
+//! partials that differ there do not describe one run, and merging them is an error.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use super::input::InputSummary;
+use super::{CorpusReport, CorpusSettings, Tally};
+use crate::audit::ModelInfo;
+
+/// The `format` field of every partial.
+pub const FORMAT: &str = "kvaudit-corpus-partial";
+/// Bumped when the layout changes; a partial of another layout is refused.
+pub const LAYOUT: u32 = 1;
+/// A partial holds totals, not rows: it grows with the distinct opening messages (about a
+/// hundred bytes each) and distinct token counts, so a gigabyte is millions of conversations.
+pub const MAX_BYTES: u64 = 1 << 30;
+
+/// What the audit's numbers depend on beyond the corpus settings, as the command saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// The audit settings (rendering, server profile, reply format, kwargs, router view,
+    /// routers, remedies), written as kvaudit prints them for debugging: equal text, equal
+    /// settings within one version of kvaudit.
+    pub audit: String,
+    /// The time `strftime_now` returns, and whether the model's templates call it: only then
+    /// must the shards agree on it.
+    pub clock: String,
+    pub clock_read: bool,
+}
+
+/// One shard's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Partial {
+    pub format: String,
+    pub layout: u32,
+    pub kvaudit_version: String,
+    pub model: ModelInfo,
+    pub settings: CorpusSettings,
+    pub run: RunSettings,
+    pub input: InputSummary,
+    pub tally: Tally,
+}
+
+impl Partial {
+    pub fn new(report: &CorpusReport, run: RunSettings) -> Result<Partial> {
+        if report.input.sampled.is_some() || report.input.limited {
+            // A sample or a limit of each shard is not a sample or a limit of the whole.
+            bail!(
+                "--partial cannot be combined with --sample or --limit: the merge of sampled or \
+                 limited shards is not one run over them (split the input instead)"
+            );
+        }
+        Ok(Partial {
+            format: FORMAT.into(),
+            layout: LAYOUT,
+            kvaudit_version: env!("CARGO_PKG_VERSION").into(),
+            model: report.model.clone(),
+            settings: report.settings.clone(),
+            run,
+            input: report.input.clone(),
+            tally: report.tally.clone(),
+        })
+    }
+
+    /// One line of JSON.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = serde_json::to_vec(self)?;
+        out.push(b'\n');
+        Ok(out)
+    }
+
+    /// Reads and checks one partial: its size bounded before it is parsed, its layout and its
+    /// shape (every per-block-size list as long as the block sizes).
+    pub fn read(path: &Path) -> Result<Partial> {
+        let shown = path.display();
+        let text = crate::input::read_bounded(path, MAX_BYTES).with_context(|| {
+            format!("cannot read {shown} (a partial is at most {MAX_BYTES} bytes)")
+        })?;
+        // The header first, so that a file of another kind or layout gets that answer rather
+        // than a complaint about some field deep inside it.
+        #[derive(Deserialize)]
+        struct Header {
+            format: Option<String>,
+            layout: Option<u32>,
+            kvaudit_version: Option<String>,
+        }
+        let header: Header = serde_json::from_slice(&text).map_err(|e| {
+            anyhow::anyhow!("{shown} is not a corpus partial (kvaudit corpus --partial): {e}")
+        })?;
+        if header.format.as_deref() != Some(FORMAT) {
+            bail!("{shown} is not a corpus partial (kvaudit corpus --partial writes them)");
+        }
+        if header.layout != Some(LAYOUT) {
+            bail!(
+                "{shown} was written by kvaudit {} in layout {}; this kvaudit {} reads layout {LAYOUT}",
+                header.kvaudit_version.as_deref().unwrap_or("(unknown)"),
+                header.layout.map_or("(none)".into(), |l| l.to_string()),
+                env!("CARGO_PKG_VERSION"),
+            );
+        }
+        let p: Partial = serde_json::from_slice(&text)
+            .map_err(|e| anyhow::anyhow!("{shown} is not a valid corpus partial: {e}"))?;
+        p.check_shape()
+            .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
+        Ok(p)
+    }
+
+    fn check_shape(&self) -> Result<(), String> {
+        let sizes = &self.settings.block_sizes;
+        if sizes.is_empty() || sizes.contains(&0) {
+            return Err("no block sizes, or a block size of 0".into());
+        }
+        let t = &self.tally;
+        let blocks: Vec<usize> = t.blocks.iter().map(|b| b.block_size).collect();
+        if &blocks != sizes {
+            return Err(format!(
+                "totals for block sizes {blocks:?}, settings for {sizes:?}"
+            ));
+        }
+        if t.worst.len() > self.settings.worst {
+            return Err(format!(
+                "{} worst conversations kept, --worst {}",
+                t.worst.len(),
+                self.settings.worst
+            ));
+        }
+        if t.worst.iter().any(|w| w.uncached.len() != sizes.len()) {
+            return Err("a worst conversation without a count per block size".into());
+        }
+        if let Some(r) = &t.remedies {
+            let lists = r.by_remedy.values().chain([&r.best]);
+            if lists
+                .flat_map(|x| [&x.before, &x.after])
+                .any(|l| l.len() > sizes.len())
+            {
+                return Err("remedy totals for more block sizes than the settings".into());
+            }
+        }
+        let files: u64 = self.input.files.iter().map(|f| f.rows).sum();
+        if files != t.rows {
+            return Err(format!(
+                "{} rows in its files, {} in its totals",
+                files, t.rows
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why two partials do not describe one run, in words (`None`: they do).
+fn mismatch(a: &Partial, b: &Partial) -> Option<String> {
+    if a.kvaudit_version != b.kvaudit_version {
+        return Some(format!(
+            "kvaudit {} and kvaudit {}",
+            a.kvaudit_version, b.kvaudit_version
+        ));
+    }
+    let (ma, mb) = (&a.model, &b.model);
+    if ma.tokenizer_sha256 != mb.tokenizer_sha256 {
+        return Some(format!(
+            "tokenizers {} ({}) and {} ({})",
+            short(&ma.tokenizer_sha256),
+            ma.source,
+            short(&mb.tokenizer_sha256),
+            mb.source
+        ));
+    }
+    if ma.template_sha256 != mb.template_sha256 || ma.template_origin != mb.template_origin {
+        return Some(format!(
+            "chat templates {} {} and {} {}",
+            ma.template_origin,
+            short(&ma.template_sha256),
+            mb.template_origin,
+            short(&mb.template_sha256)
+        ));
+    }
+    if ma.server != mb.server {
+        return Some(format!(
+            "--server {} and --server {}",
+            ma.server.name(),
+            mb.server.name()
+        ));
+    }
+    // --jobs changes no figure (the report says which a run used: the first shard's).
+    let (sa, sb) = (&a.settings, &b.settings);
+    let same_corpus = sa.block_sizes == sb.block_sizes
+        && sa.assumptions == sb.assumptions
+        && sa.kv_bytes == sb.kv_bytes
+        && sa.worst == sb.worst
+        && sa.shared_keys == sb.shared_keys
+        && sa.seed == sb.seed;
+    if !same_corpus {
+        return Some(format!(
+            "corpus settings {} and {}",
+            corpus_words(sa),
+            corpus_words(sb)
+        ));
+    }
+    if a.run.audit != b.run.audit {
+        return Some(format!(
+            "audit settings that differ at {}",
+            first_difference(&a.run.audit, &b.run.audit)
+        ));
+    }
+    if a.run.clock_read && a.run.clock != b.run.clock {
+        return Some(format!(
+            "clocks {} and {}, which the template prints with strftime_now (pass one --now to \
+             every shard)",
+            a.run.clock, b.run.clock
+        ));
+    }
+    None
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}
+
+fn corpus_words(s: &CorpusSettings) -> String {
+    format!(
+        "(--block-sizes {:?}, --prefill-affinity {}, --kv-recompute-threshold {}, \
+         --kv-bytes-per-token {}, --worst {})",
+        s.block_sizes,
+        s.assumptions.prefill_affinity.name(),
+        s.assumptions.kv_recompute_threshold,
+        s.kv_bytes
+            .as_ref()
+            .map_or("(none)".into(), |k| k.bytes_per_token.to_string()),
+        s.worst
+    )
+}
+
+/// The two texts around where they first differ.
+fn first_difference(a: &str, b: &str) -> String {
+    let at = a
+        .char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((i, _), _)| i);
+    let around = |s: &str| -> String {
+        let (from, to) = (at.saturating_sub(30), at + 30);
+        s.char_indices()
+            .filter(|(i, _)| (from..to).contains(i))
+            .map(|(_, c)| c)
+            .collect()
+    };
+    format!("{:?} / {:?}", around(a), around(b))
+}
+
+/// The report of one run over the shards' inputs, in the order given. `names` name the
+/// partials in errors.
+pub fn merge(parts: Vec<(String, Partial)>) -> Result<CorpusReport> {
+    let Some((first_name, first)) = parts.first() else {
+        bail!("no partial to merge");
+    };
+    for (name, p) in &parts[1..] {
+        if let Some(why) = mismatch(first, p) {
+            bail!("{first_name} and {name} are not shards of one run: {why}");
+        }
+    }
+    let settings = first.settings.clone();
+    let model = first.model.clone();
+    let mut tally = Tally::new(&settings);
+    let mut input = InputSummary::default();
+    let mut offset: u64 = 0;
+    for (name, p) in parts {
+        let rows = p.tally.rows;
+        let shifted = p
+            .tally
+            .shifted(offset)
+            .with_context(|| format!("{name}: more rows than kvaudit counts"))?;
+        tally.merge(shifted, settings.worst);
+        input.files.extend(p.input.files);
+        offset = offset
+            .checked_add(rows)
+            .with_context(|| format!("{name}: more rows than kvaudit counts"))?;
+    }
+    Ok(CorpusReport {
+        model,
+        collisions: tally.sessions.collisions(settings.shared_keys),
+        settings,
+        tally,
+        input,
+    })
+}

@@ -1,0 +1,367 @@
+//! `--model FILE.gguf`: the tokenizer and chat templates come from the GGUF's metadata (the
+//! tensors are never read), tokenized as llama.cpp tokenizes them. On the reference models
+//! llama.cpp supports, a vocab-only GGUF written from the model's directory gives the corpus
+//! report the directory gives under `--server llamacpp`, on every conversation of the corpus;
+//! a hostile or unsupported file is one clear error.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+
+use assert_cmd::Command;
+use serde_json::Value as Json;
+
+fn kvaudit() -> Command {
+    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
+    cmd.env("NO_COLOR", "1").env("COLUMNS", "100");
+    cmd
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A little-endian GGUF writer for hand-made files.
+#[derive(Default)]
+struct Gguf {
+    entries: Vec<u8>,
+    count: u64,
+}
+
+impl Gguf {
+    fn key(&mut self, key: &str, ty: u32) -> &mut Self {
+        self.entries.extend((key.len() as u64).to_le_bytes());
+        self.entries.extend(key.as_bytes());
+        self.entries.extend(ty.to_le_bytes());
+        self.count += 1;
+        self
+    }
+
+    fn string(&mut self, key: &str, value: &str) -> &mut Self {
+        self.key(key, 8);
+        self.entries.extend((value.len() as u64).to_le_bytes());
+        self.entries.extend(value.as_bytes());
+        self
+    }
+
+    fn strings(&mut self, key: &str, values: &[&str]) -> &mut Self {
+        self.key(key, 9);
+        self.entries.extend(8u32.to_le_bytes());
+        self.entries.extend((values.len() as u64).to_le_bytes());
+        for v in values {
+            self.entries.extend((v.len() as u64).to_le_bytes());
+            self.entries.extend(v.as_bytes());
+        }
+        self
+    }
+
+    fn ints(&mut self, key: &str, values: &[i32]) -> &mut Self {
+        self.key(key, 9);
+        self.entries.extend(5u32.to_le_bytes());
+        self.entries.extend((values.len() as u64).to_le_bytes());
+        for v in values {
+            self.entries.extend(v.to_le_bytes());
+        }
+        self
+    }
+
+    fn u32(&mut self, key: &str, value: u32) -> &mut Self {
+        self.key(key, 4);
+        self.entries.extend(value.to_le_bytes());
+        self
+    }
+
+    fn bool(&mut self, key: &str, value: bool) -> &mut Self {
+        self.key(key, 7);
+        self.entries.push(u8::from(value));
+        self
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = b"GGUF".to_vec();
+        out.extend(3u32.to_le_bytes());
+        out.extend(0u64.to_le_bytes());
+        out.extend(self.count.to_le_bytes());
+        out.extend(&self.entries);
+        out
+    }
+}
+
+/// A small byte-level BPE vocabulary in GGUF form: every byte as its GPT-2 character, a few
+/// merges, two control tokens and a chat template.
+fn tiny(pre: &str) -> Gguf {
+    // GPT-2's byte-to-character map, as tokenizer.json vocabularies spell bytes.
+    let mut chars: Vec<String> = Vec::new();
+    let mut n = 0u32;
+    for b in 0u32..256 {
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let c = if printable {
+            char::from_u32(b).unwrap()
+        } else {
+            n += 1;
+            char::from_u32(255 + n).unwrap()
+        };
+        chars.push(c.to_string());
+    }
+    let mut tokens: Vec<String> = chars.clone();
+    for t in [
+        "he", "ll", "hell", "hello", "Ġw", "or", "Ġwor", "ld", "Ġworld",
+    ] {
+        tokens.push(t.into());
+    }
+    tokens.push("<|im_start|>".into());
+    tokens.push("<|im_end|>".into());
+    let mut types = vec![1i32; tokens.len()];
+    let n = types.len();
+    types[n - 2] = 3;
+    types[n - 1] = 3;
+    let token_refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let mut g = Gguf::default();
+    g.string("general.architecture", "qwen3")
+        .string("tokenizer.ggml.model", "gpt2")
+        .string("tokenizer.ggml.pre", pre)
+        .strings("tokenizer.ggml.tokens", &token_refs)
+        .ints("tokenizer.ggml.token_type", &types)
+        .strings(
+            "tokenizer.ggml.merges",
+            &["h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld"],
+        )
+        .u32("tokenizer.ggml.eos_token_id", (n - 1) as u32)
+        .bool("tokenizer.ggml.add_bos_token", false)
+        .string(
+            "tokenizer.chat_template",
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+        );
+    g
+}
+
+/// The ids of each prompt `render` gives for a two-turn exchange.
+fn render_ids(model: &Path) -> Vec<Vec<u64>> {
+    let out = kvaudit()
+        .args([
+            "render",
+            "--model",
+            path_str(model),
+            "--user",
+            "hello world",
+        ])
+        .args([
+            "--reply",
+            "hello",
+            "--follow-up",
+            "world",
+            "--tokens",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success();
+    let r: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    r["conversations"][0]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i.as_u64().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_hand_made_gguf_tokenizes_and_templates_as_its_metadata_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    std::fs::write(&path, tiny("qwen2").bytes()).unwrap();
+    let prompts = render_ids(&path);
+    // Bytes are their own ids; the merges make "hello" 259 and " world" 264; the control
+    // tokens <|im_start|> 265 and <|im_end|> 266 are matched in the rendered text; qwen2's
+    // split keeps "\n" apart from the words.
+    let text = |s: &str| s.bytes().map(u64::from).collect::<Vec<_>>();
+    let mut first = vec![265];
+    first.extend(text("user"));
+    first.extend([10, 259, 264, 266, 10, 265]);
+    first.extend(text("assistant"));
+    first.push(10);
+    assert_eq!(prompts[0], first);
+    assert_eq!(prompts.len(), 2);
+    assert!(prompts[1].starts_with(&first), "{:?}", prompts[1]);
+    assert_eq!(prompts[1][first.len()..first.len() + 3], [259, 266, 10]);
+}
+
+fn one_error(model: &Path) -> String {
+    let out = kvaudit()
+        .args(["diff-turns", "--model", path_str(model)])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.starts_with("error: "), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn hostile_and_unsupported_gguf_files_are_one_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = d.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let good = tiny("qwen2").bytes();
+    // Cut anywhere in the metadata.
+    for cut in [6, 20, 40, good.len() / 2, good.len() - 1] {
+        let err = one_error(&write("cut.gguf", &good[..cut]));
+        assert!(
+            err.contains("is not a GGUF file kvaudit can read"),
+            "{cut}: {err}"
+        );
+    }
+    // Counts and lengths past the limits or the file: refused before allocating.
+    let mut huge_count = good.clone();
+    huge_count[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(one_error(&write("count.gguf", &huge_count)).contains("metadata entries"));
+    let mut huge_key = good.clone();
+    huge_key[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    assert!(one_error(&write("key.gguf", &huge_key)).contains("over kvaudit's limit"));
+    let mut g = Gguf::default();
+    g.key("tokenizer.ggml.tokens", 9);
+    g.entries.extend(8u32.to_le_bytes());
+    g.entries.extend(u64::MAX.to_le_bytes());
+    assert!(one_error(&write("array.gguf", &g.bytes())).contains("an array of"));
+    let mut g = Gguf::default();
+    g.key("tokenizer.chat_template", 8);
+    g.entries.extend((1u64 << 23).to_le_bytes());
+    assert!(one_error(&write("string.gguf", &g.bytes())).contains("runs past the end"));
+    // Another version, another byte order, another magic.
+    let mut v1 = good.clone();
+    v1[4..8].copy_from_slice(&1u32.to_le_bytes());
+    assert!(one_error(&write("v1.gguf", &v1)).contains("GGUF version 1"));
+    let mut be = good.clone();
+    be[4..8].copy_from_slice(&3u32.to_be_bytes());
+    assert!(one_error(&write("be.gguf", &be)).contains("big-endian"));
+    // A pre-tokenizer kvaudit does not know, a SentencePiece vocabulary.
+    let err = one_error(&write("pre.gguf", &tiny("no-such-pre").bytes()));
+    assert!(
+        err.contains("\"no-such-pre\"") && err.contains("qwen2"),
+        "{err}"
+    );
+    let mut spm = tiny("qwen2");
+    spm.string("tokenizer.ggml.model", "llama");
+    let err = one_error(&write("spm.gguf", &spm.bytes()));
+    assert!(
+        err.contains("the key \"tokenizer.ggml.model\" twice"),
+        "{err}"
+    );
+    let mut g = Gguf::default();
+    g.string("tokenizer.ggml.model", "llama");
+    let err = one_error(&write("spm2.gguf", &g.bytes()));
+    assert!(err.contains("byte-level BPE"), "{err}");
+    // Flipped bytes: an error or a model, never a crash (checked in one_error / success).
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in 0..30 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let mut bad = good.clone();
+        let at = 24 + (state % (bad.len() as u64 - 24)) as usize;
+        bad[at] ^= 1 << ((state >> 59) % 8);
+        let p = write(&format!("flip-{i}.gguf"), &bad);
+        let out = kvaudit()
+            .args(["diff-turns", "--model", path_str(&p)])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0..=2)), "{i}: {err}");
+        assert!(!err.contains("panicked"), "{i}: {err}");
+    }
+}
+
+/// The reference tokenizers llama.cpp serves, each with the pre-tokenizer name llama.cpp's
+/// converter gives it (as tests/probe.rs serves them).
+const FAMILIES: [(&str, &str, &str); 10] = [
+    ("qwen3-8b", "qwen3", "qwen2"),
+    ("llama-3.1-8b-instruct", "llama", "llama-bpe"),
+    ("deepseek-r1-distill-llama-8b", "llama", "smaug-bpe"),
+    ("deepseek-r1", "llama", "joyai-llm"),
+    ("deepseek-r1-distill-qwen-7b", "llama", "qwen2"),
+    ("gpt-oss-120b", "llama", "gpt-4o"),
+    ("glm-4.7-flash", "llama", "glm4"),
+    ("mistral-nemo-instruct-2407", "llama", "pixtral"),
+    ("minimax-m2.7", "llama", "minimax-m2"),
+    ("qwen3.5", "llama", "qwen35"),
+];
+
+fn vocab_only_gguf(shared: &Path, model: &str, arch: &str, pre: &str, out: &Path) {
+    let done = Process::new("python3")
+        .arg(common::repo_root().join("tests/make_tiny_gguf.py"))
+        .arg(shared.join("models").join(model))
+        .arg(out)
+        .args([
+            "--arch",
+            arch,
+            "--pre",
+            pre,
+            "--vocab-only",
+            "--all-templates",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "make_tiny_gguf.py {model}: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+/// The corpus report without what names its model's files.
+fn corpus_report(model: &Path, corpus: &[PathBuf]) -> Json {
+    let out = kvaudit()
+        .args(["corpus", "-m", path_str(model), "--server", "llamacpp"])
+        .args(corpus)
+        .args(["--now", "2026-01-15T10:00:00", "--format", "json"])
+        .assert()
+        .code(1);
+    let mut v: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    for k in ["source", "template", "tokenizer_sha256"] {
+        v["model"][k] = Json::Null;
+    }
+    v
+}
+
+#[test]
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
+fn a_vocab_only_gguf_reports_as_its_model_directory_under_llamacpp() {
+    let Some(shared) =
+        common::shared_dir("a_vocab_only_gguf_reports_as_its_model_directory_under_llamacpp")
+    else {
+        return;
+    };
+    let corpus = common::corpus_files(&shared);
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for (model, arch, pre) in FAMILIES {
+        let gguf = dir.path().join(format!("{model}.gguf"));
+        vocab_only_gguf(&shared, model, arch, pre, &gguf);
+        let from_gguf = corpus_report(&gguf, &corpus);
+        let from_dir = corpus_report(&shared.join("models").join(model), &corpus);
+        assert_eq!(from_gguf, from_dir, "{model}");
+        assert!(
+            from_gguf["conversations"].as_u64().unwrap() > 7000,
+            "{model}"
+        );
+        compared += 1;
+    }
+    assert_eq!(compared, 10);
+}
