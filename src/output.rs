@@ -85,6 +85,14 @@ pub struct Options<'a> {
     pub create_dirs: bool,
 }
 
+/// How kvaudit's own cache files are written: a symlink or FIFO planted under a name is
+/// replaced, never written through, and missing folders are made.
+pub const CACHE_FILE: Options<'static> = Options {
+    within: None,
+    replace: true,
+    create_dirs: true,
+};
+
 /// An output file being written: a temporary file beside the destination, buffered, renamed
 /// into place by [`commit`](Self::commit). Dropped without a commit, the temporary file is
 /// removed and the destination is as it was.

@@ -265,6 +265,15 @@ fn hostile_and_unsupported_gguf_files_are_one_error() {
     g.string("tokenizer.ggml.model", "llama");
     let err = one_error(&write("spm2.gguf", &g.bytes()));
     assert!(err.contains("byte-level BPE"), "{err}");
+    // A text twice in the vocabulary: llama.cpp refuses it, and so does kvaudit.
+    let mut twice = Gguf::default();
+    twice
+        .string("tokenizer.ggml.model", "gpt2")
+        .string("tokenizer.ggml.pre", "qwen2")
+        .strings("tokenizer.ggml.tokens", &["a", "b", "a"])
+        .strings("tokenizer.ggml.merges", &[]);
+    let err = one_error(&write("twice.gguf", &twice.bytes()));
+    assert!(err.contains("the token \"a\" twice"), "{err}");
     // Flipped bytes: an error or a model, never a crash (checked in one_error / success).
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
     for i in 0..30 {
@@ -283,6 +292,52 @@ fn hostile_and_unsupported_gguf_files_are_one_error() {
         assert!(matches!(out.status.code(), Some(0..=2)), "{i}: {err}");
         assert!(!err.contains("panicked"), "{i}: {err}");
     }
+}
+
+/// The GGUF is an input: no output may replace it. With the tokenizer cache off, its files go
+/// to a fresh private directory, and named templates are found by their keys.
+#[test]
+fn the_gguf_is_an_input_and_the_cache_off_still_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    let mut g = tiny("qwen2");
+    g.string(
+        "tokenizer.chat_template.tool_use",
+        "{{ messages | length }} tools",
+    );
+    let bytes = g.bytes();
+    std::fs::write(&path, &bytes).unwrap();
+    let corpus = common::fixtures().join("corpus/chats.jsonl");
+    for flag in ["--partial", "--html", "--per-transition"] {
+        kvaudit()
+            .args([
+                "corpus",
+                "-m",
+                path_str(&path),
+                path_str(&corpus),
+                flag,
+                path_str(&path),
+            ])
+            .assert()
+            .code(2);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{flag}");
+    }
+    let out = kvaudit()
+        .env("KVAUDIT_TOKENIZER_CACHE", "off")
+        .args([
+            "render",
+            "--model",
+            path_str(&path),
+            "--user",
+            "hello",
+            "--reply",
+            "hi",
+        ])
+        .args(["--template-name", "tool_use", "--format", "json"])
+        .assert()
+        .success();
+    let r: Json = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(r["conversations"][0]["prompts"][0]["text"], "1 tools");
 }
 
 /// The reference tokenizers llama.cpp serves, each with the pre-tokenizer name llama.cpp's

@@ -273,6 +273,28 @@ fn partials_of_other_models_or_settings_are_refused() {
         assert!(err.contains(said), "{name}: {err}");
     }
 
+    // The model's other files: a special token changed in tokenizer_config.json (the
+    // tokenizer and the default template as they were).
+    let copy = d.join("tiny-think-copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(&think).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    let config_path = copy.join("tokenizer_config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    config["pad_token"] = "<|im_end|>".into();
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let copied = partial(
+        d,
+        "copied",
+        &rows[5..],
+        &["-m", path_str(&copy), "--now", "2026-01-15T10:00:00"],
+    );
+    let err = merge_error(&[&a, &copied]);
+    assert!(err.contains("model files that differ"), "{err}");
+
     // The clock matters only to a template that prints it.
     let later = partial(
         d,
@@ -336,6 +358,15 @@ fn partials_of_other_models_or_settings_are_refused() {
     assert!(err.contains("totals for block sizes"), "{err}");
     let err = edited("rows.json", &|v| v["tally"]["rows"] = 1_000.into());
     assert!(err.contains("rows in its files"), "{err}");
+    let err = edited("count.json", &|v| {
+        v["tally"]["transitions"] = (1u64 << 50).into()
+    });
+    assert!(err.contains("more than one shard can hold"), "{err}");
+    let err = edited("parts.json", &|v| {
+        v["tally"]["transitions_with_rewrite"] =
+            (v["tally"]["transitions"].as_u64().unwrap() + 1).into()
+    });
+    assert!(err.contains("more transitions with a rewrite"), "{err}");
     let err = edited("twice.json", &|v| {
         let counts = v["tally"]["decode_uncached"]["counts"]
             .as_array_mut()
@@ -344,14 +375,14 @@ fn partials_of_other_models_or_settings_are_refused() {
         counts.push(first);
     });
     assert!(err.contains("listed twice"), "{err}");
-    // Rows past what a count holds once the shards before are added: an error, not a wrap.
+    // Rows past what one shard can hold: an error before any sum could wrap.
     let mut huge = json.clone();
     huge["tally"]["rows"] = u64::MAX.into();
     huge["input"]["files"][0]["rows"] = u64::MAX.into();
     let huge_path = d.join("huge.json");
     std::fs::write(&huge_path, serde_json::to_vec(&huge).unwrap()).unwrap();
     let err = merge_error(&[&a, &huge_path, &a]);
-    assert!(err.contains("more rows than kvaudit counts"), "{err}");
+    assert!(err.contains("more than one shard can hold"), "{err}");
     // A truncated partial (a copy cut short) is an error too.
     let cut = d.join("cut.json");
     let whole = std::fs::read(&a).unwrap();

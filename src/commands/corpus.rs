@@ -219,12 +219,26 @@ fn partial_run_settings(
         .iter()
         .any(|t| crate::render::inspect_switches(t).1.strftime_now);
     let clock = format!("{:?}", settings.clock);
+    let model_files = {
+        use sha2::{Digest, Sha256};
+        let described = serde_json::json!({
+            "templates": match &files.templates {
+                ChatTemplates::None => serde_json::Value::Null,
+                ChatTemplates::Single { text, .. } => serde_json::json!(text),
+                ChatTemplates::Named { templates, .. } => serde_json::json!(templates),
+            },
+            "special_tokens": files.special_tokens,
+            "stop_token_ids": files.stop_token_ids,
+        });
+        format!("{:x}", Sha256::digest(described.to_string().as_bytes()))
+    };
     let mut without_clock = settings.clone();
     without_clock.clock = crate::render::Clock::Fixed(Default::default());
     corpus::partial::RunSettings {
         audit: format!("{without_clock:?}"),
         clock,
         clock_read,
+        model_files,
     }
 }
 

@@ -5,17 +5,12 @@ use anyhow::Result;
 use super::Outcome;
 use super::settings::style;
 use crate::cli::MergeArgs;
-use crate::corpus::partial::{self, Partial};
+use crate::corpus::partial;
 use crate::{output, report};
 
 pub fn run(args: &MergeArgs, out: &mut dyn Write) -> Result<Outcome> {
     output::check_outputs(args.partials.iter().cloned(), args.html.iter())?;
-    let parts = args
-        .partials
-        .iter()
-        .map(|p| Ok((p.display().to_string(), Partial::read(p)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let report = partial::merge(parts)?;
+    let report = partial::merge_files(&args.partials)?;
     // As one run: nothing audited is an error, after the report shows what was skipped.
     let nothing =
         (report.tally.conversations == 0).then(|| super::corpus::nothing_audited(&report));

@@ -383,6 +383,11 @@ pub fn model_inputs(
     let mut inputs = crate::model::files_read(&files.dir);
     inputs.push(files.tokenizer_path.clone());
     inputs.extend(args.template.iter().cloned());
+    // A GGUF file is read itself (its files in the cache are made from it).
+    let named = std::path::Path::new(&args.model);
+    if named.is_file() {
+        inputs.push(named.to_path_buf());
+    }
     inputs
 }
 

@@ -159,7 +159,10 @@ pub struct RemedyTotals {
 
 impl RemedyTotals {
     fn add(&mut self, other: &RemedyTotals) {
-        self.kind = other.kind;
+        // An empty total (a worker or shard with no rewrite point) names no remedy.
+        if other.transitions > 0 {
+            self.kind = other.kind;
+        }
         self.transitions += other.transitions;
         self.removes_rewrite += other.removes_rewrite;
         add_each(&mut self.before, &other.before);
@@ -929,4 +932,25 @@ where
         tally,
         input: input(&feed.rows),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_remedy_total_keeps_the_name() {
+        let mut best = RemedyTotals::default();
+        let named = RemedyTotals {
+            kind: "best",
+            transitions: 2,
+            removes_rewrite: 1,
+            before: vec![10],
+            after: vec![4],
+        };
+        best.add(&named);
+        // A worker or shard without a rewrite point adds nothing and names nothing.
+        best.add(&RemedyTotals::default());
+        assert_eq!(best, named);
+    }
 }

@@ -27,6 +27,10 @@ const MAX_FOOTER_BYTES: u64 = 64 << 20;
 const MAX_PAGE_BYTES: i64 = 256 << 20;
 /// A row group's pages decompressed, all columns: what reading it may hold at most.
 const MAX_ROW_GROUP_BYTES: u64 = 1 << 30;
+/// Values of a row group, all columns (a value becomes a field of a row when rows are read).
+const MAX_ROW_GROUP_VALUES: u64 = 1 << 24;
+/// Nesting of the schema (the crate builds it recursively); real schemas nest a few levels.
+const MAX_SCHEMA_DEPTH: usize = 64;
 /// A page header: its statistics may carry a value, so give it room, but not without end.
 const MAX_PAGE_HEADER_BYTES: u64 = 16 << 20;
 /// Nesting of Thrift structs and lists in a page header (the real ones nest three deep).
@@ -112,7 +116,67 @@ fn check_footer(mut file: &File, len: u64) -> std::io::Result<()> {
             "its footer is {footer} bytes, over kvaudit's limit of {MAX_FOOTER_BYTES}"
         )));
     }
-    Ok(())
+    // Read here first: the crate parses the footer and builds the schema recursively, so its
+    // nesting is bounded before the crate sees it.
+    let mut bytes = vec![0u8; footer as usize];
+    file.seek(SeekFrom::Start(len - 8 - footer))?;
+    file.read_exact(&mut bytes)?;
+    check_schema_depth(&bytes)
+}
+
+/// Walks the footer (FileMetaData) with the compact reader, whose nesting is bounded, and the
+/// schema's tree (field 2: its elements in depth-first order, each with its `num_children`,
+/// field 5), whose depth must stay under [`MAX_SCHEMA_DEPTH`].
+fn check_schema_depth(footer: &[u8]) -> std::io::Result<()> {
+    let mut r: &[u8] = footer;
+    let mut c = Compact { r: &mut r, used: 0 };
+    let mut open: Vec<i64> = Vec::new();
+    let mut deepest = 0usize;
+    c.each_field(0, &mut |c, id, ty, depth| match (id, ty) {
+        (2, 9) => {
+            let head = c.byte()?;
+            let n = match head >> 4 {
+                15 => c.varint()?,
+                n => u64::from(n),
+            };
+            if head & 0x0f != 12 {
+                return Err(invalid("a schema that is not a list of elements".into()));
+            }
+            for _ in 0..n {
+                let mut children = 0i64;
+                c.each_field(depth + 2, &mut |c, id, ty, d| match id {
+                    5 => {
+                        children = c.i32_field(ty)?;
+                        Ok(())
+                    }
+                    _ => c.skip(ty, d),
+                })?;
+                if children < 0 {
+                    return Err(invalid(
+                        "a schema element with a negative count of children".into(),
+                    ));
+                }
+                if let Some(left) = open.last_mut() {
+                    *left -= 1;
+                }
+                if children > 0 {
+                    open.push(children);
+                    deepest = deepest.max(open.len());
+                    if deepest > MAX_SCHEMA_DEPTH {
+                        return Err(invalid(format!(
+                            "its schema nests deeper than kvaudit's limit of {MAX_SCHEMA_DEPTH}"
+                        )));
+                    }
+                }
+                while open.last() == Some(&0) {
+                    open.pop();
+                }
+            }
+            Ok(())
+        }
+        _ => c.skip(ty, depth),
+    })
+    .map_err(|e| invalid(format!("its footer cannot be read: {e}")))
 }
 
 /// Every page header of every column chunk, read and checked; the codecs used.
@@ -123,7 +187,7 @@ fn check_pages(
 ) -> std::io::Result<&'static str> {
     let mut codecs: Vec<&'static str> = Vec::new();
     for (g, group) in meta.row_groups().iter().enumerate() {
-        let mut group_bytes = 0u64;
+        let (mut group_bytes, mut group_values) = (0u64, 0u64);
         for column in group.columns() {
             let codec = column.compression();
             let name = codec_name(codec);
@@ -153,11 +217,20 @@ fn check_pages(
             while at < end {
                 let page = read_page(file, at, end, codec)
                     .map_err(|e| invalid(format!("row group {g}, page at byte {at}: {e}")))?;
-                group_bytes += page.uncompressed;
+                group_bytes += page.bytes;
+                group_values += page.values;
                 if group_bytes > MAX_ROW_GROUP_BYTES {
                     return Err(invalid(format!(
                         "row group {g} holds over {MAX_ROW_GROUP_BYTES} bytes decompressed, \
                          over kvaudit's limit for one row group"
+                    )));
+                }
+                // Each value becomes a field of a row as the rows are assembled: a few bytes
+                // of a page can claim billions of them.
+                if group_values > MAX_ROW_GROUP_VALUES {
+                    return Err(invalid(format!(
+                        "row group {g} holds over {MAX_ROW_GROUP_VALUES} values, over kvaudit's \
+                         limit for one row group"
                     )));
                 }
                 at = page.next;
@@ -180,10 +253,12 @@ fn codec_name(codec: Codec) -> &'static str {
     }
 }
 
-/// One page: its decompressed size and where the next page starts.
+/// One page: what reading it holds (its stored or decompressed bytes, whichever is more), the
+/// values it gives, and where the next page starts.
 #[derive(Debug)]
 struct Page {
-    uncompressed: u64,
+    bytes: u64,
+    values: u64,
     next: u64,
 }
 
@@ -204,11 +279,16 @@ fn read_page(mut file: &File, at: u64, end: u64, codec: Codec) -> std::io::Resul
     ) else {
         return Err(invalid("a negative page size".into()));
     };
-    if h.uncompressed_size > MAX_PAGE_BYTES {
+    // The crate holds a page's stored bytes and its decompressed bytes.
+    if h.uncompressed_size.max(h.compressed_size) > MAX_PAGE_BYTES {
         return Err(invalid(format!(
-            "a page of {uncompressed} bytes decompressed, over kvaudit's limit of {MAX_PAGE_BYTES}"
+            "a page of {} bytes, over kvaudit's limit of {MAX_PAGE_BYTES}",
+            uncompressed.max(compressed)
         )));
     }
+    let Ok(values) = u64::try_from(h.values) else {
+        return Err(invalid("a negative count of values".into()));
+    };
     let next = at
         .checked_add(used)
         .and_then(|p| p.checked_add(compressed))
@@ -229,7 +309,11 @@ fn read_page(mut file: &File, at: u64, end: u64, codec: Codec) -> std::io::Resul
             )));
         }
     }
-    Ok(Page { uncompressed, next })
+    Ok(Page {
+        bytes: uncompressed.max(compressed),
+        values,
+        next,
+    })
 }
 
 /// What kvaudit reads of a page header.
@@ -237,6 +321,8 @@ fn read_page(mut file: &File, at: u64, end: u64, codec: Codec) -> std::io::Resul
 struct PageHeader {
     uncompressed_size: i64,
     compressed_size: i64,
+    /// Values the page holds (levels included): each becomes a value of a row.
+    values: i64,
     /// A v2 data page's level bytes, which precede the compressed values uncompressed.
     levels_bytes: u64,
     /// Whether the values are compressed (a v2 page can say they are not).
@@ -255,7 +341,8 @@ impl Compact<'_> {
         let mut b = [0u8; 1];
         self.r.read_exact(&mut b).map_err(|e| match e.kind() {
             std::io::ErrorKind::UnexpectedEof => invalid(format!(
-                "a page header cut short (at most {MAX_PAGE_HEADER_BYTES} bytes, within its chunk)"
+                "Thrift data cut short (a page header is at most {MAX_PAGE_HEADER_BYTES} bytes, \
+                 within its chunk)"
             )),
             _ => e,
         })?;
@@ -311,12 +398,7 @@ impl Compact<'_> {
                 };
                 let elem = head & 0x0f;
                 for _ in 0..n {
-                    // A bool element is a byte of its own in a list.
-                    if elem == 1 || elem == 2 {
-                        self.byte()?;
-                    } else {
-                        self.skip(elem, depth + 1)?;
-                    }
+                    self.element(elem, depth + 1)?;
                 }
                 Ok(())
             }
@@ -325,8 +407,8 @@ impl Compact<'_> {
                 if n > 0 {
                     let kinds = self.byte()?;
                     for _ in 0..n {
-                        self.skip(kinds >> 4, depth + 1)?;
-                        self.skip(kinds & 0x0f, depth + 1)?;
+                        self.element(kinds >> 4, depth + 1)?;
+                        self.element(kinds & 0x0f, depth + 1)?;
                     }
                 }
                 Ok(())
@@ -334,6 +416,16 @@ impl Compact<'_> {
             12 => self.each_field(depth + 1, &mut |t, _, ty, d| t.skip(ty, d)),
             other => Err(invalid(format!("a page header with Thrift type {other}"))),
         }
+    }
+
+    /// Skips one element of a list, set or map: a bool is a byte of its own there (in a
+    /// struct its value is in the field's type), so every element takes at least a byte and a
+    /// count cannot make the loop outlast the header's bytes.
+    fn element(&mut self, ty: u8, depth: u32) -> std::io::Result<()> {
+        if ty == 1 || ty == 2 {
+            return self.byte().map(drop);
+        }
+        self.skip(ty, depth)
     }
 
     /// Calls `f(self, field id, type, depth)` for each field of the struct at the reader.
@@ -389,10 +481,22 @@ impl Compact<'_> {
                 seen_c = true;
                 Ok(())
             }
-            // DataPageHeaderV2: definition and repetition level lengths, is_compressed.
+            // DataPageHeader, DictionaryPageHeader: num_values first.
+            5 | 7 if ty == 12 => t.each_field(depth + 1, &mut |t, id, ty, d| match id {
+                1 => {
+                    h.values = t.i32_field(ty)?;
+                    Ok(())
+                }
+                _ => t.skip(ty, d),
+            }),
+            // DataPageHeaderV2: num_values, level lengths, is_compressed.
             8 if ty == 12 => {
                 let (mut def, mut rep) = (0i64, 0i64);
                 t.each_field(depth + 1, &mut |t, id, ty, d| match id {
+                    1 => {
+                        h.values = t.i32_field(ty)?;
+                        Ok(())
+                    }
                     5 => {
                         def = t.i32_field(ty)?;
                         Ok(())
@@ -494,6 +598,78 @@ mod tests {
     }
 
     #[test]
+    fn counts_in_a_header_cannot_outlast_its_bytes() {
+        // A map of bools claiming 2^63 entries (its bools a byte each): cut short at once.
+        let mut map = vec![0x1b];
+        map.extend([0xff; 9]);
+        map.extend([0x01, 0x11]);
+        assert!(header(&map).is_err());
+        // A list of 2^32 empty structs, the same.
+        let mut list = vec![0x19, 0xfc, 0xff, 0xff, 0xff, 0x0f];
+        list.push(0x00);
+        assert!(header(&list).is_err());
+        // A data page header's num_values (field 5, struct, field 1) is read.
+        let data = [
+            0x15, 0x00, 0x15, 0x02, 0x15, 0x02, 0x2c, 0x15, 0x80, 0x80, 0x01, 0x00, 0x00,
+        ];
+        let (h, _) = header(&data).unwrap();
+        assert_eq!(h.values, 8192);
+    }
+
+    /// A footer (FileMetaData) whose schema (field 2) is `depth` nested single-child groups.
+    fn footer_nesting(depth: usize) -> Vec<u8> {
+        let mut f = vec![0x15, 0x02]; // field 1 (version): i32 1
+        f.push(0x19); // field 2: list
+        f.push(0xfc); // of structs, size in a varint
+        let mut n = depth + 1;
+        while n >= 0x80 {
+            f.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        f.push(n as u8);
+        for i in 0..=depth {
+            let children = if i < depth { 1 } else { 0 };
+            f.extend([0x55, children * 2, 0x00]); // field 5 (num_children): i32, stop
+        }
+        f.push(0x00);
+        f
+    }
+
+    #[test]
+    fn schema_depth_is_bounded_before_the_crate_builds_it() {
+        assert!(check_schema_depth(&footer_nesting(10)).is_ok());
+        assert!(check_schema_depth(&footer_nesting(MAX_SCHEMA_DEPTH)).is_ok());
+        let err = check_schema_depth(&footer_nesting(10_000))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nests deeper"), "{err}");
+        assert!(check_schema_depth(&[0x19, 0x1c]).is_err());
+    }
+
+    #[test]
+    fn a_page_is_bounded_by_its_stored_size_too() {
+        // 10 bytes decompressed from 300 MiB stored: the stored bytes are held all the same.
+        let mut bytes = vec![0x15, 0x00, 0x15, 0x14, 0x15];
+        let mut v = (300u64 << 20) << 1;
+        while v >= 0x80 {
+            bytes.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        bytes.push(v as u8);
+        bytes.push(0x00);
+        let f = {
+            use std::io::Write;
+            let mut f = tempfile::NamedTempFile::new().unwrap();
+            f.write_all(&bytes).unwrap();
+            f
+        };
+        let err = read_page(f.as_file(), 0, u64::MAX / 2, Codec::UNCOMPRESSED)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("over kvaudit's limit"), "{err}");
+    }
+
+    #[test]
     fn a_gzip_page_may_not_inflate_past_its_stated_size() {
         use std::io::Write;
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
@@ -503,7 +679,7 @@ mod tests {
         // Stated as what it is: read.
         let (f, end) = one_page(1 << 20, &payload);
         let page = read_page(f.as_file(), 0, end, gzip).unwrap();
-        assert_eq!((page.uncompressed, page.next), (1 << 20, end));
+        assert_eq!((page.bytes, page.next), (1 << 20, end));
         // Stated as ten bytes: the megabyte it inflates to is refused.
         let (f, end) = one_page(10, &payload);
         let err = read_page(f.as_file(), 0, end, gzip)

@@ -37,6 +37,9 @@ pub struct RunSettings {
     /// must the shards agree on it.
     pub clock: String,
     pub clock_read: bool,
+    /// SHA-256 of what the audit reads of the model besides tokenizer.json and the default
+    /// template: every template by name, the special tokens, the stop token ids.
+    pub model_files: String,
 }
 
 /// One shard's result.
@@ -95,7 +98,11 @@ impl Partial {
             layout: Option<u32>,
             kvaudit_version: Option<String>,
         }
-        let header: Header = serde_json::from_slice(&text).map_err(|e| {
+        let value: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+            anyhow::anyhow!("{shown} is not a corpus partial (kvaudit corpus --partial): {e}")
+        })?;
+        drop(text);
+        let header = Header::deserialize(&value).map_err(|e| {
             anyhow::anyhow!("{shown} is not a corpus partial (kvaudit corpus --partial): {e}")
         })?;
         if header.format.as_deref() != Some(FORMAT) {
@@ -109,7 +116,14 @@ impl Partial {
                 env!("CARGO_PKG_VERSION"),
             );
         }
-        let p: Partial = serde_json::from_slice(&text)
+        // Every count of the input and the totals within what one shard can hold, so that the
+        // sums of [`MAX_PARTIALS`] of them cannot overflow.
+        for part in ["input", "tally"] {
+            if let Some(n) = value.get(part).and_then(first_count_past_bound) {
+                bail!("{shown}: a count of {n}, more than one shard can hold ({MAX_COUNT})");
+            }
+        }
+        let p = Partial::deserialize(value)
             .map_err(|e| anyhow::anyhow!("{shown} is not a valid corpus partial: {e}"))?;
         p.check_shape()
             .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
@@ -117,11 +131,34 @@ impl Partial {
     }
 
     fn check_shape(&self) -> Result<(), String> {
+        let t = &self.tally;
+        let parts = [
+            (
+                t.transitions_with_rewrite,
+                t.transitions,
+                "transitions with a rewrite",
+            ),
+            (
+                t.transitions_with_drift,
+                t.transitions,
+                "transitions with drift",
+            ),
+            (t.derived_replies, t.replies, "derived replies"),
+            (t.conversations, t.rows, "conversations"),
+        ];
+        if let Some((_, _, what)) = parts.iter().find(|(part, whole, _)| part > whole) {
+            return Err(format!("more {what} than the totals they are part of"));
+        }
+        if t.blocks
+            .iter()
+            .any(|b| b.reusable > b.next_tokens || b.uncached.count() != t.transitions)
+        {
+            return Err("block totals that do not add up to the transitions".into());
+        }
         let sizes = &self.settings.block_sizes;
         if sizes.is_empty() || sizes.contains(&0) {
             return Err("no block sizes, or a block size of 0".into());
         }
-        let t = &self.tally;
         let blocks: Vec<usize> = t.blocks.iter().map(|b| b.block_size).collect();
         if &blocks != sizes {
             return Err(format!(
@@ -147,7 +184,12 @@ impl Partial {
                 return Err("remedy totals for more block sizes than the settings".into());
             }
         }
-        let files: u64 = self.input.files.iter().map(|f| f.rows).sum();
+        let files = self
+            .input
+            .files
+            .iter()
+            .try_fold(0u64, |sum, f| sum.checked_add(f.rows))
+            .ok_or("more rows in its files than a count holds")?;
         if files != t.rows {
             return Err(format!(
                 "{} rows in its files, {} in its totals",
@@ -155,6 +197,26 @@ impl Partial {
             ));
         }
         Ok(())
+    }
+}
+
+/// The largest count a partial may hold: sums of [`MAX_PARTIALS`] of them stay within u64
+/// (2^48 is 280 trillion: tokens of a shard, rows of a shard).
+const MAX_COUNT: u64 = 1 << 48;
+/// Partials one merge takes.
+pub const MAX_PARTIALS: usize = 1 << 15;
+
+/// The first integer in `v` past [`MAX_COUNT`] (or a negative or fractional number, which no
+/// total is).
+fn first_count_past_bound(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Number(n) => match n.as_u64() {
+            Some(x) if x <= MAX_COUNT => None,
+            _ => Some(n.to_string()),
+        },
+        serde_json::Value::Array(a) => a.iter().find_map(first_count_past_bound),
+        serde_json::Value::Object(o) => o.values().find_map(first_count_past_bound),
+        _ => None,
     }
 }
 
@@ -194,18 +256,25 @@ fn mismatch(a: &Partial, b: &Partial) -> Option<String> {
     }
     // --jobs changes no figure (the report says which a run used: the first shard's).
     let (sa, sb) = (&a.settings, &b.settings);
+    // --seed only matters with --sample, which --partial refuses.
     let same_corpus = sa.block_sizes == sb.block_sizes
         && sa.assumptions == sb.assumptions
         && sa.kv_bytes == sb.kv_bytes
         && sa.worst == sb.worst
-        && sa.shared_keys == sb.shared_keys
-        && sa.seed == sb.seed;
+        && sa.shared_keys == sb.shared_keys;
     if !same_corpus {
         return Some(format!(
             "corpus settings {} and {}",
             corpus_words(sa),
             corpus_words(sb)
         ));
+    }
+    if a.run.model_files != b.run.model_files {
+        return Some(
+            "model files that differ beyond the tokenizer and the default template (named \
+             templates, special tokens, stop tokens)"
+                .into(),
+        );
     }
     if a.run.audit != b.run.audit {
         return Some(format!(
@@ -258,39 +327,53 @@ fn first_difference(a: &str, b: &str) -> String {
     format!("{:?} / {:?}", around(a), around(b))
 }
 
-/// The report of one run over the shards' inputs, in the order given. `names` name the
-/// partials in errors.
-pub fn merge(parts: Vec<(String, Partial)>) -> Result<CorpusReport> {
-    let Some((first_name, first)) = parts.first() else {
-        bail!("no partial to merge");
-    };
-    for (name, p) in &parts[1..] {
-        if let Some(why) = mismatch(first, p) {
+/// The report of one run over the shards' inputs, in the order given: each partial is read,
+/// checked against the first and merged before the next is read, so memory holds the totals
+/// and one partial.
+pub fn merge_files(paths: &[std::path::PathBuf]) -> Result<CorpusReport> {
+    if paths.len() > MAX_PARTIALS {
+        bail!(
+            "{} partials: one merge takes at most {MAX_PARTIALS} (split the input into fewer \
+             shards)",
+            paths.len()
+        );
+    }
+    let mut merged: Option<(String, Partial)> = None;
+    let mut offset: u64 = 0;
+    for path in paths {
+        let name = path.display().to_string();
+        let p = Partial::read(path)?;
+        let rows = p.tally.rows;
+        let (first_name, first) = match &mut merged {
+            None => {
+                let mut empty = p.clone();
+                empty.tally = Tally::new(&p.settings);
+                empty.input = InputSummary::default();
+                merged.insert((name.clone(), empty))
+            }
+            Some(m) => m,
+        };
+        if let Some(why) = mismatch(first, &p) {
             bail!("{first_name} and {name} are not shards of one run: {why}");
         }
-    }
-    let settings = first.settings.clone();
-    let model = first.model.clone();
-    let mut tally = Tally::new(&settings);
-    let mut input = InputSummary::default();
-    let mut offset: u64 = 0;
-    for (name, p) in parts {
-        let rows = p.tally.rows;
         let shifted = p
             .tally
             .shifted(offset)
             .with_context(|| format!("{name}: more rows than kvaudit counts"))?;
-        tally.merge(shifted, settings.worst);
-        input.files.extend(p.input.files);
+        first.tally.merge(shifted, first.settings.worst);
+        first.input.files.extend(p.input.files);
         offset = offset
             .checked_add(rows)
             .with_context(|| format!("{name}: more rows than kvaudit counts"))?;
     }
+    let Some((_, all)) = merged else {
+        bail!("no partial to merge");
+    };
     Ok(CorpusReport {
-        model,
-        collisions: tally.sessions.collisions(settings.shared_keys),
-        settings,
-        tally,
-        input,
+        collisions: all.tally.sessions.collisions(all.settings.shared_keys),
+        model: all.model,
+        settings: all.settings,
+        tally: all.tally,
+        input: all.input,
     })
 }

@@ -76,6 +76,13 @@ impl<'de> serde::Deserialize<'de> for SessionKeys {
         for w in Vec::<WrittenKey>::deserialize(d)? {
             let key = unhex(&w.key)
                 .ok_or_else(|| D::Error::custom(format!("{:?} is not an MD5 in hex", w.key)))?;
+            let g = &w.group;
+            if g.most_requests > g.requests {
+                return Err(D::Error::custom(format!(
+                    "session key {}: more requests for one conversation than in all",
+                    w.key
+                )));
+            }
             if w.group.conversations == 0 || out.groups.insert(key, w.group).is_some() {
                 return Err(D::Error::custom(format!(
                     "session key {} listed twice or with no conversation",
@@ -294,5 +301,9 @@ mod tests {
                 .contains(r#""first":13"#)
         );
         assert!(a.shifted(u64::MAX).is_none());
+        // One conversation with more requests than the key's conversations have together.
+        let odd = text.replacen(r#""most_requests":2"#, r#""most_requests":9"#, 1);
+        assert_ne!(odd, text);
+        assert!(serde_json::from_str::<SessionKeys>(&odd).is_err());
     }
 }

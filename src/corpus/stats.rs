@@ -99,10 +99,12 @@ impl Distribution {
     /// ceil(p/100 * n), 1-based), in `sorted`.
     fn at_percentile(&self, sorted: &[(u64, u64)], p: u64) -> u64 {
         // ceil(p * n / 100) with integers only, at least 1.
-        let rank = (p * self.count).div_ceil(100).max(1);
-        let mut seen = 0;
+        let rank = (u128::from(p) * u128::from(self.count))
+            .div_ceil(100)
+            .max(1);
+        let mut seen = 0u128;
         for &(v, c) in sorted {
-            seen += c;
+            seen += u128::from(c);
             if seen >= rank {
                 return v;
             }

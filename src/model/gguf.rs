@@ -144,7 +144,8 @@ impl<R: Read> Reader<R> {
             self.skip(n)?;
             return Ok(None);
         }
-        self.keep(n)?;
+        // A kept string costs its bytes and its own header.
+        self.keep(n + std::mem::size_of::<String>() as u64)?;
         String::from_utf8(self.bytes(n)?)
             .map(Some)
             .map_err(|_| "a string that is not UTF-8".into())
@@ -206,7 +207,7 @@ impl<R: Read> Reader<R> {
                 for _ in 0..n {
                     match self.scalar(ty)? {
                         Value::Int(i) if keep => {
-                            self.keep(8)?;
+                            self.keep(std::mem::size_of::<i128>() as u64)?;
                             out.push(i);
                         }
                         _ => {}
@@ -334,19 +335,19 @@ impl Metadata {
         }
     }
 
-    /// The chat templates: the default one, then each named one as `tokenizer.chat_templates`
-    /// lists them (`tokenizer.chat_template.NAME`).
+    /// The chat templates: the default one, then every named one, `tokenizer.chat_template.NAME`
+    /// (llama.cpp looks them up by key; the `tokenizer.chat_templates` list is not needed).
     fn templates(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         if let Some(t) = self.str("tokenizer.chat_template") {
             out.push(("default".to_string(), t.to_string()));
         }
-        for name in self.strs("tokenizer.chat_templates").unwrap_or_default() {
-            if name == "default" {
-                continue;
-            }
-            if let Some(t) = self.str(&format!("tokenizer.chat_template.{name}")) {
-                out.push((name.clone(), t.to_string()));
+        for (key, value) in &self.entries {
+            if let (Some(name), Value::Str(t)) =
+                (key.strip_prefix("tokenizer.chat_template."), value)
+                && name != "default"
+            {
+                out.push((name.to_string(), t.clone()));
             }
         }
         out
@@ -401,15 +402,19 @@ impl Metadata {
         let mut vocab = Map::new();
         let mut added = Vec::new();
         for (id, text) in tokens.iter().enumerate() {
-            // llama.cpp keeps the first id of a text given twice; so does the map.
-            vocab.entry(text.clone()).or_insert(json!(id));
-            // 3 control, 4 user-defined: matched in raw text before the split, as
-            // tokenizer.json's added tokens are.
+            // llama.cpp refuses a vocabulary with a text twice.
+            if vocab.insert(text.clone(), json!(id)).is_some() {
+                return Err(unsupported(format!(
+                    "the token {text:?} twice in its vocabulary"
+                )));
+            }
+            // 2 unknown, 3 control, 4 user-defined: matched in raw text before the split, as
+            // tokenizer.json's added tokens are (llama-server parses special tokens in prompts).
             let ty = types.map_or(1, |t| t[id]);
-            if ty == 3 || ty == 4 {
+            if (2..=4).contains(&ty) && !text.is_empty() {
                 added.push(json!({
                     "id": id, "content": text, "single_word": false, "lstrip": false,
-                    "rstrip": false, "normalized": false, "special": ty == 3,
+                    "rstrip": false, "normalized": false, "special": ty != 4,
                 }));
             }
         }
@@ -494,6 +499,33 @@ impl Metadata {
     }
 }
 
+/// A new directory under the temporary directory that only this user can enter, for a run
+/// with the tokenizer cache off (a fixed name there could be made beforehand by another user).
+fn private_dir() -> std::io::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..16u32 {
+        let dir = base.join(format!(
+            "kvaudit-gguf-{}-{nanos:09}-{attempt}",
+            std::process::id()
+        ));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        "no fresh temporary directory for the GGUF's tokenizer",
+    ))
+}
+
 /// The model directory kvaudit reads for the GGUF file at `path`: tokenizer.json and
 /// tokenizer_config.json made from its metadata, under the cache (`gguf/<digest>`), written
 /// once per distinct metadata.
@@ -501,15 +533,19 @@ pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
     let shown = path.display().to_string();
     let meta = read_metadata(path)?;
     let (tokenizer, config) = meta.hf_files(&shown)?;
-    // Beside the prepared tokenizers (which the next step adds to); with that cache off, in
-    // the temporary directory.
-    let root = crate::tokenize::cache_dir().unwrap_or_else(|| std::env::temp_dir().join("kvaudit"));
-    let dir = root.join("gguf").join(&meta.sha256[..32]);
+    // Beside the prepared tokenizers (which the next step adds to); with that cache off, in a
+    // directory of this run's own.
+    let dir = match crate::tokenize::cache_dir() {
+        Some(root) => root.join("gguf").join(&meta.sha256[..32]),
+        None => private_dir().map_err(|source| GgufError::Read {
+            path: std::env::temp_dir().display().to_string(),
+            source,
+        })?,
+    };
     let write_err = |source: std::io::Error| GgufError::Read {
         path: dir.display().to_string(),
         source,
     };
-    std::fs::create_dir_all(&dir).map_err(write_err)?;
     for (name, value) in [
         ("tokenizer.json", &tokenizer),
         ("tokenizer_config.json", &config),
@@ -517,10 +553,14 @@ pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
         let target = dir.join(name);
         let text = serde_json::to_vec(value).map_err(|e| write_err(e.into()))?;
         // Another run may have written it already: the same metadata gives the same bytes.
-        if std::fs::read(&target).is_ok_and(|old| old == text) {
+        // Read as a regular file only (a FIFO planted there would block a plain read).
+        if crate::input::read_bounded(&target, text.len() as u64).is_ok_and(|old| old == text) {
             continue;
         }
-        crate::output::write(&target, &text).map_err(|e| write_err(e.into_io()))?;
+        // Whatever was planted under the name (a symlink, a FIFO) is replaced, not written
+        // through.
+        crate::output::write_with(&target, &text, crate::output::CACHE_FILE)
+            .map_err(|e| write_err(e.into_io()))?;
     }
     Ok(dir)
 }

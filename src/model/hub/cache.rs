@@ -8,13 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// How the cache's own files are written: a symlink or FIFO planted under a name is replaced,
-/// never written through, and missing folders are made.
-pub const OWN_FILE: crate::output::Options<'static> = crate::output::Options {
-    within: None,
-    replace: true,
-    create_dirs: true,
-};
+/// How the cache's own files are written (see [`crate::output::CACHE_FILE`]).
+pub const OWN_FILE: crate::output::Options<'static> = crate::output::CACHE_FILE;
 
 /// A full commit id: 40 hex digits, as the Hub sends in `X-Repo-Commit`.
 pub fn is_commit(text: &str) -> bool {
