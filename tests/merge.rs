@@ -387,7 +387,8 @@ fn partials_of_other_models_or_settings_are_refused() {
     let cut = d.join("cut.json");
     let whole = std::fs::read(&a).unwrap();
     std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
-    assert!(merge_error(&[&cut]).contains("not"));
+    let err = merge_error(&[&cut]);
+    assert!(err.contains("is not a corpus partial"), "{err}");
 }
 
 #[test]

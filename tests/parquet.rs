@@ -119,7 +119,7 @@ fn real_corpora_as_parquet_read_as_the_same_rows() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    // ShareGPT conversations, OASST trees and tau-bench's tool runs, one after the other.
+    // ShareGPT conversations, OASST trees and MT-Bench-101 dialogues, one after the other.
     let input = dir.path().join("real.jsonl");
     let mut text = String::new();
     for name in ["sharegpt-v3-sample", "oasst1-en100", "mt-bench-101"] {

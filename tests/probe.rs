@@ -1095,22 +1095,6 @@ fn a_failing_models_endpoint_is_named_when_the_engine_is_unknown() {
     assert!(stderr.contains("give --server"), "{stderr}");
 }
 
-/// The reference tokenizers llama.cpp serves, each in a tiny GGUF: the model folder, the
-/// architecture, and the pre-tokenizer name llama.cpp's converter gives that tokenizer (the
-/// name picks llama.cpp's own split regex).
-const LLAMACPP_FAMILIES: [(&str, &str, &str); 10] = [
-    ("qwen3-8b", "qwen3", "qwen2"),
-    ("llama-3.1-8b-instruct", "llama", "llama-bpe"),
-    ("deepseek-r1-distill-llama-8b", "llama", "smaug-bpe"),
-    ("deepseek-r1", "llama", "joyai-llm"),
-    ("deepseek-r1-distill-qwen-7b", "llama", "qwen2"),
-    ("gpt-oss-120b", "llama", "gpt-4o"),
-    ("glm-4.7-flash", "llama", "glm4"),
-    ("mistral-nemo-instruct-2407", "llama", "pixtral"),
-    ("minimax-m2.7", "llama", "minimax-m2"),
-    ("qwen3.5", "llama", "qwen35"),
-];
-
 /// A tiny GGUF of `model`'s tokenizer (written once per checkout under target/).
 fn family_gguf(shared: &Path, model: &str, arch: &str, pre: &str) -> PathBuf {
     if model == "qwen3-8b" {
@@ -1160,7 +1144,7 @@ fn live_llama_server_tokenizes_as_the_llamacpp_profile() {
             .build(),
     );
     let mut failures = Vec::new();
-    for (model, arch, pre) in LLAMACPP_FAMILIES {
+    for (model, arch, pre) in common::LLAMACPP_FAMILIES {
         let path = shared.join("models").join(model).join("tokenizer.json");
         let ours = kvaudit::tokenize::Tokenizer::from_file_as_llamacpp(&path).unwrap();
         let mut texts = corpus_texts.clone();

@@ -28,11 +28,8 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             .chain(&args.html)
             .chain(&args.partial),
     )?;
-    if args.partial.is_some() && (args.sample.is_some() || args.limit.is_some()) {
-        bail!(
-            "--partial cannot be combined with --sample or --limit: a merge of sampled or \
-             limited shards is not one run over them (split the input instead)"
-        );
+    if args.partial.is_some() {
+        corpus::partial::check_selection(args.sample.is_some(), args.limit.is_some())?;
     }
     let corpus_settings = corpus_settings(args, &files)?;
     settings.align.block_sizes = corpus_settings.block_sizes.clone();
@@ -163,9 +160,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if let Some(e) = nothing.as_ref().filter(|_| args.partial.is_some()) {
         // Only this shard: the merge decides whether the run audited anything.
         super::terminal::stderr_line(&format!("note: {e}; its partial is written"));
-        let text = report::export(&report, args.format.into(), &style(false))?;
-        out.write_all(text.as_bytes())?;
-        return Ok(Outcome::Clean);
+        return print_report(&report, args.format.into(), out, None);
     }
     if nothing.is_none() {
         let mut html = match &args.html {
@@ -191,7 +186,18 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             file.commit()?;
         }
     }
-    let text = report::export(&report, args.format.into(), &style(false))?;
+    print_report(&report, args.format.into(), out, nothing)
+}
+
+/// The report on standard output in `format`, then the outcome: `nothing` (no conversation
+/// could be audited) is the run's error, after the report has shown what was skipped.
+pub(super) fn print_report(
+    report: &corpus::CorpusReport,
+    format: report::Format,
+    out: &mut dyn std::io::Write,
+    nothing: Option<anyhow::Error>,
+) -> Result<Outcome> {
+    let text = report::export(report, format, &style(false))?;
     out.write_all(text.as_bytes())?;
     if let Some(e) = nothing {
         return Err(e);

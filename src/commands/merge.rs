@@ -20,14 +20,5 @@ pub fn run(args: &MergeArgs, out: &mut dyn Write) -> Result<Outcome> {
         let text = report::export(&report, report::Format::Html, &style(false))?;
         output::write(path, text.as_bytes())?;
     }
-    let text = report::export(&report, args.format.into(), &style(false))?;
-    out.write_all(text.as_bytes())?;
-    if let Some(e) = nothing {
-        return Err(e);
-    }
-    Ok(if report.has_findings() {
-        Outcome::Findings
-    } else {
-        Outcome::Clean
-    })
+    super::corpus::print_report(&report, args.format.into(), out, nothing)
 }

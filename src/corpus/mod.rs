@@ -313,7 +313,7 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 impl Tally {
-    pub fn new(settings: &CorpusSettings) -> Tally {
+    fn new(settings: &CorpusSettings) -> Tally {
         Tally {
             blocks: settings
                 .block_sizes

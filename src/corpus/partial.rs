@@ -57,13 +57,7 @@ pub struct Partial {
 
 impl Partial {
     pub fn new(report: &CorpusReport, run: RunSettings) -> Result<Partial> {
-        if report.input.sampled.is_some() || report.input.limited {
-            // A sample or a limit of each shard is not a sample or a limit of the whole.
-            bail!(
-                "--partial cannot be combined with --sample or --limit: the merge of sampled or \
-                 limited shards is not one run over them (split the input instead)"
-            );
-        }
+        check_selection(report.input.sampled.is_some(), report.input.limited)?;
         Ok(Partial {
             format: FORMAT.into(),
             layout: LAYOUT,
@@ -198,6 +192,18 @@ impl Partial {
         }
         Ok(())
     }
+}
+
+/// A shard read with `--sample` or `--limit` makes no partial: a sample or a limit of each
+/// shard is not a sample or a limit of the whole.
+pub fn check_selection(sampled: bool, limited: bool) -> Result<()> {
+    if sampled || limited {
+        bail!(
+            "--partial cannot be combined with --sample or --limit: a merge of sampled or \
+             limited shards is not one run over them (split the input instead)"
+        );
+    }
+    Ok(())
 }
 
 /// The largest count a partial may hold: sums of [`MAX_PARTIALS`] of them stay within u64
@@ -338,20 +344,17 @@ pub fn merge_files(paths: &[std::path::PathBuf]) -> Result<CorpusReport> {
             paths.len()
         );
     }
+    // The first partial holds the totals: its places start at 0 as one run's do.
     let mut merged: Option<(String, Partial)> = None;
     let mut offset: u64 = 0;
     for path in paths {
         let name = path.display().to_string();
         let p = Partial::read(path)?;
         let rows = p.tally.rows;
-        let (first_name, first) = match &mut merged {
-            None => {
-                let mut empty = p.clone();
-                empty.tally = Tally::new(&p.settings);
-                empty.input = InputSummary::default();
-                merged.insert((name.clone(), empty))
-            }
-            Some(m) => m,
+        let Some((first_name, first)) = &mut merged else {
+            offset = rows;
+            merged = Some((name, p));
+            continue;
         };
         if let Some(why) = mismatch(first, &p) {
             bail!("{first_name} and {name} are not shards of one run: {why}");

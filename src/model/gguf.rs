@@ -47,7 +47,6 @@ pub enum GgufError {
 #[derive(Debug, Clone, PartialEq)]
 enum Value {
     Int(i128),
-    Float(f64),
     Bool(bool),
     Str(String),
     Strs(Vec<String>),
@@ -160,7 +159,8 @@ impl<R: Read> Reader<R> {
             3 => Value::Int(i16::from_le_bytes(self.fixed()?).into()),
             4 => Value::Int(self.u32()?.into()),
             5 => Value::Int(i32::from_le_bytes(self.fixed()?).into()),
-            6 => Value::Float(f32::from_le_bytes(self.fixed()?).into()),
+            // No tokenizer key is a float: read past.
+            6 => self.fixed::<4>().map(|_| Value::Other)?,
             7 => match self.fixed::<1>()?[0] {
                 0 => Value::Bool(false),
                 1 => Value::Bool(true),
@@ -168,7 +168,7 @@ impl<R: Read> Reader<R> {
             },
             10 => Value::Int(self.u64()?.into()),
             11 => Value::Int(i64::from_le_bytes(self.fixed()?).into()),
-            12 => Value::Float(f64::from_le_bytes(self.fixed()?)),
+            12 => self.fixed::<8>().map(|_| Value::Other)?,
             other => return Err(format!("a value of unknown type {other}")),
         })
     }
@@ -219,11 +219,16 @@ impl<R: Read> Reader<R> {
     }
 }
 
-/// The tokenizer metadata of a GGUF file, and the SHA-256 of the bytes it was read from.
+/// The tokenizer metadata of a GGUF file, and a digest of the bytes it was read from and of
+/// how kvaudit makes files of them ([`FILES_VERSION`]): the name of those files' directory.
 pub struct Metadata {
     entries: BTreeMap<String, Value>,
     pub sha256: String,
 }
+
+/// Changes whenever [`Metadata::hf_files`] or llama.cpp's split table would make other files
+/// of the same metadata, so that files made before are not read as this version's.
+const FILES_VERSION: &str = "kvaudit gguf files 1";
 
 /// Whether the file at `path` starts with the GGUF magic.
 pub fn is_gguf(path: &Path) -> bool {
@@ -257,6 +262,9 @@ pub fn read_metadata(path: &Path) -> Result<Metadata, GgufError> {
         kept: 0,
         hash: Sha256::new(),
     };
+    r.hash.update(FILES_VERSION);
+    r.hash
+        .update(crate::tokenize::llamacpp::CACHE_SALT.to_le_bytes());
     let magic: [u8; 4] = r.fixed().map_err(&invalid)?;
     if &magic != MAGIC {
         return Err(invalid("it does not start with GGUF".into()));
@@ -532,7 +540,6 @@ fn private_dir() -> std::io::Result<PathBuf> {
 pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
     let shown = path.display().to_string();
     let meta = read_metadata(path)?;
-    let (tokenizer, config) = meta.hf_files(&shown)?;
     // Beside the prepared tokenizers (which the next step adds to); with that cache off, in a
     // directory of this run's own.
     let dir = match crate::tokenize::cache_dir() {
@@ -542,6 +549,15 @@ pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
             source,
         })?,
     };
+    // Made before from the same metadata by this version's rules: both files are renamed into
+    // place whole, so their presence is all there is to check.
+    let made = |name: &str| {
+        std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.file_type().is_file())
+    };
+    if made("tokenizer.json") && made("tokenizer_config.json") {
+        return Ok(dir);
+    }
+    let (tokenizer, config) = meta.hf_files(&shown)?;
     let write_err = |source: std::io::Error| GgufError::Read {
         path: dir.display().to_string(),
         source,
@@ -552,11 +568,6 @@ pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
     ] {
         let target = dir.join(name);
         let text = serde_json::to_vec(value).map_err(|e| write_err(e.into()))?;
-        // Another run may have written it already: the same metadata gives the same bytes.
-        // Read as a regular file only (a FIFO planted there would block a plain read).
-        if crate::input::read_bounded(&target, text.len() as u64).is_ok_and(|old| old == text) {
-            continue;
-        }
         // Whatever was planted under the name (a symlink, a FIFO) is replaced, not written
         // through.
         crate::output::write_with(&target, &text, crate::output::CACHE_FILE)

@@ -312,6 +312,22 @@ pub fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
+/// The reference tokenizers llama.cpp serves: the model folder, the architecture of the tiny
+/// GGUF that carries it, and the pre-tokenizer name llama.cpp's converter gives that tokenizer
+/// (the name picks llama.cpp's own split regex).
+pub const LLAMACPP_FAMILIES: [(&str, &str, &str); 10] = [
+    ("qwen3-8b", "qwen3", "qwen2"),
+    ("llama-3.1-8b-instruct", "llama", "llama-bpe"),
+    ("deepseek-r1-distill-llama-8b", "llama", "smaug-bpe"),
+    ("deepseek-r1", "llama", "joyai-llm"),
+    ("deepseek-r1-distill-qwen-7b", "llama", "qwen2"),
+    ("gpt-oss-120b", "llama", "gpt-4o"),
+    ("glm-4.7-flash", "llama", "glm4"),
+    ("mistral-nemo-instruct-2407", "llama", "pixtral"),
+    ("minimax-m2.7", "llama", "minimax-m2"),
+    ("qwen3.5", "llama", "qwen35"),
+];
+
 /// Every JSONL file of ../shared/corpus, sorted.
 pub fn corpus_files(shared: &std::path::Path) -> Vec<PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(shared.join("corpus"))
