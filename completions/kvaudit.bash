@@ -317,7 +317,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__corpus)
-            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --partial --format --color --quiet --help --version"
+            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --parquet-limit --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --partial --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -360,6 +360,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --parquet-limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

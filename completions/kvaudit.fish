@@ -275,6 +275,7 @@ wildchat\t'WildChat / LMSYS-Chat rows (`conversation` of `role`/`content`), one 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l limit -d 'Read at most N rows (used or skipped), in input order' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l sample -d 'Audit a uniform random sample of N rows (reservoir sampling over the whole input, seeded: the same rows for the same input and --seed); memory grows with N' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l seed -d 'Seed for --sample' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l parquet-limit -d 'Raise (or lower) one of the limits a Parquet file is read within, checked before any row is read: `file_bytes=SIZE` (its pages decompressed plus the rows made of them, default 4GiB), `row_group_bytes=SIZE` (the same for one row group, which bounds one row; default 256MiB), `columns=N` (fields its schema declares; default 4096). Repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s j -l jobs -d 'Worker threads (default: every core)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
 think_nl\t''

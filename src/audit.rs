@@ -39,11 +39,33 @@ pub fn tokenizer_for(
 ) -> Result<Tokenizer, crate::tokenize::TokenizeError> {
     match server {
         // A GGUF's tokenizer is llama.cpp's own already.
-        crate::render::ServerProfile::Llamacpp if !files.llamacpp_tokenizer => {
+        crate::render::ServerProfile::Llamacpp if files.gguf.is_none() => {
             Tokenizer::from_file_as_llamacpp(&files.tokenizer_path)
         }
         _ => Tokenizer::from_file(&files.tokenizer_path),
     }
+    .map_err(|e| match &files.gguf {
+        // The tokenizer.json made from a GGUF is kvaudit's file: name the user's.
+        Some(g) => crate::tokenize::TokenizeError::Load {
+            path: g.file.display().to_string(),
+            message: format!(
+                "the tokenizer made from its metadata: {}",
+                without_path(&e, &files.tokenizer_path)
+            ),
+        },
+        None => e,
+    })
+}
+
+/// An error's words without the path it names (the made file's, which means nothing to a user).
+fn without_path(e: &crate::tokenize::TokenizeError, path: &Path) -> String {
+    use crate::tokenize::TokenizeError as E;
+    match e {
+        E::Read { source, .. } => source.to_string(),
+        E::Load { message, .. } => message.clone(),
+        E::Encode(m) => m.clone(),
+    }
+    .replace(&path.display().to_string(), "tokenizer.json")
 }
 
 /// Why `spec` names no model, in the words a user needs: a file that is not one kvaudit reads,
@@ -90,13 +112,20 @@ fn not_a_model(spec: &str) -> String {
 pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let path = Path::new(&spec.model);
     let mut fetched = None;
-    let mut gguf = false;
+    let mut gguf = None;
+    let named_gguf = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
     let dir = if path.is_dir() {
         path.to_path_buf()
-    } else if path.is_file() && crate::model::gguf::is_gguf(path) {
-        gguf = true;
-        crate::model::gguf::materialize(path)?
-    } else if is_hub_id(&spec.model) {
+    } else if path.is_file() && (named_gguf || crate::model::gguf::is_gguf(path)) {
+        // A file named .gguf that is not one gets the reader's own word on what is wrong.
+        let (dir, origin) = crate::model::gguf::materialize(path)?;
+        gguf = Some(origin);
+        dir
+    } else if std::fs::symlink_metadata(path).is_err() && is_hub_id(&spec.model) {
+        // Only a name that is nothing on this machine is asked of the Hub: a local path never
+        // becomes a network request.
         let settings = HubSettings::from_env(spec.offline)?;
         let f = fetch_detailed(
             &spec.model,
@@ -115,9 +144,16 @@ pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
         &spec.model,
         spec.template.as_deref(),
         spec.tokenizer.as_deref(),
-    )?;
+    )
+    .map_err(|e| match &gguf {
+        Some(g) => anyhow::anyhow!(
+            "{}: the files made from its metadata: {e}",
+            g.file.display()
+        ),
+        None => e.into(),
+    })?;
     files.fetched = fetched;
-    files.llamacpp_tokenizer = gguf;
+    files.gguf = gguf;
     Ok(files)
 }
 
@@ -267,7 +303,7 @@ pub fn check_special_tokens(files: &ModelFiles, tok: &Tokenizer) -> Result<()> {
             if tok.token_id(text).is_none() {
                 anyhow::bail!(
                     "tokenizer_config.json sets {name} to {text:?}, which is not a token of {}",
-                    files.tokenizer_path.display()
+                    files.tokenizer_shown()
                 );
             }
         }

@@ -146,6 +146,14 @@ pub struct CorpusArgs {
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
 
+    /// Raise (or lower) one of the limits a Parquet file is read within, checked before any
+    /// row is read: `file_bytes=SIZE` (its pages decompressed plus the rows made of them,
+    /// default 4GiB), `row_group_bytes=SIZE` (the same for one row group, which bounds one
+    /// row; default 256MiB), `columns=N` (fields its schema declares; default 4096).
+    /// Repeatable.
+    #[arg(long, value_name = "KEY=SIZE")]
+    pub parquet_limit: Vec<String>,
+
     /// Worker threads (default: every core).
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
@@ -158,7 +166,8 @@ pub struct CorpusArgs {
         long,
         value_delimiter = ',',
         default_value = "16,64",
-        value_name = "B,B,..."
+        value_name = "B,B,...",
+        value_parser = block_size
     )]
     pub block_sizes: Vec<usize>,
 
@@ -266,7 +275,7 @@ pub struct CheckArgs {
     pub routers: Vec<String>,
 
     /// The engine's KV block size (vLLM's --block-size) the router config is linted against.
-    #[arg(long, default_value_t = 16, value_name = "B")]
+    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size)]
     pub engine_block_size: usize,
 
     /// The config file (default: ./kvaudit.toml when it exists).
@@ -489,11 +498,11 @@ pub struct RouterArgs {
     pub routers: Vec<String>,
 
     /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
-    #[arg(long, default_value_t = 16, value_name = "B")]
+    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size)]
     pub engine_block_size: usize,
 
     /// llm-d's index block size (blockSizeTokens) for the router view.
-    #[arg(long, default_value_t = 64, value_name = "B")]
+    #[arg(long, default_value_t = 64, value_name = "B", value_parser = block_size)]
     pub index_block_size: usize,
 
     #[command(flatten)]
@@ -671,7 +680,8 @@ pub struct DiffTurnsArgs {
         long,
         value_delimiter = ',',
         default_value = "16,64",
-        value_name = "B,B,..."
+        value_name = "B,B,...",
+        value_parser = block_size
     )]
     pub block_sizes: Vec<usize>,
 
@@ -711,7 +721,8 @@ pub struct EmulationArgs {
         visible_alias = "index-block-size",
         value_delimiter = ',',
         default_value = "64",
-        value_name = "B,B,..."
+        value_name = "B,B,...",
+        value_parser = block_size
     )]
     pub index_block_size: Vec<usize>,
 
@@ -785,7 +796,8 @@ pub struct KeysArgs {
         long = "block-sizes",
         visible_alias = "index-block-size",
         default_value_t = 64,
-        value_name = "B"
+        value_name = "B",
+        value_parser = block_size
     )]
     pub index_block_size: usize,
 
@@ -930,6 +942,26 @@ pub struct CaptureArgs {
     pub format: OutputFormat,
 }
 
+/// A KV block size flag: a whole number from 1 to [`crate::align::MAX_BLOCK_SIZE`].
+pub fn block_size(text: &str) -> Result<usize, String> {
+    let range = || {
+        format!(
+            "a block size is a whole number of tokens from 1 to {}",
+            crate::align::MAX_BLOCK_SIZE
+        )
+    };
+    let t = text.trim();
+    match t.parse::<usize>() {
+        Ok(b) if (1..=crate::align::MAX_BLOCK_SIZE).contains(&b) => Ok(b),
+        // All digits, but past the range (or past usize): out of range, not malformed.
+        _ if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()) => Err(range()),
+        _ => Err(format!(
+            "expected {}",
+            range().trim_start_matches("a block size is ")
+        )),
+    }
+}
+
 /// The range `--max-message-size` takes: a message holds at least a topic, a sequence
 /// number and a small batch; past 1 GiB (`events::frames::MAX_PAYLOAD`) a payload would not
 /// be written anyway.
@@ -938,15 +970,6 @@ pub const MESSAGE_SIZE_RANGE: std::ops::RangeInclusive<usize> = (1 << 10)..=(1 <
 /// `--max-message-size`: `268435456`, `256MiB`, `256M`, `64KiB`, `1GiB` (powers of 1024).
 pub fn message_size(text: &str) -> Result<usize, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let shift = match unit.trim() {
-        "" | "B" => 0,
-        "K" | "k" | "KiB" | "KB" | "kB" => 10,
-        "M" | "MiB" | "MB" => 20,
-        "G" | "GiB" | "GB" => 30,
-        _ => return Err("expected a size like 256MiB, 64KiB or 1048576 (bytes)".into()),
-    };
     let range = || {
         format!(
             "must be from {} bytes (1 KiB) to {} bytes (1 GiB)",
@@ -954,16 +977,12 @@ pub fn message_size(text: &str) -> Result<usize, String> {
             MESSAGE_SIZE_RANGE.end()
         )
     };
-    let n: u64 = match num.parse() {
-        Ok(n) => n,
+    match crate::input::parse_size(t).map(usize::try_from) {
+        Some(Ok(b)) if MESSAGE_SIZE_RANGE.contains(&b) => Ok(b),
+        Some(_) => Err(range()),
         // All digits, but past u64: out of range rather than malformed.
-        Err(_) if !num.is_empty() => return Err(range()),
-        Err(_) => return Err("expected a size like 256MiB, 64KiB or 1048576 (bytes)".into()),
-    };
-    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n);
-    match bytes.and_then(|b| usize::try_from(b).ok()) {
-        Some(b) if MESSAGE_SIZE_RANGE.contains(&b) => Ok(b),
-        _ => Err(range()),
+        None if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()) => Err(range()),
+        None => Err("expected a size like 256MiB, 64KiB or 1048576 (bytes)".into()),
     }
 }
 
@@ -1056,7 +1075,12 @@ pub struct ProbeArgs {
 
     /// The server's KV block size (vLLM --block-size) or page size (SGLang --page-size);
     /// `--block-size` still works.
-    #[arg(long = "block-sizes", visible_alias = "block-size", value_name = "B")]
+    #[arg(
+        long = "block-sizes",
+        visible_alias = "block-size",
+        value_name = "B",
+        value_parser = block_size
+    )]
     pub block_size: Option<usize>,
 
     /// The API key (default: OPENAI_API_KEY); sent only to the --url host, never printed.

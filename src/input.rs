@@ -89,6 +89,24 @@ fn too_big(len: u64, limit: u64) -> std::io::Error {
     )
 }
 
+/// A size or count as a user writes one: `268435456`, `256MiB`, `256M`, `64KiB`, `8GiB`
+/// (powers of 1024); `None` for anything else, or past u64.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "k" | "KiB" | "KB" | "kB" => 10,
+        "M" | "MiB" | "MB" => 20,
+        "G" | "GiB" | "GB" => 30,
+        "T" | "TiB" | "TB" => 40,
+        _ => return None,
+    };
+    let n: u64 = num.parse().ok()?;
+    n.checked_shl(shift).filter(|b| b >> shift == n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +147,18 @@ mod tests {
         let err = read_stream_text(std::io::repeat(b'a'), 4).unwrap_err();
         assert_eq!(err.to_string(), "more than the 4 bytes limit");
         assert!(read_stream_text(&b"\xff"[..], 5).is_err());
+    }
+
+    #[test]
+    fn sizes_as_users_write_them() {
+        assert_eq!(super::parse_size("268435456"), Some(268_435_456));
+        assert_eq!(super::parse_size("256MiB"), Some(256 << 20));
+        assert_eq!(super::parse_size(" 8GiB "), Some(8 << 30));
+        assert_eq!(super::parse_size("64K"), Some(64 << 10));
+        assert_eq!(super::parse_size("2T"), Some(2 << 40));
+        assert_eq!(super::parse_size("20000000T"), None);
+        assert_eq!(super::parse_size("lots"), None);
+        assert_eq!(super::parse_size("-1"), None);
+        assert_eq!(super::parse_size(""), None);
     }
 }

@@ -21,6 +21,13 @@ fn main() -> ExitCode {
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        // A value a flag's own parser refused (a block size out of range, a size without a
+        // unit) is one line, as every other bad input is; clap would add a hint after it.
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            let text = e.render().to_string();
+            terminal::stderr_line(text.lines().next().unwrap_or("error: invalid value"));
+            return ExitCode::from(2);
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             // --help or --version into a full disk is an error; into a closed pipe it is not.

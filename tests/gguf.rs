@@ -91,6 +91,16 @@ impl Gguf {
 /// A small byte-level BPE vocabulary in GGUF form: every byte as its GPT-2 character, a few
 /// merges, two control tokens and a chat template.
 fn tiny(pre: &str) -> Gguf {
+    tiny_with_merges(
+        pre,
+        &[
+            "h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld",
+        ],
+    )
+}
+
+/// [`tiny`] with these merges.
+fn tiny_with_merges(pre: &str, merges: &[&str]) -> Gguf {
     // GPT-2's byte-to-character map, as tokenizer.json vocabularies spell bytes.
     let mut chars: Vec<String> = Vec::new();
     let mut n = 0u32;
@@ -124,10 +134,7 @@ fn tiny(pre: &str) -> Gguf {
         .string("tokenizer.ggml.pre", pre)
         .strings("tokenizer.ggml.tokens", &token_refs)
         .ints("tokenizer.ggml.token_type", &types)
-        .strings(
-            "tokenizer.ggml.merges",
-            &["h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld"],
-        )
+        .strings("tokenizer.ggml.merges", merges)
         .u32("tokenizer.ggml.eos_token_id", (n - 1) as u32)
         .bool("tokenizer.ggml.add_bos_token", false)
         .string(
@@ -455,4 +462,142 @@ fn transitions(model: &Path, corpus: &[PathBuf], dir: &Path) -> Vec<(String, u64
             )
         })
         .collect()
+}
+
+/// Files in `dir` and below (what a run may have left there).
+fn left_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        out.push(e.path());
+        if e.path().is_dir() {
+            out.extend(left_in(&e.path()));
+        }
+    }
+    out
+}
+
+/// With the tokenizer cache off, the files made from a GGUF live in a directory of the run's
+/// own under TMPDIR, removed on every way out: success, a GGUF kvaudit refuses after making the
+/// directory, and a tokenizer that fails to load. The failing tokenizer is named by the GGUF the
+/// user gave, not by the file made from it.
+#[test]
+fn the_cache_off_leaves_nothing_behind_and_errors_name_the_gguf() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.gguf");
+    std::fs::write(&good, tiny("qwen2").bytes()).unwrap();
+    // A merge of two tokens whose result is not in the vocabulary: the tokenizer made from it
+    // does not load.
+    let broken = dir.path().join("broken.gguf");
+    std::fs::write(&broken, tiny_with_merges("qwen2", &["h e", "q z"]).bytes()).unwrap();
+    // A SentencePiece vocabulary: refused after the metadata is read.
+    let mut bytes = tiny("qwen2").bytes();
+    let spm = dir.path().join("spm.gguf");
+    let at = bytes
+        .windows(4)
+        .position(|w| w == b"gpt2")
+        .expect("the model key's value");
+    bytes[at..at + 4].copy_from_slice(b"llam");
+    std::fs::write(&spm, &bytes).unwrap();
+    for (model, code) in [(&good, 0), (&broken, 2), (&spm, 2)] {
+        let out = kvaudit()
+            .env("KVAUDIT_TOKENIZER_CACHE", "off")
+            .env("TMPDIR", tmp.path())
+            .args([
+                "render",
+                "--model",
+                path_str(model),
+                "--user",
+                "hello",
+                "--reply",
+                "hi",
+            ])
+            .assert()
+            .code(code);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        if code == 2 {
+            assert!(err.starts_with("error: "), "{err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            assert!(err.contains(path_str(model)), "{err}");
+            assert!(!err.contains("kvaudit-gguf-"), "{err}");
+        }
+        assert_eq!(
+            left_in(tmp.path()),
+            Vec::<PathBuf>::new(),
+            "{}",
+            model.display()
+        );
+    }
+}
+
+/// A file named .gguf that is not one is told what is wrong with it; a local path, whatever
+/// its spelling, never becomes a request to the Hub.
+#[test]
+fn a_local_file_is_read_as_itself_never_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    std::fs::write(models.join("m.gguf"), b"not a gguf at all").unwrap();
+    std::fs::write(models.join("m"), b"{}").unwrap();
+    // A Hub that answers nothing: any request to it would be a failure of its own kind.
+    for (model, want) in [
+        (
+            "models/m.gguf",
+            "is not a GGUF file kvaudit can read: it does not start with GGUF",
+        ),
+        ("models/m", "is a file; kvaudit reads a model directory"),
+    ] {
+        let out = kvaudit()
+            .current_dir(dir.path())
+            .env("HF_ENDPOINT", "http://127.0.0.1:9")
+            .env("HF_HUB_OFFLINE", "0")
+            .args(["diff-turns", "--model", model])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+        assert!(err.contains(want), "{model}: {err}");
+        assert!(!err.contains("127.0.0.1"), "{model}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
+
+/// Metadata kvaudit does not use is moved past, not read: a GGUF carrying a gigabyte of it
+/// (a sparse file here) is read in bounded memory and well within the hang guard.
+#[test]
+fn a_gigabyte_of_unread_metadata_is_skipped() {
+    use std::io::{Seek, SeekFrom, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.gguf");
+    let rest = tiny("qwen2");
+    let mut head = b"GGUF".to_vec();
+    head.extend(3u32.to_le_bytes());
+    head.extend(0u64.to_le_bytes());
+    head.extend((rest.count + 1).to_le_bytes());
+    let key = "general.description";
+    head.extend((key.len() as u64).to_le_bytes());
+    head.extend(key.as_bytes());
+    head.extend(8u32.to_le_bytes());
+    let gib = 1u64 << 30;
+    head.extend(gib.to_le_bytes());
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.write_all(&head).unwrap();
+    f.seek(SeekFrom::Current(gib as i64)).unwrap();
+    f.write_all(&rest.entries).unwrap();
+    drop(f);
+    let m = common::run_measured(
+        &[
+            "render",
+            "--model",
+            path_str(&path),
+            "--user",
+            "hello",
+            "--reply",
+            "hi",
+        ],
+        &[],
+        std::time::Duration::from_secs(20),
+        512,
+    );
+    assert!(!m.killed, "not done within the hang guard");
+    assert_eq!(m.code, 0, "{}", m.stderr);
 }

@@ -287,7 +287,7 @@ fn damaged_and_hostile_parquet_files_are_skips_or_one_error() {
     assert!(
         why.as_str()
             .unwrap()
-            .contains("over kvaudit's limit of 268435456"),
+            .contains("over kvaudit's limit of 134217728"),
         "{why}"
     );
     // Flipped bytes anywhere: whatever is read, nothing crashes (checked in `run`).

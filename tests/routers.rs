@@ -155,7 +155,7 @@ fn bad_router_input_is_one_error_line() {
         ),
         (
             vec!["--router", "gaie:block_size=0"],
-            "error: --router \"gaie:block_size=0\": block_size must be positive",
+            "error: --router \"gaie:block_size=0\": block_size 0: a block size is 1 to 65536 tokens",
         ),
         (
             vec!["--router-config", "/nonexistent/epp.yaml"],

@@ -569,21 +569,16 @@ pub fn zmtp_frames(data: &[u8]) {
 /// then the rows must return normally, whatever the bytes (a damaged file is an error, and
 /// no page may make the reader allocate past kvaudit's limits).
 pub fn parquet_rows(data: &[u8]) {
-    use std::sync::OnceLock;
-    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("kvaudit-fuzz-parquet-{}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("temp dir");
-        d
-    });
-    let path = dir.join("input.parquet");
-    if std::fs::write(&path, data).is_err() {
+    let Some(path) = scratch_file("input.parquet", data) else {
         return;
-    }
+    };
     let Ok(file) = std::fs::File::open(&path) else {
         return;
     };
-    let Ok(mut rows) = kvaudit::corpus::parquet_file::ParquetRows::open(file) else {
+    let Ok(mut rows) = kvaudit::corpus::parquet_file::ParquetRows::open(
+        file,
+        &kvaudit::corpus::parquet_file::Limits::default(),
+    ) else {
         return;
     };
     for _ in 0..10_000 {
@@ -597,18 +592,35 @@ pub fn parquet_rows(data: &[u8]) {
 /// The input is a whole file offered as `--model FILE.gguf`: reading its metadata and making
 /// the tokenizer files from it must return normally, whatever the bytes, within the limits.
 pub fn gguf_metadata(data: &[u8]) {
-    use std::sync::OnceLock;
-    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("kvaudit-fuzz-gguf-{}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("temp dir");
-        d
-    });
-    let path = dir.join("input.gguf");
-    if std::fs::write(&path, data).is_err() {
+    let Some(path) = scratch_file("input.gguf", data) else {
         return;
-    }
+    };
     if let Ok(meta) = kvaudit::model::gguf::read_metadata(&path) {
         let _ = meta.hf_files("input.gguf");
     }
+}
+
+/// A corpus partial (`kvaudit merge`), from a file (the reader streams files): read, checked,
+/// and taken again as a second shard would be.
+pub fn corpus_partial(data: &[u8]) {
+    let Some(path) = scratch_file("input.json", data) else {
+        return;
+    };
+    // Read, then read again as the next shard: checked against the first, refused as the
+    // same rows when it has any, merged when it has none.
+    let _ = kvaudit::corpus::partial::merge_files(&[path.clone(), path]);
+}
+
+/// `data` written to `name` in a directory of this fuzzing process's own (the targets whose
+/// readers take files: Parquet, GGUF, partials).
+fn scratch_file(name: &str, data: &[u8]) -> Option<std::path::PathBuf> {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("kvaudit-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    });
+    let path = dir.join(name);
+    std::fs::write(&path, data).ok().map(|()| path)
 }

@@ -154,6 +154,38 @@ pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// The largest KV block size kvaudit takes from any flag, router setting, configuration,
+/// partial or server: engines use 1 to a few hundred tokens a block (hybrid models' aligned
+/// blocks a few thousand). Bounded so that what routers derive from a block size (GAIE's 4·B
+/// bytes a block, blocks per prompt) stays small and no figure overflows.
+pub const MAX_BLOCK_SIZE: usize = 1 << 16;
+
+/// `b` if it is a block size kvaudit takes; else why not, naming `what` (a flag or setting).
+pub fn check_block_size(what: &str, b: usize) -> Result<usize, String> {
+    if (1..=MAX_BLOCK_SIZE).contains(&b) {
+        Ok(b)
+    } else {
+        Err(format!(
+            "{what} {b}: a block size is 1 to {MAX_BLOCK_SIZE} tokens"
+        ))
+    }
+}
+
+/// Block sizes of one run (`--block-sizes`, a gate's `block_sizes`, a partial's): at least one,
+/// each in range, none twice (a report has one column per size).
+pub fn check_block_sizes(what: &str, sizes: &[usize]) -> Result<(), String> {
+    if sizes.is_empty() {
+        return Err(format!("{what}: give at least one block size, e.g. 16,64"));
+    }
+    for (i, &b) in sizes.iter().enumerate() {
+        check_block_size(what, b)?;
+        if sizes[..i].contains(&b) {
+            return Err(format!("{what}: block size {b} given twice"));
+        }
+    }
+    Ok(())
+}
+
 /// `|N| - floor(min(LCP, |H|) / B) * B`: vLLM caches whole blocks only.
 pub fn uncached_tokens(next: usize, lcp: usize, held: usize, block: usize) -> usize {
     let reusable = lcp.min(held) / block * block;

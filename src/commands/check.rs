@@ -26,9 +26,20 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         p.extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"))
     };
-    if args.router_config.is_none()
-        && let Some(path) = args.config.as_deref().filter(|p| yaml(p))
-    {
+    // So is --router-config when nothing names a model to run (no --model, no config given and
+    // no ./kvaudit.toml).
+    let alone = match (&args.router_config, args.config.as_deref()) {
+        (None, Some(path)) if yaml(path) => Some(path),
+        (Some(path), None)
+            if args.model.is_empty()
+                && args.scenario.is_empty()
+                && !std::path::Path::new("kvaudit.toml").exists() =>
+        {
+            Some(path.as_path())
+        }
+        _ => None,
+    };
+    if let Some(path) = alone {
         let findings = router_lints(path, args.engine_block_size, None)?;
         let report = gate::CheckReport {
             models: Vec::new(),

@@ -71,6 +71,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         Selection {
             limit: args.limit,
             sample: args.sample.map(|n| (n, args.seed)),
+            parquet: corpus_settings.parquet_limits,
         },
     );
     if let Some(e) = rows.open_error.as_ref() {

@@ -15,9 +15,8 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     )?;
     settings.date_rollover = args.date_rollover;
     settings.remedies = args.remedies;
-    if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {
-        bail!("--block-sizes must be positive integers, e.g. 16,64");
-    }
+    crate::align::check_block_sizes("--block-sizes", &args.block_sizes)
+        .map_err(anyhow::Error::msg)?;
     settings.align.block_sizes = args.block_sizes.clone();
     let llm_d = router_settings(&args.router, &args.model.model)?;
     settings.routers = super::settings::router_specs(&args.router, &llm_d)?;

@@ -42,9 +42,8 @@ pub fn replay_options(
     keep_going: bool,
     default_pod: &str,
 ) -> Result<ReplayOptions> {
-    if args.index_block_size.is_empty() || args.index_block_size.contains(&0) {
-        bail!("--block-sizes must be positive integers, e.g. 16,64");
-    }
+    crate::align::check_block_sizes("--block-sizes", &args.index_block_size)
+        .map_err(anyhow::Error::msg)?;
     let mut views = Vec::new();
     let mut dynamo = Vec::new();
     // The llm-d settings a `--router llm-d:...` starts from (its engine block size and
@@ -110,8 +109,11 @@ pub fn router_settings(
     args: &crate::cli::RouterArgs,
     model: &str,
 ) -> Result<crate::index::router::RouterSettings> {
-    if args.engine_block_size == 0 || args.index_block_size == 0 {
-        bail!("--engine-block-size and --index-block-size must be positive");
+    for (flag, b) in [
+        ("--engine-block-size", args.engine_block_size),
+        ("--index-block-size", args.index_block_size),
+    ] {
+        crate::align::check_block_size(flag, b).map_err(anyhow::Error::msg)?;
     }
     let decider = crate::index::decider::DeciderConfig::parse(&args.decider)
         .map_err(|e| anyhow::anyhow!("--decider {:?}: {e}", args.decider))?;
@@ -746,9 +748,8 @@ pub fn corpus_settings(
     use crate::cli::PrefillAffinityArg;
     use crate::corpus::alternatives::{Assumptions, PrefillAffinity};
     use crate::corpus::kv_bytes::{self, KvBytes};
-    if args.block_sizes.is_empty() || args.block_sizes.contains(&0) {
-        bail!("--block-sizes must be positive integers, e.g. 16,64");
-    }
+    crate::align::check_block_sizes("--block-sizes", &args.block_sizes)
+        .map_err(anyhow::Error::msg)?;
     if args.jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
@@ -779,7 +780,14 @@ pub fn corpus_settings(
             None => None,
         },
     };
+    let mut parquet_limits = crate::corpus::parquet_file::Limits::default();
+    for text in &args.parquet_limit {
+        parquet_limits
+            .set(text)
+            .map_err(|e| anyhow::anyhow!("--parquet-limit: {e}"))?;
+    }
     Ok(crate::corpus::CorpusSettings {
+        parquet_limits,
         block_sizes: args.block_sizes.clone(),
         jobs,
         seed: args.seed,

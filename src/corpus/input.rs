@@ -100,6 +100,9 @@ pub struct FileSummary {
     pub compression: crate::names::Name,
     /// Rows read from it (used or skipped), before `--limit` and `--sample` stop or drop any.
     pub rows: u64,
+    /// XXH3-128 of its bytes as read (compressed, as stored), in hex: what a merge compares
+    /// so that the same rows are never counted twice.
+    pub digest: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -149,13 +152,15 @@ struct OpenFile {
     /// Progress counted per row of a Parquet file: its bytes over its rows.
     bytes_per_row: u64,
     bytes_read: Arc<AtomicU64>,
+    digest: Digest,
 }
 
-/// What `--limit` and `--sample` ask for.
+/// What `--limit` and `--sample` ask for, and what a Parquet file may make the reading do.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Selection {
     pub limit: Option<u64>,
     pub sample: Option<(u64, u64)>,
+    pub parquet: super::parquet_file::Limits,
 }
 
 /// The rows of every file in turn.
@@ -164,6 +169,7 @@ pub struct Rows {
     next_path: usize,
     current: Option<OpenFile>,
     forced: RowFormat,
+    parquet: super::parquet_file::Limits,
     done_files: Vec<FileSummary>,
     limit: Option<u64>,
     taken: u64,
@@ -187,6 +193,7 @@ impl Rows {
             next_path: 0,
             current: None,
             forced,
+            parquet: selection.parquet,
             done_files: Vec::new(),
             limit: selection.limit,
             taken: 0,
@@ -260,7 +267,7 @@ impl Rows {
             return false;
         };
         self.next_path += 1;
-        match open(&path, self.forced, self.bytes_read.clone()) {
+        match open(&path, self.forced, &self.parquet, self.bytes_read.clone()) {
             Ok(f) => {
                 self.current = Some(f);
                 true
@@ -339,19 +346,57 @@ impl SplitMix64 {
 struct Counting<R> {
     inner: R,
     count: Arc<AtomicU64>,
+    digest: Digest,
 }
 
 impl<R: Read> Read for Counting<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.count.fetch_add(n as u64, Ordering::Relaxed);
+        self.digest.update(&buf[..n]);
         Ok(n)
+    }
+}
+
+/// The running XXH3-128 of a file's bytes, shared by its reader and its summary.
+#[derive(Clone, Default)]
+struct Digest(Arc<std::sync::Mutex<xxhash_rust::xxh3::Xxh3>>);
+
+impl Digest {
+    fn update(&self, bytes: &[u8]) {
+        if let Ok(mut h) = self.0.lock() {
+            h.update(bytes);
+        }
+    }
+
+    fn hex(&self) -> String {
+        self.0
+            .lock()
+            .map_or_else(|_| String::new(), |h| format!("{:032x}", h.digest128()))
+    }
+
+    /// Of a whole file read here (a Parquet file, which its reader reads by seeking).
+    fn of_file(path: &Path) -> std::io::Result<Digest> {
+        let digest = Digest::default();
+        let mut file = crate::input::open_regular(path)?;
+        let mut buf = vec![0u8; READ_BUFFER];
+        loop {
+            match file.read(&mut buf)? {
+                0 => return Ok(digest),
+                n => digest.update(&buf[..n]),
+            }
+        }
     }
 }
 
 const READ_BUFFER: usize = 256 << 10;
 
-fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFile, OpenError> {
+fn open(
+    path: &Path,
+    forced: RowFormat,
+    parquet: &super::parquet_file::Limits,
+    count: Arc<AtomicU64>,
+) -> Result<OpenFile, OpenError> {
     let shown = path.display().to_string();
     let err = |source: std::io::Error| OpenError {
         path: shown.clone(),
@@ -362,16 +407,18 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
     } else {
         Box::new(crate::input::open_regular(path).map_err(err)?)
     };
+    let digest = Digest::default();
     let mut buffered = BufReader::with_capacity(
         READ_BUFFER,
         Counting {
             inner: raw,
             count: count.clone(),
+            digest: digest.clone(),
         },
     );
     let magic = buffered.fill_buf().map_err(err)?;
     if magic.starts_with(super::parquet_file::MAGIC) {
-        return open_parquet(path, shown.clone(), forced, count).map_err(err);
+        return open_parquet(path, shown.clone(), forced, parquet, count).map_err(err);
     }
     let compression = if magic.starts_with(&[0x1f, 0x8b]) {
         Compression::Gzip
@@ -434,6 +481,7 @@ fn open(path: &Path, forced: RowFormat, count: Arc<AtomicU64>) -> Result<OpenFil
         failed,
         bytes_per_row: 0,
         bytes_read: count,
+        digest,
     })
 }
 
@@ -444,6 +492,7 @@ fn open_parquet(
     path: &Path,
     shown: String,
     forced: RowFormat,
+    limits: &super::parquet_file::Limits,
     count: Arc<AtomicU64>,
 ) -> std::io::Result<OpenFile> {
     if path.as_os_str() == "-" {
@@ -453,6 +502,7 @@ fn open_parquet(
         ));
     }
     let file = crate::input::open_regular(path)?;
+    let digest = Digest::of_file(path)?;
     let mut opened = OpenFile {
         shown,
         reader: Box::new(std::io::empty()),
@@ -465,8 +515,9 @@ fn open_parquet(
         failed: None,
         bytes_per_row: 0,
         bytes_read: count,
+        digest,
     };
-    match super::parquet_file::ParquetRows::open(file) {
+    match super::parquet_file::ParquetRows::open(file, limits) {
         Ok(rows) => {
             opened.bytes_per_row = rows.file_bytes / rows.total_rows.max(1);
             opened.layout = Layout::Parquet(Box::new(rows));
@@ -519,6 +570,7 @@ impl OpenFile {
                 _ => self.compression.name(),
             },
             rows: self.rows,
+            digest: self.digest.hex(),
         }
     }
 
@@ -1429,13 +1481,13 @@ mod tests {
         };
         let limited = contents(Selection {
             limit: Some(3),
-            sample: None,
+            ..Selection::default()
         });
         assert_eq!(limited, ["0", "1", "2"]);
         let sample = |seed| {
             contents(Selection {
-                limit: None,
                 sample: Some((10, seed)),
+                ..Selection::default()
             })
         };
         let a = sample(7);
@@ -1449,8 +1501,8 @@ mod tests {
             vec![path.clone()],
             RowFormat::Auto,
             Selection {
-                limit: None,
                 sample: Some((10, 7)),
+                ..Selection::default()
             },
         );
         assert_eq!(rows.summary().sampled, Some((10, 100)));

@@ -43,6 +43,10 @@ pub struct CorpusSettings {
     pub worst: usize,
     /// How many shared session keys the report lists.
     pub shared_keys: usize,
+    /// What a Parquet file may make the reading do (`--parquet-limit`): it changes which
+    /// files are read, never a figure, so partials neither carry nor compare it.
+    #[serde(skip)]
+    pub parquet_limits: parquet_file::Limits,
 }
 
 /// Row numbers kept per skip reason.

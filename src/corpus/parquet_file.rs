@@ -15,20 +15,87 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use parquet::basic::Compression as Codec;
-use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::reader::RowIter;
 
 /// The first and last four bytes of every Parquet file.
 pub const MAGIC: &[u8; 4] = b"PAR1";
-/// The footer (the file's metadata, Thrift-encoded) is read whole before anything else.
-const MAX_FOOTER_BYTES: u64 = 64 << 20;
+/// The footer (the file's metadata, Thrift-encoded) is read whole before anything else, and
+/// the crate builds a structure per column chunk from it: real footers are kilobytes to a few
+/// megabytes.
+const MAX_FOOTER_BYTES: u64 = 16 << 20;
 /// One page decompressed; a page holds many rows, and a row is at most 8 MiB.
-const MAX_PAGE_BYTES: i64 = 256 << 20;
-/// A row group's pages decompressed, all columns: what reading it may hold at most.
-const MAX_ROW_GROUP_BYTES: u64 = 1 << 30;
+const MAX_PAGE_BYTES: i64 = 128 << 20;
 /// Values of a row group, all columns (a value becomes a field of a row when rows are read).
-const MAX_ROW_GROUP_VALUES: u64 = 1 << 24;
+const MAX_ROW_GROUP_VALUES: u64 = 1 << 22;
+/// What one value costs when a row is made of it, besides its bytes (the crate's field, its
+/// name, the list or struct holding it).
+const VALUE_OVERHEAD: u64 = 64;
+
+/// How much one Parquet file may make kvaudit do, each checked from the footer and the page
+/// headers before any row is read (`corpus --parquet-limit KEY=SIZE` raises one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// All the file's pages decompressed plus the rows made of them, counting each dictionary
+    /// reference at its longest entry: the work the file asks for.
+    pub file_bytes: u64,
+    /// The same for one row group, which bounds one row (a row never spans row groups), and
+    /// its pages decompressed: what reading it may hold at once.
+    pub row_group_bytes: u64,
+    /// Fields its schema declares (the crate builds a column reader per leaf).
+    pub columns: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            file_bytes: 4 << 30,
+            row_group_bytes: 256 << 20,
+            columns: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// The keys `--parquet-limit` takes, with what each bounds.
+    pub const KEYS: [(&'static str, &'static str); 3] = [
+        (
+            "file_bytes",
+            "pages decompressed plus rows made, in one file",
+        ),
+        (
+            "row_group_bytes",
+            "the same in one row group (bounds one row)",
+        ),
+        ("columns", "fields the schema declares"),
+    ];
+
+    /// Sets one limit from `KEY=VALUE` (a size like 8GiB, or a count).
+    pub fn set(&mut self, text: &str) -> Result<(), String> {
+        let (key, value) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?}: expected KEY=VALUE, e.g. file_bytes=8GiB"))?;
+        let n = crate::input::parse_size(value.trim())
+            .ok_or_else(|| format!("{key}={value}: expected a size like 8GiB or a count"))?;
+        let slot = match key.trim() {
+            "file_bytes" => &mut self.file_bytes,
+            "row_group_bytes" => &mut self.row_group_bytes,
+            "columns" => &mut self.columns,
+            other => {
+                let keys: Vec<&str> = Limits::KEYS.iter().map(|(k, _)| *k).collect();
+                return Err(format!(
+                    "no Parquet limit {other:?} (known: {})",
+                    keys.join(", ")
+                ));
+            }
+        };
+        if n == 0 {
+            return Err(format!("{key}={value}: a limit of 0 reads nothing"));
+        }
+        *slot = n;
+        Ok(())
+    }
+}
 /// Nesting of the schema (the crate builds it recursively); real schemas nest a few levels.
 const MAX_SCHEMA_DEPTH: usize = 64;
 /// A page header: its statistics may carry a value, so give it room, but not without end.
@@ -52,16 +119,16 @@ pub struct ParquetRows {
 
 impl ParquetRows {
     /// Checks `file`'s footer and page headers, then opens it for reading row by row.
-    pub fn open(file: File) -> std::io::Result<ParquetRows> {
+    pub fn open(file: File, limits: &Limits) -> std::io::Result<ParquetRows> {
         let file_bytes = file.metadata()?.len();
-        check_footer(&file, file_bytes)?;
+        check_footer(&file, file_bytes, limits)?;
         // The page headers are read through a handle of their own (the reader owns the file).
         let headers = file.try_clone()?;
         let reader = crate::panics::quietly_catching(|| SerializedFileReader::new(file))
             .map_err(|p| invalid(format!("the parquet reader failed on this file: {p}")))?
             .map_err(|e| invalid(format!("not a readable Parquet file: {e}")))?;
         let meta = reader.metadata();
-        let codecs = check_pages(&headers, file_bytes, meta)?;
+        let codecs = check_pages(&headers, file_bytes, &reader, limits)?;
         let total_rows = meta
             .row_groups()
             .iter()
@@ -91,7 +158,7 @@ impl ParquetRows {
 }
 
 /// The footer's length is within the file and within bounds (the crate reads it whole).
-fn check_footer(mut file: &File, len: u64) -> std::io::Result<()> {
+fn check_footer(mut file: &File, len: u64, limits: &Limits) -> std::io::Result<()> {
     if len < 12 {
         return Err(invalid(format!(
             "{len} bytes: too short for a Parquet file"
@@ -121,13 +188,14 @@ fn check_footer(mut file: &File, len: u64) -> std::io::Result<()> {
     let mut bytes = vec![0u8; footer as usize];
     file.seek(SeekFrom::Start(len - 8 - footer))?;
     file.read_exact(&mut bytes)?;
-    check_schema_depth(&bytes)
+    check_schema(&bytes, limits)
 }
 
 /// Walks the footer (FileMetaData) with the compact reader, whose nesting is bounded, and the
 /// schema's tree (field 2: its elements in depth-first order, each with its `num_children`,
-/// field 5), whose depth must stay under [`MAX_SCHEMA_DEPTH`].
-fn check_schema_depth(footer: &[u8]) -> std::io::Result<()> {
+/// field 5), whose depth must stay under [`MAX_SCHEMA_DEPTH`] and whose fields are counted
+/// before one is read.
+fn check_schema(footer: &[u8], limits: &Limits) -> std::io::Result<()> {
     let mut r: &[u8] = footer;
     let mut c = Compact { r: &mut r, used: 0 };
     let mut open: Vec<i64> = Vec::new();
@@ -141,6 +209,13 @@ fn check_schema_depth(footer: &[u8]) -> std::io::Result<()> {
             };
             if head & 0x0f != 12 {
                 return Err(invalid("a schema that is not a list of elements".into()));
+            }
+            if n > limits.columns {
+                return Err(invalid(format!(
+                    "its schema declares {n} fields, over kvaudit's limit of {} \
+                     (--parquet-limit columns=N raises it)",
+                    limits.columns
+                )));
             }
             for _ in 0..n {
                 let mut children = 0i64;
@@ -179,16 +254,25 @@ fn check_schema_depth(footer: &[u8]) -> std::io::Result<()> {
     .map_err(|e| invalid(format!("its footer cannot be read: {e}")))
 }
 
-/// Every page header of every column chunk, read and checked; the codecs used.
+/// Every page header of every column chunk, read and checked against `limits` before any
+/// row is read; the codecs used. No two column chunks may share bytes (a footer that points
+/// many row groups at one page would have it decompressed once for each), so the work follows
+/// the bytes the file carries.
 fn check_pages(
     file: &File,
     file_bytes: u64,
-    meta: &ParquetMetaData,
+    reader: &SerializedFileReader<File>,
+    limits: &Limits,
 ) -> std::io::Result<&'static str> {
+    let meta = reader.metadata();
+    check_chunks_apart(meta, file_bytes)?;
     let mut codecs: Vec<&'static str> = Vec::new();
+    let mut file_work = 0u64;
     for (g, group) in meta.row_groups().iter().enumerate() {
-        let (mut group_bytes, mut group_values) = (0u64, 0u64);
-        for column in group.columns() {
+        let mut group_bytes = 0u64;
+        let mut group_values = 0u64;
+        let mut group_made = 0u64;
+        for (c, column) in group.columns().iter().enumerate() {
             let codec = column.compression();
             let name = codec_name(codec);
             if !codecs.contains(&name) {
@@ -213,18 +297,36 @@ fn check_pages(
                         "row group {g}: a column chunk ends past the end of the file"
                     ))
                 })?;
+            // The longest entry of the chunk's dictionary, once its first page is one: each
+            // reference to it makes a copy of an entry when rows are made.
+            let mut longest_entry: Option<u64> = None;
             let mut at = start;
             while at < end {
                 let page = read_page(file, at, end, codec)
                     .map_err(|e| invalid(format!("row group {g}, page at byte {at}: {e}")))?;
                 group_bytes += page.bytes;
                 group_values += page.values;
-                if group_bytes > MAX_ROW_GROUP_BYTES {
-                    return Err(invalid(format!(
-                        "row group {g} holds over {MAX_ROW_GROUP_BYTES} bytes decompressed, \
-                         over kvaudit's limit for one row group"
-                    )));
-                }
+                group_made += match page.kind {
+                    PageKind::Dictionary => {
+                        if at == start {
+                            longest_entry = Some(longest_dictionary_entry(reader, g, c)?);
+                        }
+                        0
+                    }
+                    PageKind::Data { dictionary: true } => {
+                        let entry = longest_entry.ok_or_else(|| {
+                            invalid(format!(
+                                "row group {g}: a page refers to a dictionary its column \
+                                 chunk does not start with"
+                            ))
+                        })?;
+                        page.values.saturating_mul(entry + VALUE_OVERHEAD)
+                    }
+                    PageKind::Data { dictionary: false } => page
+                        .bytes
+                        .saturating_add(page.values.saturating_mul(VALUE_OVERHEAD)),
+                    PageKind::Other => 0,
+                };
                 // Each value becomes a field of a row as the rows are assembled: a few bytes
                 // of a page can claim billions of them.
                 if group_values > MAX_ROW_GROUP_VALUES {
@@ -233,11 +335,105 @@ fn check_pages(
                          limit for one row group"
                     )));
                 }
+                let most = group_bytes.max(group_made);
+                if most > limits.row_group_bytes {
+                    return Err(invalid(format!(
+                        "row group {g} would make over {} bytes of pages or rows, kvaudit's \
+                         limit for one row group (--parquet-limit row_group_bytes=SIZE \
+                         raises it)",
+                        limits.row_group_bytes
+                    )));
+                }
                 at = page.next;
             }
         }
+        file_work = file_work
+            .saturating_add(group_bytes)
+            .saturating_add(group_made);
+        if file_work > limits.file_bytes {
+            return Err(invalid(format!(
+                "its pages decompressed and the rows made of them come to over {} bytes, \
+                 kvaudit's limit for one file (--parquet-limit file_bytes=SIZE raises it)",
+                limits.file_bytes
+            )));
+        }
     }
     Ok(crate::names::intern(&codecs.join("+")))
+}
+
+/// Column chunks whose bytes overlap are refused before any page is read (a footer listing
+/// one row group many times would otherwise have its pages read, and inflated, once a copy).
+fn check_chunks_apart(
+    meta: &parquet::file::metadata::ParquetMetaData,
+    file_bytes: u64,
+) -> std::io::Result<()> {
+    let mut chunks: Vec<(u64, u64)> = Vec::new();
+    for group in meta.row_groups() {
+        for column in group.columns() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or_else(|| column.data_page_offset());
+            if let (Ok(start), Ok(len)) = (
+                u64::try_from(start),
+                u64::try_from(column.compressed_size()),
+            ) {
+                // Out-of-range chunks are the page check's to name.
+                chunks.push((
+                    start.min(file_bytes),
+                    start.saturating_add(len).min(file_bytes),
+                ));
+            }
+        }
+    }
+    chunks.sort_unstable();
+    if chunks.windows(2).any(|w| w[1].0 < w[0].1) {
+        return Err(invalid(
+            "two of its column chunks share bytes (each chunk is its own bytes in a Parquet \
+             file)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The longest entry of the dictionary page that starts column `c` of row group `g`, read
+/// through the crate (decompressed; the page's size was checked before). Entries of a
+/// byte-array dictionary are PLAIN: a 4-byte length, then the bytes; other types' entries are
+/// all one width.
+fn longest_dictionary_entry(
+    reader: &SerializedFileReader<File>,
+    g: usize,
+    c: usize,
+) -> std::io::Result<u64> {
+    use parquet::column::page::Page as CratePage;
+    let page = crate::panics::quietly_catching(|| {
+        reader
+            .get_row_group(g)
+            .and_then(|r| r.get_column_page_reader(c))
+            .and_then(|mut pages| pages.get_next_page())
+    })
+    .map_err(|p| invalid(format!("the parquet reader failed on a dictionary: {p}")))?
+    .map_err(|e| invalid(format!("row group {g}: cannot read a dictionary: {e}")))?;
+    let Some(CratePage::DictionaryPage {
+        buf, num_values, ..
+    }) = page
+    else {
+        return Err(invalid(format!(
+            "row group {g}: a column chunk's first page is not the dictionary its header says"
+        )));
+    };
+    let physical = reader.metadata().row_group(g).column(c).column_type();
+    if physical != parquet::basic::Type::BYTE_ARRAY {
+        return Ok(buf.len() as u64 / u64::from(num_values.max(1)));
+    }
+    let (mut rest, mut longest) = (&buf[..], 0u64);
+    while rest.len() >= 4 {
+        let n = u64::from(u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]));
+        longest = longest.max(n);
+        let step = usize::try_from(n).map_or(rest.len(), |n| n.saturating_add(4));
+        rest = rest.get(step..).unwrap_or(&[]);
+    }
+    Ok(longest)
 }
 
 fn codec_name(codec: Codec) -> &'static str {
@@ -260,6 +456,19 @@ struct Page {
     bytes: u64,
     values: u64,
     next: u64,
+    kind: PageKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum PageKind {
+    Dictionary,
+    /// A data page, its values encoded as references into the chunk's dictionary or not.
+    Data {
+        dictionary: bool,
+    },
+    /// An index page (or a kind this reader does not know): it makes no values.
+    #[default]
+    Other,
 }
 
 /// The page header at `at` (its chunk ends at `end`), checked.
@@ -313,6 +522,7 @@ fn read_page(mut file: &File, at: u64, end: u64, codec: Codec) -> std::io::Resul
         bytes: uncompressed.max(compressed),
         values,
         next,
+        kind: h.kind,
     })
 }
 
@@ -327,6 +537,12 @@ struct PageHeader {
     levels_bytes: u64,
     /// Whether the values are compressed (a v2 page can say they are not).
     values_compressed: bool,
+    kind: PageKind,
+}
+
+/// PLAIN_DICTIONARY and RLE_DICTIONARY: values that are references into the dictionary.
+fn is_dictionary_encoding(encoding: i64) -> bool {
+    encoding == 2 || encoding == 8
 }
 
 /// A reader of Thrift's compact protocol, as much of it as a page header needs, counting the
@@ -481,20 +697,39 @@ impl Compact<'_> {
                 seen_c = true;
                 Ok(())
             }
-            // DataPageHeader, DictionaryPageHeader: num_values first.
-            5 | 7 if ty == 12 => t.each_field(depth + 1, &mut |t, id, ty, d| match id {
-                1 => {
-                    h.values = t.i32_field(ty)?;
-                    Ok(())
-                }
-                _ => t.skip(ty, d),
-            }),
-            // DataPageHeaderV2: num_values, level lengths, is_compressed.
-            8 if ty == 12 => {
-                let (mut def, mut rep) = (0i64, 0i64);
+            // DataPageHeader, DictionaryPageHeader: num_values first, then the encoding.
+            5 | 7 if ty == 12 => {
+                let mut encoding = 0i64;
                 t.each_field(depth + 1, &mut |t, id, ty, d| match id {
                     1 => {
                         h.values = t.i32_field(ty)?;
+                        Ok(())
+                    }
+                    2 => {
+                        encoding = t.i32_field(ty)?;
+                        Ok(())
+                    }
+                    _ => t.skip(ty, d),
+                })?;
+                h.kind = if id == 7 {
+                    PageKind::Dictionary
+                } else {
+                    PageKind::Data {
+                        dictionary: is_dictionary_encoding(encoding),
+                    }
+                };
+                Ok(())
+            }
+            // DataPageHeaderV2: num_values, level lengths, is_compressed.
+            8 if ty == 12 => {
+                let (mut def, mut rep, mut encoding) = (0i64, 0i64, 0i64);
+                t.each_field(depth + 1, &mut |t, id, ty, d| match id {
+                    1 => {
+                        h.values = t.i32_field(ty)?;
+                        Ok(())
+                    }
+                    4 => {
+                        encoding = t.i32_field(ty)?;
                         Ok(())
                     }
                     5 => {
@@ -512,6 +747,9 @@ impl Compact<'_> {
                     _ => t.skip(ty, d),
                 })?;
                 h.levels_bytes = u64::try_from(def.max(0) + rep.max(0)).unwrap_or(0);
+                h.kind = PageKind::Data {
+                    dictionary: is_dictionary_encoding(encoding),
+                };
                 Ok(())
             }
             _ => t.skip(ty, depth),
@@ -637,13 +875,25 @@ mod tests {
 
     #[test]
     fn schema_depth_is_bounded_before_the_crate_builds_it() {
-        assert!(check_schema_depth(&footer_nesting(10)).is_ok());
-        assert!(check_schema_depth(&footer_nesting(MAX_SCHEMA_DEPTH)).is_ok());
-        let err = check_schema_depth(&footer_nesting(10_000))
+        assert!(check_schema(&footer_nesting(10), &Limits::default()).is_ok());
+        assert!(check_schema(&footer_nesting(MAX_SCHEMA_DEPTH), &Limits::default()).is_ok());
+        let wide = Limits {
+            columns: 1 << 20,
+            ..Limits::default()
+        };
+        let err = check_schema(&footer_nesting(10_000), &wide)
             .unwrap_err()
             .to_string();
         assert!(err.contains("nests deeper"), "{err}");
-        assert!(check_schema_depth(&[0x19, 0x1c]).is_err());
+        // The fields are counted first, before one of them is read.
+        let err = check_schema(&footer_nesting(10_000), &Limits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("declares 10001 fields, over kvaudit's limit of 4096"),
+            "{err}"
+        );
+        assert!(check_schema(&[0x19, 0x1c], &Limits::default()).is_err());
     }
 
     #[test]

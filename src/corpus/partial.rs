@@ -9,6 +9,7 @@
 //! version, the model's tokenizer and template digests, the corpus and audit settings):
 //! partials that differ there do not describe one run, and merging them is an error.
 
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -20,11 +21,17 @@ use crate::audit::ModelInfo;
 
 /// The `format` field of every partial.
 pub const FORMAT: &str = "kvaudit-corpus-partial";
-/// Bumped when the layout changes; a partial of another layout is refused.
-pub const LAYOUT: u32 = 1;
-/// A partial holds totals, not rows: it grows with the distinct opening messages (about a
-/// hundred bytes each) and distinct token counts, so a gigabyte is millions of conversations.
-pub const MAX_BYTES: u64 = 1 << 30;
+/// Bumped when the layout changes; a partial of another layout is refused. Layout 2: each
+/// input file's digest; session keys as arrays.
+pub const LAYOUT: u32 = 2;
+/// A partial holds totals, not rows: it grows with the distinct opening messages (about 110
+/// bytes each in the file) and distinct token counts, so 4 GiB is some 35 million
+/// conversations.
+pub const MAX_BYTES: u64 = 4 << 30;
+/// Distinct session keys a merge holds: about 360 bytes each at a merge's peak (the totals'
+/// table while it grows, and the partial being merged into it; `benches/merge_partials.py`),
+/// so about 12 GB at the limit, whatever the number of partials.
+pub const MAX_SESSION_KEYS: usize = 32 << 20;
 
 /// What the audit's numbers depend on beyond the corpus settings, as the command saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,7 +65,7 @@ pub struct Partial {
 impl Partial {
     pub fn new(report: &CorpusReport, run: RunSettings) -> Result<Partial> {
         check_selection(report.input.sampled.is_some(), report.input.limited)?;
-        Ok(Partial {
+        let p = Partial {
             format: FORMAT.into(),
             layout: LAYOUT,
             kvaudit_version: env!("CARGO_PKG_VERSION").into(),
@@ -67,7 +74,11 @@ impl Partial {
             run,
             input: report.input.clone(),
             tally: report.tally.clone(),
-        })
+        };
+        // What `merge` would refuse is refused here, before the file is written.
+        p.check_shape()
+            .map_err(|e| anyhow::anyhow!("this run cannot be written as a partial: {e}"))?;
+        Ok(p)
     }
 
     /// One line of JSON.
@@ -77,47 +88,53 @@ impl Partial {
         Ok(out)
     }
 
-    /// Reads and checks one partial: its size bounded before it is parsed, its layout and its
-    /// shape (every per-block-size list as long as the block sizes).
+    /// Reads and checks one partial, streamed twice from the file so that memory holds what
+    /// it describes and never a tree of its text: first its header and every count (kept:
+    /// nothing), then its totals, typed. Its size is bounded before either.
     pub fn read(path: &Path) -> Result<Partial> {
         let shown = path.display();
-        let text = crate::input::read_bounded(path, MAX_BYTES).with_context(|| {
-            format!("cannot read {shown} (a partial is at most {MAX_BYTES} bytes)")
-        })?;
+        let open = || -> Result<BufReader<std::io::Take<std::fs::File>>> {
+            let file =
+                crate::input::open_regular(path).with_context(|| format!("cannot read {shown}"))?;
+            let len = file
+                .metadata()
+                .with_context(|| format!("cannot read {shown}"))?
+                .len();
+            if len > MAX_BYTES {
+                bail!("{shown} is {len} bytes; a partial is at most {MAX_BYTES} bytes");
+            }
+            // A file that grows while it is read stops at the limit too.
+            Ok(BufReader::with_capacity(1 << 20, file.take(MAX_BYTES)))
+        };
+        let not_partial = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("{shown} is not a corpus partial (kvaudit corpus --partial): {e}")
+        };
         // The header first, so that a file of another kind or layout gets that answer rather
         // than a complaint about some field deep inside it.
-        #[derive(Deserialize)]
-        struct Header {
-            format: Option<String>,
-            layout: Option<u32>,
-            kvaudit_version: Option<String>,
-        }
-        let value: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
-            anyhow::anyhow!("{shown} is not a corpus partial (kvaudit corpus --partial): {e}")
-        })?;
-        drop(text);
-        let header = Header::deserialize(&value).map_err(|e| {
-            anyhow::anyhow!("{shown} is not a corpus partial (kvaudit corpus --partial): {e}")
-        })?;
-        if header.format.as_deref() != Some(FORMAT) {
+        let mut scan = Scan::default();
+        let mut de = serde_json::Deserializer::from_reader(open()?);
+        serde::Deserializer::deserialize_map(&mut de, TopLevel(&mut scan))
+            .and_then(|()| de.end())
+            .map_err(|e| not_partial(&e))?;
+        if scan.format.as_deref() != Some(FORMAT) {
             bail!("{shown} is not a corpus partial (kvaudit corpus --partial writes them)");
         }
-        if header.layout != Some(LAYOUT) {
+        if scan.layout != Some(u64::from(LAYOUT)) {
             bail!(
                 "{shown} was written by kvaudit {} in layout {}; this kvaudit {} reads layout {LAYOUT}",
-                header.kvaudit_version.as_deref().unwrap_or("(unknown)"),
-                header.layout.map_or("(none)".into(), |l| l.to_string()),
+                scan.version.as_deref().unwrap_or("(unknown)"),
+                scan.layout.map_or("(none)".into(), |l| l.to_string()),
                 env!("CARGO_PKG_VERSION"),
             );
         }
         // Every count of the input and the totals within what one shard can hold, so that the
         // sums of [`MAX_PARTIALS`] of them cannot overflow.
-        for part in ["input", "tally"] {
-            if let Some(n) = value.get(part).and_then(first_count_past_bound) {
-                bail!("{shown}: a count of {n}, more than one shard can hold ({MAX_COUNT})");
-            }
+        if let Some(bad) = scan.bad {
+            bail!("{shown}: {bad}");
         }
-        let p = Partial::deserialize(value)
+        let mut de = serde_json::Deserializer::from_reader(open()?);
+        let p = Partial::deserialize(&mut de)
+            .and_then(|p| de.end().map(|()| p))
             .map_err(|e| anyhow::anyhow!("{shown} is not a valid corpus partial: {e}"))?;
         p.check_shape()
             .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
@@ -150,9 +167,7 @@ impl Partial {
             return Err("block totals that do not add up to the transitions".into());
         }
         let sizes = &self.settings.block_sizes;
-        if sizes.is_empty() || sizes.contains(&0) {
-            return Err("no block sizes, or a block size of 0".into());
-        }
+        crate::align::check_block_sizes("block_sizes", sizes)?;
         let blocks: Vec<usize> = t.blocks.iter().map(|b| b.block_size).collect();
         if &blocks != sizes {
             return Err(format!(
@@ -164,6 +179,19 @@ impl Partial {
                 "{} worst conversations kept, --worst {}",
                 t.worst.len(),
                 self.settings.worst
+            ));
+        }
+        if let Some((reason, s)) = t
+            .skipped
+            .0
+            .iter()
+            .find(|(_, s)| s.rows.len() > super::EXAMPLE_ROWS || s.rows.len() as u64 > s.count)
+        {
+            return Err(format!(
+                "{} example rows for {} skipped as {reason}: a partial keeps at most {}",
+                s.rows.len(),
+                s.count,
+                super::EXAMPLE_ROWS
             ));
         }
         if t.worst.iter().any(|w| w.uncached.len() != sizes.len()) {
@@ -212,17 +240,174 @@ const MAX_COUNT: u64 = 1 << 48;
 /// Partials one merge takes.
 pub const MAX_PARTIALS: usize = 1 << 15;
 
-/// The first integer in `v` past [`MAX_COUNT`] (or a negative or fractional number, which no
-/// total is).
-fn first_count_past_bound(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::Number(n) => match n.as_u64() {
-            Some(x) if x <= MAX_COUNT => None,
-            _ => Some(n.to_string()),
-        },
-        serde_json::Value::Array(a) => a.iter().find_map(first_count_past_bound),
-        serde_json::Value::Object(o) => o.values().find_map(first_count_past_bound),
-        _ => None,
+/// What the first pass over a partial finds: its header, and the first count that is not one
+/// (negative, fractional, or past [`MAX_COUNT`]).
+#[derive(Default)]
+struct Scan {
+    format: Option<String>,
+    layout: Option<u64>,
+    version: Option<String>,
+    bad: Option<String>,
+}
+
+/// The partial's top level: a map whose `format`, `layout` and `kvaudit_version` are kept and
+/// whose `input` and `tally` have every number checked.
+struct TopLevel<'s>(&'s mut Scan);
+
+impl<'de> serde::de::Visitor<'de> for TopLevel<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        use serde::de::IgnoredAny;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "format" => self.0.format = map.next_value::<Scalar>()?.text,
+                "kvaudit_version" => self.0.version = map.next_value::<Scalar>()?.text,
+                "layout" => self.0.layout = map.next_value::<Scalar>()?.number,
+                "input" | "tally" => map.next_value_seed(Counts(&mut self.0.bad))?,
+                _ => map.next_value::<IgnoredAny>().map(drop)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A header value: a string or a whole number kept, anything else passed over.
+#[derive(Default)]
+struct Scalar {
+    text: Option<String>,
+    number: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a value")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar {
+                    text: Some(v.to_string()),
+                    number: None,
+                })
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar {
+                    text: None,
+                    number: Some(v),
+                })
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Scalar, E> {
+                Ok(Scalar::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Scalar, E> {
+                Ok(Scalar::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::default())
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::default())
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Scalar, A::Error> {
+                serde::de::IgnoredAny
+                    .visit_seq(seq)
+                    .map(|_| Scalar::default())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Scalar, A::Error> {
+                serde::de::IgnoredAny
+                    .visit_map(map)
+                    .map(|_| Scalar::default())
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Checks every number of a value as it streams past, keeping none of it; the first that is
+/// not a count is written to the slot.
+struct Counts<'s>(&'s mut Option<String>);
+
+impl Counts<'_> {
+    fn flag(&mut self, why: String) {
+        self.0.get_or_insert(why);
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Counts<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Counts<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("counts")
+    }
+
+    fn visit_u64<E>(mut self, n: u64) -> Result<(), E> {
+        if n > MAX_COUNT {
+            self.flag(format!(
+                "a count of {n}, more than one shard can hold ({MAX_COUNT})"
+            ));
+        }
+        Ok(())
+    }
+
+    fn visit_i64<E>(mut self, n: i64) -> Result<(), E> {
+        // Only negative numbers come here (serde_json gives the others as u64).
+        self.flag(format!(
+            "{n} where a count belongs, which is not a non-negative integer"
+        ));
+        Ok(())
+    }
+
+    fn visit_f64<E>(mut self, x: f64) -> Result<(), E> {
+        // Integers past u64 reach here as floats: too large, not malformed.
+        self.flag(if x.fract() == 0.0 && x >= 2f64.powi(53) {
+            format!("a count of {x:e}, more than one shard can hold ({MAX_COUNT})")
+        } else {
+            format!("{x:?} where a count belongs, which is not a non-negative integer")
+        });
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Counts(self.0))?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            map.next_value_seed(Counts(self.0))?;
+        }
+        Ok(())
     }
 }
 
@@ -347,9 +532,23 @@ pub fn merge_files(paths: &[std::path::PathBuf]) -> Result<CorpusReport> {
     // The first partial holds the totals: its places start at 0 as one run's do.
     let mut merged: Option<(String, Partial)> = None;
     let mut offset: u64 = 0;
+    // Every input file with rows, by digest: the same rows merged twice would count twice.
+    let mut audited: std::collections::HashMap<String, (String, String)> = Default::default();
     for path in paths {
         let name = path.display().to_string();
         let p = Partial::read(path)?;
+        for f in p.input.files.iter().filter(|f| f.rows > 0) {
+            if let Some((other, file)) =
+                audited.insert(f.digest.clone(), (name.clone(), f.path.clone()))
+            {
+                bail!(
+                    "{other} and {name} both audited the same rows: {file} and {} have the same \
+                     bytes (digest {}), and merging them would count those rows twice",
+                    f.path,
+                    f.digest
+                );
+            }
+        }
         let rows = p.tally.rows;
         let Some((first_name, first)) = &mut merged else {
             offset = rows;
@@ -364,6 +563,12 @@ pub fn merge_files(paths: &[std::path::PathBuf]) -> Result<CorpusReport> {
             .shifted(offset)
             .with_context(|| format!("{name}: more rows than kvaudit counts"))?;
         first.tally.merge(shifted, first.settings.worst);
+        if first.tally.sessions.len() > MAX_SESSION_KEYS {
+            bail!(
+                "{name}: the partials up to it hold over {MAX_SESSION_KEYS} distinct session \
+                 keys, more than one merge keeps in memory (merge fewer shards at a time)"
+            );
+        }
         first.input.files.extend(p.input.files);
         offset = offset
             .checked_add(rows)

@@ -49,48 +49,74 @@ pub struct SessionKeys {
     groups: HashMap<[u8; 16], Group>,
 }
 
-/// One key in a file (a corpus partial): the key in hex beside its group; keys in order, so
-/// the same keys are always written the same way.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct WrittenKey {
-    key: String,
-    #[serde(flatten)]
-    group: Group,
-}
+/// In a file (a corpus partial) each key is an array beside its group, `[key in hex,
+/// conversations, requests, most_requests, first, excerpt]`, keys in order, so the same keys
+/// are always written the same way, and millions of them stay compact.
+type WrittenKey = (String, u64, u64, u64, u64, String);
 
 impl serde::Serialize for SessionKeys {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut keys: Vec<(&[u8; 16], &Group)> = self.groups.iter().collect();
         keys.sort_unstable_by_key(|(k, _)| **k);
-        s.collect_seq(keys.into_iter().map(|(k, g)| WrittenKey {
-            key: hex(k),
-            group: g.clone(),
+        s.collect_seq(keys.into_iter().map(|(k, g)| {
+            (
+                hex(k),
+                g.conversations,
+                g.requests,
+                g.most_requests,
+                g.first,
+                g.excerpt.as_str(),
+            )
         }))
     }
 }
 
 impl<'de> serde::Deserialize<'de> for SessionKeys {
+    /// Each key checked and inserted as it is read: no list of them is built first.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut out = SessionKeys::default();
-        for w in Vec::<WrittenKey>::deserialize(d)? {
-            let key = unhex(&w.key)
-                .ok_or_else(|| D::Error::custom(format!("{:?} is not an MD5 in hex", w.key)))?;
-            let g = &w.group;
-            if g.most_requests > g.requests {
-                return Err(D::Error::custom(format!(
-                    "session key {}: more requests for one conversation than in all",
-                    w.key
-                )));
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = SessionKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of session keys")
             }
-            if w.group.conversations == 0 || out.groups.insert(key, w.group).is_some() {
-                return Err(D::Error::custom(format!(
-                    "session key {} listed twice or with no conversation",
-                    w.key
-                )));
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<SessionKeys, A::Error> {
+                use serde::de::Error;
+                let mut out = SessionKeys::default();
+                while let Some(w) = seq.next_element::<WrittenKey>()? {
+                    let (key, conversations, requests, most_requests, first, excerpt) = w;
+                    let k = unhex(&key)
+                        .ok_or_else(|| A::Error::custom(format!("{key:?} is not an MD5 in hex")))?;
+                    if most_requests > requests {
+                        return Err(A::Error::custom(format!(
+                            "session key {key}: more requests for one conversation than in all"
+                        )));
+                    }
+                    if excerpt.chars().count() > EXCERPT_CHARS + 1 {
+                        return Err(A::Error::custom(format!(
+                            "session key {key}: an excerpt longer than kvaudit writes"
+                        )));
+                    }
+                    let group = Group {
+                        conversations,
+                        requests,
+                        most_requests,
+                        first,
+                        excerpt,
+                    };
+                    if conversations == 0 || out.groups.insert(k, group).is_some() {
+                        return Err(A::Error::custom(format!(
+                            "session key {key} listed twice or with no conversation"
+                        )));
+                    }
+                }
+                Ok(out)
             }
         }
-        Ok(out)
+        d.deserialize_seq(Keys)
     }
 }
 
@@ -136,6 +162,15 @@ pub struct Collisions {
 }
 
 impl SessionKeys {
+    /// Distinct keys held.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
     /// `order` is the conversation's place in the input, so the quoted message is the same
     /// whichever worker saw it first.
     pub fn add(&mut self, text: &str, order: u64, requests: u64) {
@@ -277,33 +312,34 @@ mod tests {
         a.add("help", 1, 3);
         a.add("hi", 7, 2);
         let text = serde_json::to_string(&a).unwrap();
-        // md5("help") = 657f8b8d..., md5("hi") = 49f68a5c...: key order, not input order.
-        assert!(
-            text.starts_with(r#"[{"key":"49f68a5c8493ec2c0bf489821c21fc3b","conversations":2"#),
-            "{text}"
+        // md5("help") = 657f8b8d..., md5("hi") = 49f68a5c...: key order, not input order;
+        // each key [hex, conversations, requests, most_requests, first, excerpt].
+        let hi = r#"["49f68a5c8493ec2c0bf489821c21fc3b",2,3,2,3,"hi"]"#;
+        assert_eq!(
+            text,
+            format!(r#"[{hi},["657f8b8da628ef83cf69101b6817150a",1,3,3,1,"help"]]"#)
         );
         let back: SessionKeys = serde_json::from_str(&text).unwrap();
         assert_eq!(back.collisions(5), a.collisions(5));
         assert_eq!(serde_json::to_string(&back).unwrap(), text);
         let bad = text.replace("49f68a5c", "49f68a5z");
         assert!(serde_json::from_str::<SessionKeys>(&bad).is_err());
-        let twice = format!(
-            "[{},{}]",
-            &text[1..text.find("},{").unwrap() + 1],
-            &text[1..text.find("},{").unwrap() + 1]
-        );
+        let twice = format!("[{hi},{hi}]");
         assert!(serde_json::from_str::<SessionKeys>(&twice).is_err());
         // Shifting moves the first conversation of every key.
         let shifted = back.shifted(10).unwrap();
         assert!(
             serde_json::to_string(&shifted)
                 .unwrap()
-                .contains(r#""first":13"#)
+                .contains(r#",2,3,2,13,"hi"]"#)
         );
         assert!(a.shifted(u64::MAX).is_none());
         // One conversation with more requests than the key's conversations have together.
-        let odd = text.replacen(r#""most_requests":2"#, r#""most_requests":9"#, 1);
+        let odd = text.replacen(",2,3,2,3,", ",2,3,9,3,", 1);
         assert_ne!(odd, text);
+        // An excerpt longer than kvaudit writes.
+        let long = text.replacen(r#""hi""#, &format!("{:?}", "y".repeat(62)), 1);
+        assert!(serde_json::from_str::<SessionKeys>(&long).is_err());
         assert!(serde_json::from_str::<SessionKeys>(&odd).is_err());
     }
 }

@@ -350,9 +350,8 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
     let mut gate = GateOptions::default();
     let g = &raw.gate;
     if let Some(b) = &g.block_sizes {
-        if b.get_ref().is_empty() || b.get_ref().contains(&0) {
-            return Err(loc.error(&b.span(), "block sizes must be positive, e.g. [16, 64]"));
-        }
+        crate::align::check_block_sizes("block_sizes", b.get_ref())
+            .map_err(|e| loc.error(&b.span(), e))?;
         gate.block_sizes = b.get_ref().clone();
     }
     gate.rewrite = g.rewrite.unwrap_or(gate.rewrite);
@@ -392,8 +391,8 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
         let r = r.get_ref();
         let engine = r.engine_block_size.unwrap_or(16);
         let index = r.index_block_size.unwrap_or(64);
-        if engine == 0 || index == 0 {
-            return Err(loc.error(&span, "router block sizes must be positive"));
+        for (what, b) in [("engine_block_size", engine), ("index_block_size", index)] {
+            crate::align::check_block_size(what, b).map_err(|e| loc.error(&span, e))?;
         }
         let text = r
             .decider
@@ -592,7 +591,9 @@ mod tests {
         assert!(e.starts_with("kvaudit.toml:2: gate.block_sizes: "), "{e}");
         let e = err("[gate]\nblock_sizes = [0]\n");
         assert!(
-            e.starts_with("kvaudit.toml:2: gate.block_sizes: block sizes must be positive"),
+            e.starts_with(
+                "kvaudit.toml:2: gate.block_sizes: block_sizes 0: a block size is 1 to 65536"
+            ),
             "{e}"
         );
         let e = err("[gate]\nmax_uncached = { 32 = 10 }\n");

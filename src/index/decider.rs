@@ -19,6 +19,11 @@ impl Default for DeciderConfig {
     }
 }
 
+/// The largest token threshold a decider or router setting takes (nonCachedTokens,
+/// promptTokens, Dynamo's isl_threshold): past any prompt a model serves, and small enough
+/// that no sum of them overflows.
+pub const MAX_TOKENS: usize = 1 << 32;
+
 impl DeciderConfig {
     /// `non-cached-tokens=512,prompt-tokens=1024`; a setting left out keeps its default
     /// (the documented 512 / 1024), so `non-cached-tokens=16` does not turn the prompt
@@ -32,7 +37,11 @@ impl DeciderConfig {
             let v: usize = v
                 .trim()
                 .parse()
-                .map_err(|_| format!("{k}: {v:?} is not a non-negative integer"))?;
+                .ok()
+                .filter(|&n| n <= MAX_TOKENS)
+                .ok_or_else(|| {
+                    format!("{k}: {v:?} is not a whole number from 0 to {MAX_TOKENS}")
+                })?;
             match k.trim() {
                 "non-cached-tokens" | "nonCachedTokens" => cfg.non_cached_tokens = v,
                 "prompt-tokens" | "promptTokens" => cfg.prompt_tokens = v,

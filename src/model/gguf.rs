@@ -10,7 +10,7 @@
 //! before anything is allocated for it, and against what the file can still hold.
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value as Json, json};
@@ -71,7 +71,7 @@ struct Reader<R> {
 
 type Why = String;
 
-impl<R: Read> Reader<R> {
+impl<R: Read + Seek> Reader<BufReader<R>> {
     fn bytes(&mut self, n: u64) -> Result<Vec<u8>, Why> {
         if n > self.left {
             return Err(format!(
@@ -87,22 +87,20 @@ impl<R: Read> Reader<R> {
         Ok(buf)
     }
 
+    /// Moves past `n` bytes without reading them: what is skipped is a value kvaudit does not
+    /// use (the digest, which names the files made, covers what it does use), and a file may
+    /// carry gigabytes of it.
     fn skip(&mut self, n: u64) -> Result<(), Why> {
         if n > self.left {
             return Err(format!(
                 "a length of {n} bytes runs past the end of the file"
             ));
         }
-        let mut chunk = [0u8; 8192];
-        let mut todo = n;
-        while todo > 0 {
-            let step = todo.min(chunk.len() as u64) as usize;
-            self.r
-                .read_exact(&mut chunk[..step])
-                .map_err(|e| format!("cut short: {e}"))?;
-            self.hash.update(&chunk[..step]);
-            todo -= step as u64;
-        }
+        let step = i64::try_from(n).map_err(|_| format!("a length of {n} bytes"))?;
+        // Within the buffer, no system call; past it, one seek.
+        self.r
+            .seek_relative(step)
+            .map_err(|e| format!("cannot move past {n} bytes: {e}"))?;
         self.left -= n;
         Ok(())
     }
@@ -134,14 +132,15 @@ impl<R: Read> Reader<R> {
 
     fn string(&mut self, limit: u64, keep: bool) -> Result<Option<String>, Why> {
         let n = self.u64()?;
+        // A string kvaudit does not keep costs nothing but a move past it (within the file).
+        if !keep {
+            self.skip(n)?;
+            return Ok(None);
+        }
         if n > limit {
             return Err(format!(
                 "a string of {n} bytes, over kvaudit's limit of {limit}"
             ));
-        }
-        if !keep {
-            self.skip(n)?;
-            return Ok(None);
         }
         // A kept string costs its bytes and its own header.
         self.keep(n + std::mem::size_of::<String>() as u64)?;
@@ -534,20 +533,47 @@ fn private_dir() -> std::io::Result<PathBuf> {
     ))
 }
 
+/// A directory of this run's own (the tokenizer cache off), removed with its files when the
+/// last model read from it is dropped, on every path out, errors included.
+#[derive(Debug)]
+pub struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Where a model read from a GGUF file came from: the file the user named (errors name it,
+/// not the files made from it) and, with the cache off, the directory those files live in.
+#[derive(Debug, Clone)]
+pub struct GgufOrigin {
+    pub file: PathBuf,
+    pub scratch: Option<std::sync::Arc<ScratchDir>>,
+}
+
 /// The model directory kvaudit reads for the GGUF file at `path`: tokenizer.json and
 /// tokenizer_config.json made from its metadata, under the cache (`gguf/<digest>`), written
-/// once per distinct metadata.
-pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
+/// once per distinct metadata; with the cache off, in a directory removed when the returned
+/// origin's last copy is dropped.
+pub fn materialize(path: &Path) -> Result<(PathBuf, GgufOrigin), GgufError> {
     let shown = path.display().to_string();
     let meta = read_metadata(path)?;
     // Beside the prepared tokenizers (which the next step adds to); with that cache off, in a
     // directory of this run's own.
-    let dir = match crate::tokenize::cache_dir() {
-        Some(root) => root.join("gguf").join(&meta.sha256[..32]),
-        None => private_dir().map_err(|source| GgufError::Read {
-            path: std::env::temp_dir().display().to_string(),
-            source,
-        })?,
+    let (dir, scratch) = match crate::tokenize::cache_dir() {
+        Some(root) => (root.join("gguf").join(&meta.sha256[..32]), None),
+        None => {
+            let dir = private_dir().map_err(|source| GgufError::Read {
+                path: std::env::temp_dir().display().to_string(),
+                source,
+            })?;
+            (dir.clone(), Some(std::sync::Arc::new(ScratchDir(dir))))
+        }
+    };
+    let origin = GgufOrigin {
+        file: path.to_path_buf(),
+        scratch,
     };
     // Made before from the same metadata by this version's rules: both files are renamed into
     // place whole, so their presence is all there is to check.
@@ -555,7 +581,7 @@ pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
         std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.file_type().is_file())
     };
     if made("tokenizer.json") && made("tokenizer_config.json") {
-        return Ok(dir);
+        return Ok((dir, origin));
     }
     let (tokenizer, config) = meta.hf_files(&shown)?;
     let write_err = |source: std::io::Error| GgufError::Read {
@@ -573,5 +599,5 @@ pub fn materialize(path: &Path) -> Result<PathBuf, GgufError> {
         crate::output::write_with(&target, &text, crate::output::CACHE_FILE)
             .map_err(|e| write_err(e.into_io()))?;
     }
-    Ok(dir)
+    Ok((dir, origin))
 }

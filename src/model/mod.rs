@@ -89,9 +89,9 @@ pub struct ModelFiles {
     pub stop_token_ids: Vec<u32>,
     /// How a Hub id was resolved (None for a local directory).
     pub fetched: Option<Fetched>,
-    /// The tokenizer is llama.cpp's own, made from a GGUF file's metadata ([`gguf`]), not a
+    /// Made from a GGUF file's metadata ([`gguf`]): the tokenizer is llama.cpp's own, not a
     /// tokenizer.json that llama.cpp would read differently.
-    pub llamacpp_tokenizer: bool,
+    pub gguf: Option<gguf::GgufOrigin>,
 }
 
 /// The attributes transformers exposes as template variables when set.
@@ -107,6 +107,14 @@ const SPECIAL_TOKEN_KEYS: [&str; 8] = [
 ];
 
 impl ModelFiles {
+    /// The tokenizer as the user knows it: the GGUF file it was made from, else its path.
+    pub fn tokenizer_shown(&self) -> String {
+        match &self.gguf {
+            Some(g) => g.file.display().to_string(),
+            None => self.tokenizer_path.display().to_string(),
+        }
+    }
+
     /// The name llm-d would see for `model` (what `--model` named): a Hub id as given (without
     /// `@revision`), or for a local directory the name its config files were saved under; with
     /// where that name came from.
@@ -171,7 +179,7 @@ impl ModelFiles {
             special_tokens,
             stop_token_ids,
             fetched: None,
-            llamacpp_tokenizer: false,
+            gguf: None,
         })
     }
 

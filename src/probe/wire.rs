@@ -348,7 +348,8 @@ pub fn parse_models(answer: &Answer) -> (Option<String>, Option<Engine>) {
 }
 
 /// The KV block size in vLLM's Prometheus `/metrics`: the `block_size` label of
-/// `vllm:cache_config_info` (an info gauge whose labels are the cache config).
+/// `vllm:cache_config_info` (an info gauge whose labels are the cache config). The value is the
+/// server's word: one outside the block sizes kvaudit takes is read as the server not saying.
 pub fn metrics_block_size(text: &str) -> Option<usize> {
     let line = text
         .lines()
@@ -359,7 +360,10 @@ pub fn metrics_block_size(text: &str) -> Option<usize> {
             .trim()
             .strip_prefix("block_size=\"")?
             .strip_suffix('"')?;
-        value.parse().ok().filter(|&b: &usize| b > 0)
+        value
+            .parse()
+            .ok()
+            .filter(|&b: &usize| (1..=crate::align::MAX_BLOCK_SIZE).contains(&b))
     })
 }
 
@@ -381,6 +385,10 @@ mod metrics_tests {
         );
         assert_eq!(
             metrics_block_size("vllm:cache_config_info{block_size=\"x\"} 1.0"),
+            None
+        );
+        assert_eq!(
+            metrics_block_size("vllm:cache_config_info{block_size=\"65537\"} 1.0"),
             None
         );
     }

@@ -12,6 +12,12 @@ use crate::index::router::RouterSettings;
 
 /// A config file is small; a larger one is refused before it is parsed.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// Flow collections (`[` or `{`, counted wherever they stand) a YAML config may open: the YAML
+/// parser's time grows with the square of their nesting, and counting them all bounds the
+/// nesting whatever quotes or strings surround them. Real configs open a few dozen.
+pub const MAX_FLOW_COLLECTIONS: usize = 4096;
+/// A line's indentation plus its leading `- ` and `? ` markers: what bounds block nesting.
+pub const MAX_BLOCK_NESTING: usize = 512;
 
 /// Which of llm-d's prefix producers a consumer reads, and how it hashes.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +121,15 @@ fn uint(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
     }
 }
 
+/// A block size setting: absent, 0 (the router's default) or 1 to
+/// [`crate::align::MAX_BLOCK_SIZE`].
+fn block(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
+    match uint(v, what)? {
+        Some(b) if b > 0 => crate::align::check_block_size(what, b).map(Some),
+        b => Ok(b),
+    }
+}
+
 fn text(v: Option<&Json>) -> &str {
     v.and_then(Json::as_str).unwrap_or("")
 }
@@ -154,8 +169,8 @@ pub fn epp(doc: &Json) -> Result<Epp, String> {
             PRECISE => {
                 let tp = param("tokenProcessorConfig");
                 let at = |k: &str| tp.and_then(|t| t.get(k));
-                let tokens = uint(at("blockSizeTokens"), "blockSizeTokens")?.filter(|&b| b > 0);
-                let old = uint(at("blockSize"), "blockSize")?.filter(|&b| b > 0);
+                let tokens = block(at("blockSizeTokens"), "blockSizeTokens")?.filter(|&b| b > 0);
+                let old = block(at("blockSize"), "blockSize")?.filter(|&b| b > 0);
                 let algo = text(at("hashAlgorithm"));
                 if !matches!(algo, "" | "cbor-fnv" | "xxh64") {
                     return Err(format!(
@@ -175,8 +190,8 @@ pub fn epp(doc: &Json) -> Result<Epp, String> {
             }
             APPROX => {
                 let auto = param("autoTune").and_then(Json::as_bool).unwrap_or(true);
-                let tokens = uint(param("blockSizeTokens"), "blockSizeTokens")?;
-                let old = uint(param("blockSize"), "blockSize")?.filter(|&b| b > 0);
+                let tokens = block(param("blockSizeTokens"), "blockSizeTokens")?;
+                let old = block(param("blockSize"), "blockSize")?.filter(|&b| b > 0);
                 let set = match (tokens, old) {
                     (Some(16) | None, Some(b)) => b,
                     (Some(b), _) => b,
@@ -302,10 +317,48 @@ pub fn parse(text: &str) -> Result<Loaded, String> {
             .iter()
             .any(|w| trimmed.starts_with(w));
     if !looks_like_flags {
+        check_nesting(text)?;
         let doc: Json = serde_yaml::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
         return epp(&doc).map(Loaded::LlmD);
     }
     flags(text)
+}
+
+/// Bounds a YAML text's nesting before the parser sees it, in one pass: flow collections by
+/// counting every bracket that could open one, block collections by each line's indentation
+/// and leading markers. Over-counting (a bracket inside a string) only makes the bound
+/// stricter; nothing a string holds can make it looser.
+fn check_nesting(text: &str) -> Result<(), String> {
+    let flows = text.bytes().filter(|&b| b == b'[' || b == b'{').count();
+    if flows > MAX_FLOW_COLLECTIONS {
+        return Err(format!(
+            "{flows} flow collections ('[' or '{{'), over kvaudit's limit of \
+             {MAX_FLOW_COLLECTIONS} for a router config"
+        ));
+    }
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line.trim_start_matches([' ', '\t']);
+        let mut depth = line.len() - rest.len();
+        while let Some(r) = rest
+            .strip_prefix('-')
+            .or_else(|| rest.strip_prefix('?'))
+            .filter(|r| r.is_empty() || r.starts_with([' ', '\t']))
+        {
+            rest = r.trim_start_matches([' ', '\t']);
+            depth += 1;
+            if depth > MAX_BLOCK_NESTING {
+                break;
+            }
+        }
+        if depth > MAX_BLOCK_NESTING {
+            return Err(format!(
+                "line {}: nested {depth} levels deep (indentation and leading '- '), over \
+                 kvaudit's limit of {MAX_BLOCK_NESTING} for a router config",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Words of a flags file: whitespace-separated, `#` comments and line continuations
@@ -343,6 +396,7 @@ fn flags(text: &str) -> Result<Loaded, String> {
             .and_then(|i| w.get(i + 1))
             .map(String::as_str)
     };
+    // Every number these flags files carry is a block size.
     let number = |f: &str| -> Result<Option<usize>, String> {
         value(f)
             .map(|v| {
@@ -350,6 +404,7 @@ fn flags(text: &str) -> Result<Loaded, String> {
                     .ok()
                     .filter(|&n| n > 0)
                     .ok_or_else(|| format!("{f} {v}: expected a positive integer"))
+                    .and_then(|b| crate::align::check_block_size(f, b))
             })
             .transpose()
     };
@@ -465,6 +520,9 @@ pub struct Lint {
     pub message: String,
 }
 
+/// Things not modelled that one lint lists by name; the rest are counted in one more line.
+pub const MAX_LISTED: usize = 8;
+
 /// The configuration against an engine of `engine_block_size`.
 pub fn lint(loaded: &Loaded, engine_block_size: usize) -> Vec<Lint> {
     let eb = engine_block_size;
@@ -529,11 +587,26 @@ pub fn lint(loaded: &Loaded, engine_block_size: usize) -> Vec<Lint> {
                     ),
                 );
             }
+            let mut kinds: Vec<&str> = Vec::new();
             for kind in &e.unknown {
+                if !kinds.contains(&kind.as_str()) {
+                    kinds.push(kind);
+                }
+            }
+            for kind in kinds.iter().take(MAX_LISTED) {
                 push(
                     LintKind::Unmodelled,
                     format!(
                         "plugin type {kind} is not modelled: its effect on routing is not counted"
+                    ),
+                );
+            }
+            if kinds.len() > MAX_LISTED {
+                push(
+                    LintKind::Unmodelled,
+                    format!(
+                        "and {} more plugin types that are not modelled",
+                        kinds.len() - MAX_LISTED
                     ),
                 );
             }
@@ -561,8 +634,17 @@ pub fn lint(loaded: &Loaded, engine_block_size: usize) -> Vec<Lint> {
                 ),
                 _ => {}
             }
-            for u in unknown {
+            for u in unknown.iter().take(MAX_LISTED) {
                 push(LintKind::Unmodelled, u.clone());
+            }
+            if unknown.len() > MAX_LISTED {
+                push(
+                    LintKind::Unmodelled,
+                    format!(
+                        "and {} more flags that are not modelled",
+                        unknown.len() - MAX_LISTED
+                    ),
+                );
             }
         }
     }

@@ -119,17 +119,20 @@ pub fn go_string(out: &mut Vec<u8>, s: &str) {
 /// The chain of block hashes of `bytes`: full blocks only, at most `max_blocks`; the chain
 /// starts from the hash of the model's name (a request's `cache_salt` would follow it).
 pub fn block_hashes(model: &str, bytes: &[u8], block: usize, max_blocks: usize) -> Vec<u64> {
-    let size = block * BYTES_PER_TOKEN;
+    // Hashed in place (block, then the hash before it), never copied: a block is as large as
+    // its setting says, and the setting is the user's.
+    let Some(size) = block.checked_mul(BYTES_PER_TOKEN).filter(|&s| s > 0) else {
+        return Vec::new();
+    };
     let mut prev = xxhash_rust::xxh64::xxh64(model.as_bytes(), 0);
-    let mut buf = Vec::with_capacity(size + 8);
     bytes
         .chunks_exact(size)
         .take(max_blocks)
         .map(|chunk| {
-            buf.clear();
-            buf.extend_from_slice(chunk);
-            buf.extend_from_slice(&prev.to_le_bytes());
-            prev = xxhash_rust::xxh64::xxh64(&buf, 0);
+            let mut h = xxhash_rust::xxh64::Xxh64::new(0);
+            h.update(chunk);
+            h.update(&prev.to_le_bytes());
+            prev = h.digest();
             prev
         })
         .collect()

@@ -1,6 +1,6 @@
 //! `--router NAME[:key=value,...]`: which router to emulate, and its settings.
 
-use crate::index::decider::DeciderConfig;
+use crate::index::decider::{DeciderConfig, MAX_TOKENS};
 use crate::index::router::RouterSettings;
 
 /// Dynamo's conditional disaggregation (`--router-conditional-disagg`): the ISL-bounding
@@ -141,7 +141,7 @@ impl Spec {
             },
             "dynamo" => {
                 let on = params.flag("conditional_disagg")?.unwrap_or(false);
-                let isl = params.number("isl_threshold")?;
+                let isl = params.bounded("isl_threshold", 0..=MAX_TOKENS)?;
                 let ratio = params.fraction("ratio")?;
                 if !on && (isl.is_some() || ratio.is_some()) {
                     return Err(
@@ -188,7 +188,9 @@ impl Spec {
             },
             "gaie" => Spec::Gaie {
                 block_size: params.block_size()?,
-                max_blocks: params.number("max_blocks")?.unwrap_or(256),
+                max_blocks: params
+                    .bounded("max_blocks", 1..=MAX_GAIE_BLOCKS)?
+                    .unwrap_or(256),
             },
             other => {
                 let known: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
@@ -205,6 +207,9 @@ impl Spec {
         Ok(spec)
     }
 }
+
+/// GAIE's maxPrefixBlocksToMatch at most: 2^20 blocks is 64 M tokens at its smallest block.
+pub const MAX_GAIE_BLOCKS: usize = 1 << 20;
 
 /// `key=value` pairs, each taken once by the router that reads it; what is left is unknown.
 struct Params {
@@ -253,9 +258,24 @@ impl Params {
     }
 
     fn block_size(&mut self) -> Result<Option<usize>, String> {
-        match self.number("block_size")? {
-            Some(0) => Err("block_size must be positive".into()),
-            b => Ok(b),
+        self.number("block_size")?
+            .map(|b| crate::align::check_block_size("block_size", b))
+            .transpose()
+    }
+
+    /// A count setting within `range`, named with its range when it is not.
+    fn bounded(
+        &mut self,
+        key: &str,
+        range: std::ops::RangeInclusive<usize>,
+    ) -> Result<Option<usize>, String> {
+        match self.number(key)? {
+            Some(n) if !range.contains(&n) => Err(format!(
+                "{key}={n}: expected a whole number from {} to {}",
+                range.start(),
+                range.end()
+            )),
+            n => Ok(n),
         }
     }
 
@@ -279,10 +299,10 @@ impl Params {
     }
 
     fn decider(&mut self, mut d: DeciderConfig) -> Result<DeciderConfig, String> {
-        if let Some(n) = self.number("non_cached_tokens")? {
+        if let Some(n) = self.bounded("non_cached_tokens", 0..=MAX_TOKENS)? {
             d.non_cached_tokens = n;
         }
-        if let Some(n) = self.number("prompt_tokens")? {
+        if let Some(n) = self.bounded("prompt_tokens", 0..=MAX_TOKENS)? {
             d.prompt_tokens = n;
         }
         Ok(d)
@@ -350,7 +370,22 @@ mod tests {
             "{}",
             e("dynamoo")
         );
-        assert_eq!(e("dynamo:block_size=0"), "block_size must be positive");
+        assert_eq!(
+            e("dynamo:block_size=0"),
+            "block_size 0: a block size is 1 to 65536 tokens"
+        );
+        assert_eq!(
+            e("gaie:block_size=4611686018427387904"),
+            "block_size 4611686018427387904: a block size is 1 to 65536 tokens"
+        );
+        assert_eq!(
+            e("gaie:max_blocks=0"),
+            "max_blocks=0: expected a whole number from 1 to 1048576"
+        );
+        assert_eq!(
+            e("llm-d:nonCachedTokens=99999999999"),
+            "non_cached_tokens=99999999999: expected a whole number from 0 to 4294967296"
+        );
         assert_eq!(e("gaie:colour=red"), "gaie has no setting \"colour\"");
         assert_eq!(e("sglang:mode=grpc"), "mode=grpc: expected http or events");
         assert_eq!(
