@@ -78,6 +78,21 @@ fn template_methods() {
 }
 
 #[test]
+fn parquet_rows() {
+    replay("parquet_rows");
+}
+
+#[test]
+fn gguf_metadata() {
+    replay("gguf_metadata");
+}
+
+#[test]
+fn corpus_partial() {
+    replay("corpus_partial");
+}
+
+#[test]
 fn every_target_is_tested() {
     let names: Vec<&str> = harness::TARGETS.iter().map(|(n, _)| *n).collect();
     assert_eq!(
@@ -90,7 +105,10 @@ fn every_target_is_tested() {
             "template_render",
             "prepared_tokenizer",
             "zmtp_frames",
-            "template_methods"
+            "template_methods",
+            "parquet_rows",
+            "gguf_metadata",
+            "corpus_partial"
         ]
     );
 }

@@ -23,6 +23,9 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("prepared_tokenizer", prepared_tokenizer),
     ("zmtp_frames", zmtp_frames),
     ("template_methods", template_methods),
+    ("parquet_rows", parquet_rows),
+    ("gguf_metadata", gguf_metadata),
+    ("corpus_partial", corpus_partial),
 ];
 
 /// Equal, or both print the same (NaN timestamps and floats compare unequal to themselves).

@@ -28,9 +28,9 @@ pub const LAYOUT: u32 = 2;
 /// bytes each in the file) and distinct token counts, so 4 GiB is some 35 million
 /// conversations.
 pub const MAX_BYTES: u64 = 4 << 30;
-/// Distinct session keys a merge holds: about 360 bytes each at a merge's peak (the totals'
-/// table while it grows, and the partial being merged into it; `benches/merge_partials.py`),
-/// so about 12 GB at the limit, whatever the number of partials.
+/// Distinct session keys a merge holds: about 250 bytes each at a merge's peak (the totals'
+/// table while it grows, and the partial being merged into it: 2.5 GB for 10 M keys in
+/// `benches/merge_partials.py`), so about 8 GB at the limit, whatever the number of partials.
 pub const MAX_SESSION_KEYS: usize = 32 << 20;
 
 /// What the audit's numbers depend on beyond the corpus settings, as the command saw it.
