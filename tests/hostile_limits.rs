@@ -668,3 +668,36 @@ fn a_partial_merge_would_refuse_is_never_written() {
     assert!(!out.exists());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// At the limits, a file is read in memory the default cap honours: one row of 600,000
+/// messages (218 MiB of rows, under the row group's 256 MiB) and two 120 MB strings in one
+/// row group are read and skipped as too large, never copied again to find that out.
+#[test]
+fn parquet_files_at_the_limits_stay_within_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (name, shape) in [
+        ("list.parquet", &["dictionary-list", "600000"][..]),
+        ("wide.parquet", &["wide-group", "2", "120000000"][..]),
+    ] {
+        let file = d.join(name);
+        hostile_parquet(&file, shape);
+        let r = common::run_measured(
+            &[
+                "corpus",
+                "-m",
+                &model(),
+                path_str(&file),
+                "--format",
+                "json",
+            ],
+            &[],
+            Duration::from_secs(60),
+            1024,
+        );
+        assert!(!r.killed, "{name}");
+        assert_eq!(r.code, 2, "{name}: {}", r.stderr);
+        let report: Json = serde_json::from_slice(&r.stdout).unwrap();
+        assert_eq!(report["skipped_rows"]["too_large"], 1, "{name}: {report}");
+    }
+}

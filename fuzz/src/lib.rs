@@ -585,7 +585,7 @@ pub fn parquet_rows(data: &[u8]) {
         return;
     };
     for _ in 0..10_000 {
-        match rows.next_json() {
+        match rows.next_json(8 << 20) {
             Some(Ok(_)) => {}
             None | Some(Err(_)) => break,
         }

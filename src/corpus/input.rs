@@ -579,7 +579,7 @@ impl OpenFile {
         let Layout::Parquet(rows) = &mut self.layout else {
             return None;
         };
-        let read = rows.next_json()?;
+        let read = rows.next_json(MAX_ROW_BYTES)?;
         let number = self.line;
         self.line += 1;
         self.bytes_read
@@ -587,8 +587,8 @@ impl OpenFile {
         Some((
             number,
             match read {
-                Ok(text) if text.len() as u64 > MAX_ROW_BYTES => Err(Skip::too_large()),
-                Ok(text) => Ok(text),
+                Ok(Some(text)) if text.len() as u64 <= MAX_ROW_BYTES => Ok(text),
+                Ok(_) => Err(Skip::too_large()),
                 Err(message) => {
                     // The reader cannot go on past a page it could not read.
                     self.broken = true;

@@ -143,18 +143,42 @@ impl ParquetRows {
         })
     }
 
-    /// The next row as JSON text, an error that ends the file, or `None` at its end.
-    pub fn next_json(&mut self) -> Option<Result<String, String>> {
+    /// The next row as JSON text (`None` inside when that text would be over `max_bytes`: the
+    /// row is then never written out), an error that ends the file, or `None` at its end.
+    pub fn next_json(&mut self, max_bytes: u64) -> Option<Result<Option<String>, String>> {
         let row = match crate::panics::quietly_catching(|| self.rows.next()) {
             Ok(row) => row?,
             Err(panic) => return Some(Err(format!("the parquet reader failed: {panic}"))),
         };
         Some(match row {
+            // The text is at least the row's strings and names: a row past the limit on those
+            // alone is not copied twice more (as a JSON value, then as text) to find out.
+            Ok(row) if text_at_least(&row) > max_bytes => Ok(None),
             Ok(row) => crate::panics::quietly_catching(|| row.to_json_value().to_string())
+                .map(Some)
                 .map_err(|p| format!("a value of this row cannot be written as JSON: {p}")),
             Err(e) => Err(format!("cannot read the next row: {e}")),
         })
     }
+}
+
+/// Bytes the row's JSON text has at least: its names, strings and binary values (written as
+/// base64, longer than the bytes).
+fn text_at_least(row: &parquet::record::Row) -> u64 {
+    use parquet::record::Field;
+    fn field(f: &Field) -> u64 {
+        match f {
+            Field::Str(s) => s.len() as u64,
+            Field::Bytes(b) => b.len() as u64,
+            Field::Group(r) => text_at_least(r),
+            Field::ListInternal(l) => l.elements().iter().map(field).sum(),
+            Field::MapInternal(m) => m.entries().iter().map(|(k, v)| field(k) + field(v)).sum(),
+            _ => 1,
+        }
+    }
+    row.get_column_iter()
+        .map(|(name, f)| name.len() as u64 + field(f))
+        .sum()
 }
 
 /// The footer's length is within the file and within bounds (the crate reads it whole).
