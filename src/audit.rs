@@ -123,9 +123,9 @@ pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
         let (dir, origin) = crate::model::gguf::materialize(path)?;
         gguf = Some(origin);
         dir
-    } else if std::fs::symlink_metadata(path).is_err() && is_hub_id(&spec.model) {
+    } else if std::fs::symlink_metadata(path).is_err() && !named_gguf && is_hub_id(&spec.model) {
         // Only a name that is nothing on this machine is asked of the Hub: a local path never
-        // becomes a network request.
+        // becomes a network request, nor does a missing GGUF file.
         let settings = HubSettings::from_env(spec.offline)?;
         let f = fetch_detailed(
             &spec.model,

@@ -167,7 +167,8 @@ pub struct CorpusArgs {
         value_delimiter = ',',
         default_value = "16,64",
         value_name = "B,B,...",
-        value_parser = block_size
+        value_parser = block_size,
+        allow_negative_numbers = true
     )]
     pub block_sizes: Vec<usize>,
 
@@ -275,7 +276,7 @@ pub struct CheckArgs {
     pub routers: Vec<String>,
 
     /// The engine's KV block size (vLLM's --block-size) the router config is linted against.
-    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size)]
+    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size, allow_negative_numbers = true)]
     pub engine_block_size: usize,
 
     /// The config file (default: ./kvaudit.toml when it exists).
@@ -498,11 +499,11 @@ pub struct RouterArgs {
     pub routers: Vec<String>,
 
     /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
-    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size)]
+    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size, allow_negative_numbers = true)]
     pub engine_block_size: usize,
 
     /// llm-d's index block size (blockSizeTokens) for the router view.
-    #[arg(long, default_value_t = 64, value_name = "B", value_parser = block_size)]
+    #[arg(long, default_value_t = 64, value_name = "B", value_parser = block_size, allow_negative_numbers = true)]
     pub index_block_size: usize,
 
     #[command(flatten)]
@@ -681,7 +682,8 @@ pub struct DiffTurnsArgs {
         value_delimiter = ',',
         default_value = "16,64",
         value_name = "B,B,...",
-        value_parser = block_size
+        value_parser = block_size,
+        allow_negative_numbers = true
     )]
     pub block_sizes: Vec<usize>,
 
@@ -722,7 +724,8 @@ pub struct EmulationArgs {
         value_delimiter = ',',
         default_value = "64",
         value_name = "B,B,...",
-        value_parser = block_size
+        value_parser = block_size,
+        allow_negative_numbers = true
     )]
     pub index_block_size: Vec<usize>,
 
@@ -797,7 +800,8 @@ pub struct KeysArgs {
         visible_alias = "index-block-size",
         default_value_t = 64,
         value_name = "B",
-        value_parser = block_size
+        value_parser = block_size,
+        allow_negative_numbers = true
     )]
     pub index_block_size: usize,
 
@@ -1079,7 +1083,8 @@ pub struct ProbeArgs {
         long = "block-sizes",
         visible_alias = "block-size",
         value_name = "B",
-        value_parser = block_size
+        value_parser = block_size,
+        allow_negative_numbers = true
     )]
     pub block_size: Option<usize>,
 

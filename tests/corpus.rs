@@ -278,6 +278,11 @@ fn session_keys_counted_by_hand() {
 fn jobs_do_not_change_the_report_or_the_lines() {
     let dir = tempfile::tempdir().unwrap();
     let input = fixture("corpus/chats.jsonl");
+    // A second file of the same rows (one file named twice is refused: it would be counted
+    // twice).
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::copy(&input, &copy).unwrap();
+    let copy = copy.display().to_string();
     let model = fixture("models/tiny-think");
     let run = |jobs: &str| {
         let per = dir.path().join(format!("t{jobs}.jsonl"));
@@ -286,7 +291,7 @@ fn jobs_do_not_change_the_report_or_the_lines() {
                 "-m",
                 &model,
                 &input,
-                &input,
+                &copy,
                 "--jobs",
                 jobs,
                 "--per-transition",

@@ -601,3 +601,60 @@ fn a_gigabyte_of_unread_metadata_is_skipped() {
     assert!(!m.killed, "not done within the hang guard");
     assert_eq!(m.code, 0, "{}", m.stderr);
 }
+
+/// Told to stop (SIGINT, SIGTERM, SIGHUP) mid-run, a run with the cache off removes its
+/// scratch directory and exits as the signal would have (128 + its number); a missing local
+/// GGUF file is not asked of the Hub.
+#[test]
+fn a_signal_leaves_no_scratch_behind_and_a_missing_gguf_is_not_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    std::fs::write(&model, tiny("qwen2").bytes()).unwrap();
+    let rows = std::fs::read(common::fixtures().join("corpus/chats.jsonl")).unwrap();
+    let big = dir.path().join("big.jsonl");
+    std::fs::write(&big, rows.repeat(30_000)).unwrap();
+    for (signal, code) in [
+        (libc::SIGTERM, 143),
+        (libc::SIGINT, 130),
+        (libc::SIGHUP, 129),
+    ] {
+        let mut child = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+            .args(["corpus", "-m", path_str(&model), "-j", "1", path_str(&big)])
+            .env("KVAUDIT_TOKENIZER_CACHE", "off")
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Signalled once the scratch directory is there (the run is under way).
+        let start = std::time::Instant::now();
+        while left_in(tmp.path()).is_empty() && start.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            !left_in(tmp.path()).is_empty(),
+            "no scratch directory appeared"
+        );
+        // SAFETY: signalling our own child, not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "signal {signal}");
+        assert_eq!(
+            left_in(tmp.path()),
+            Vec::<PathBuf>::new(),
+            "signal {signal}"
+        );
+    }
+    let d = dir.path();
+    std::fs::create_dir(d.join("gg")).unwrap();
+    let out = kvaudit()
+        .current_dir(d)
+        .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .args(["diff-turns", "-m", "gg/missing.gguf"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!err.contains("127.0.0.1"), "{err}");
+}

@@ -307,6 +307,78 @@ fn deep_or_huge_router_configs_are_refused_quickly() {
     );
 }
 
+/// A flags file is read as the routers' argparse reads it: a flag given twice takes its last
+/// value, every value is checked, and a flag without its value is an error; a YAML document
+/// that starts with `---` is YAML.
+#[test]
+fn router_flag_files_are_read_as_argparse_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let write = |name: &str, text: &str| {
+        let p = d.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let twice = write(
+        "twice.args",
+        "python -m dynamo.frontend --router-mode kv --kv-cache-block-size 16 --kv-cache-block-size 0\n",
+    );
+    let bare = write(
+        "bare.args",
+        "python -m dynamo.frontend --router-mode kv --kv-cache-block-size\n",
+    );
+    let huge = write(
+        "huge.yaml",
+        "kind: EndpointPickerConfig\nplugins:\n- type: prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 18446744073709551615\n",
+    );
+    for (config, want) in [
+        (
+            &twice,
+            "--kv-cache-block-size 0: expected a positive integer",
+        ),
+        (&bare, "--kv-cache-block-size has no value"),
+        (
+            &huge,
+            "nonCachedTokens 18446744073709551615: expected a whole number from 0 to 4294967296",
+        ),
+    ] {
+        let r = run_in(d, &["check", "--router-config", path_str(config)]);
+        one_error(&r, want, &config.display().to_string());
+    }
+    let last = write(
+        "last.args",
+        "python -m dynamo.frontend --router-mode kv --kv-cache-block-size 16 --kv-cache-block-size 32\n",
+    );
+    let r = run_in(
+        d,
+        &[
+            "check",
+            "--router-config",
+            path_str(&last),
+            "--engine-block-size",
+            "32",
+        ],
+    );
+    assert_eq!(
+        r.code, 0,
+        "the last value, 32, is the engine's: {}",
+        r.stderr
+    );
+    let doc = write(
+        "doc.yaml",
+        &format!(
+            "---\n{}",
+            std::fs::read_to_string(
+                common::fixtures().join("router-configs/precise-block-64.yaml")
+            )
+            .unwrap()
+        ),
+    );
+    let r = run_in(d, &["check", "--router-config", path_str(&doc)]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(String::from_utf8_lossy(&r.stdout).contains("KVA403"));
+}
+
 /// The documented lint of a router config alone runs where there is no kvaudit.toml.
 #[test]
 fn a_router_config_is_linted_alone() {
@@ -350,7 +422,7 @@ fn hostile_parquet(out: &Path, shape: &[&str]) {
 fn small_parquet_files_cannot_ask_for_unbounded_work() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let cases: [(&str, &[&str], &str); 6] = [
+    let cases: [(&str, &[&str], &str); 8] = [
         (
             "repeated-groups",
             &["10000"],
@@ -380,6 +452,16 @@ fn small_parquet_files_cannot_ask_for_unbounded_work() {
             "many-columns",
             &["5000"],
             "declares 5001 fields, over kvaudit's limit of 4096",
+        ),
+        (
+            "delta-rows",
+            &["60000", "5000"],
+            "--parquet-limit row_group_bytes=SIZE",
+        ),
+        (
+            "tiny-rows",
+            &["17", "3500000"],
+            "--parquet-limit row_group_bytes=SIZE",
         ),
     ];
     for (shape, args, want) in cases {
@@ -518,6 +600,66 @@ fn the_same_rows_are_never_merged_twice() {
     }
     let r = run(&["merge", path_str(&a), path_str(&b)]);
     assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+    // The same rows compressed, or with other line endings, are the same rows.
+    let rows = std::fs::read(common::fixtures().join("corpus/chats.jsonl")).unwrap();
+    let gz = d.join("chats.jsonl.gz");
+    let mut enc = flate2_free_gzip(&rows);
+    std::fs::write(&gz, &mut enc).unwrap();
+    let crlf = d.join("crlf.jsonl");
+    let text = String::from_utf8(rows.clone())
+        .unwrap()
+        .replace('\n', "\r\n")
+        + "\r\n";
+    std::fs::write(&crlf, text).unwrap();
+    for copy in [&gz, &crlf] {
+        let p = d.join("copy.partial.json");
+        let r = run(&[
+            "corpus",
+            "-m",
+            &model(),
+            path_str(copy),
+            "--partial",
+            path_str(&p),
+        ]);
+        assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+        let r = run(&["merge", path_str(&a), path_str(&p)]);
+        one_error(&r, "both audited", &copy.display().to_string());
+    }
+    // One run given the same file twice would count it twice: refused before reading.
+    let chats = fixture("corpus/chats.jsonl");
+    let r = run(&["corpus", "-m", &model(), &chats, &chats]);
+    one_error(
+        &r,
+        "is given twice: its rows would be counted twice",
+        "twice",
+    );
+}
+
+/// A gzip stream of `data` as `gzip` writes it with no compression (stored blocks), made
+/// here so the test needs no compressor.
+fn flate2_free_gzip(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    let chunks: Vec<&[u8]> = data.chunks(65_535).collect();
+    for (i, c) in chunks.iter().enumerate() {
+        out.push(u8::from(i + 1 == chunks.len()));
+        out.extend((c.len() as u16).to_le_bytes());
+        out.extend((!(c.len() as u16)).to_le_bytes());
+        out.extend(*c);
+    }
+    out.extend(crc32(data).to_le_bytes());
+    out.extend((data.len() as u32).to_le_bytes());
+    out
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
 }
 
 /// Each count of a partial says what is wrong with it; a partial may not list more example
@@ -579,6 +721,43 @@ fn a_partials_counts_and_examples_are_named_when_wrong() {
     let r = run(&["merge", path_str(&p)]);
     one_error(&r, "a partial keeps at most 5", "a million examples");
     assert!(r.stdout.is_empty());
+    // A --worst no report lists (each merge inserts into that list), a version no kvaudit
+    // has, and a field kvaudit does not write.
+    for (edit, want) in [
+        (
+            &(|v: &mut Json| v["settings"]["worst"] = (1u64 << 40).into()) as &dyn Fn(&mut Json),
+            "--worst 1099511627776, more than kvaudit lists (10000)",
+        ),
+        (
+            &|v: &mut Json| v["kvaudit_version"] = "9".repeat(100_000).into(),
+            "a kvaudit version longer than any kvaudit writes",
+        ),
+        (
+            &|v: &mut Json| v["tally"]["invented"] = 1.into(),
+            "unknown field `invented`",
+        ),
+    ] {
+        let mut v = json.clone();
+        edit(&mut v);
+        let p = d.join("edited.json");
+        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+        let r = run(&["merge", path_str(&p)]);
+        one_error(&r, want, want);
+        assert!(r.stderr.len() < 2000, "{}", r.stderr.len());
+    }
+    let r = run(&[
+        "corpus",
+        "-m",
+        &model(),
+        &fixture("corpus/chats.jsonl"),
+        "--worst",
+        "10001",
+    ]);
+    one_error(
+        &r,
+        "--worst 10001: the report lists at most 10000",
+        "--worst",
+    );
 }
 
 /// A partial is read in memory that follows what it holds, not its text: 10 million zeros in

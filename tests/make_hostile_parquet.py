@@ -13,6 +13,10 @@ Shapes (each a real file pyarrow reads, except where the footer is rewritten):
   wide-group C S        one row group of C string columns holding one S-byte value each
                         (zstd: compresses to almost nothing)
   many-columns N        N int8 columns
+  delta-rows N L        N rows of one L-byte string, DELTA_BYTE_ARRAY-encoded: each value
+                        repeats the one before as its prefix, so the page holds a few bytes
+                        a value
+  tiny-rows G N         G row groups of N one-int rows (zstd: a few hundred kilobytes)
 """
 import struct
 import sys
@@ -142,6 +146,15 @@ def main():
         (n,) = args
         table = pa.table({f"c{i}": pa.array([1], type=pa.int8()) for i in range(n)})
         pq.write_table(table, out, compression="none")
+    elif shape == "delta-rows":
+        n, size = args
+        table = pa.table({"text": pa.array(["d" * size] * n)})
+        pq.write_table(table, out, compression="none", use_dictionary=False,
+                       column_encoding={"text": "DELTA_BYTE_ARRAY"})
+    elif shape == "tiny-rows":
+        groups, n = args
+        table = pa.table({"c": pa.array(np.zeros(groups * n, dtype=np.int32))})
+        pq.write_table(table, out, compression="zstd", row_group_size=n)
     else:
         sys.exit(f"unknown shape {shape}")
 

@@ -750,6 +750,25 @@ pub fn corpus_settings(
     use crate::corpus::kv_bytes::{self, KvBytes};
     crate::align::check_block_sizes("--block-sizes", &args.block_sizes)
         .map_err(anyhow::Error::msg)?;
+    if args.worst > crate::corpus::MAX_WORST {
+        bail!(
+            "--worst {}: the report lists at most {} conversations",
+            args.worst,
+            crate::corpus::MAX_WORST
+        );
+    }
+    // A file given twice would have its rows counted twice (a merge refuses that too).
+    let mut seen = std::collections::HashSet::new();
+    for f in args.files.iter().filter(|p| p.as_os_str() != "-") {
+        if let Ok(real) = std::fs::canonicalize(f)
+            && !seen.insert(real)
+        {
+            bail!(
+                "{} is given twice: its rows would be counted twice",
+                f.display()
+            );
+        }
+    }
     if args.jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }

@@ -100,8 +100,9 @@ pub struct FileSummary {
     pub compression: crate::names::Name,
     /// Rows read from it (used or skipped), before `--limit` and `--sample` stop or drop any.
     pub rows: u64,
-    /// XXH3-128 of its bytes as read (compressed, as stored), in hex: what a merge compares
-    /// so that the same rows are never counted twice.
+    /// XXH3-128 of its rows as read, in hex (each row's text without the white space around
+    /// it, or a skipped row's reason, length-prefixed): the same rows give the same digest
+    /// whatever the file's compression or line endings, so a merge never counts them twice.
     pub digest: String,
 }
 
@@ -346,46 +347,28 @@ impl SplitMix64 {
 struct Counting<R> {
     inner: R,
     count: Arc<AtomicU64>,
-    digest: Digest,
 }
 
 impl<R: Read> Read for Counting<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.count.fetch_add(n as u64, Ordering::Relaxed);
-        self.digest.update(&buf[..n]);
         Ok(n)
     }
 }
 
-/// The running XXH3-128 of a file's bytes, shared by its reader and its summary.
-#[derive(Clone, Default)]
-struct Digest(Arc<std::sync::Mutex<xxhash_rust::xxh3::Xxh3>>);
+/// The running XXH3-128 of a file's rows.
+#[derive(Default)]
+struct Digest(xxhash_rust::xxh3::Xxh3);
 
 impl Digest {
-    fn update(&self, bytes: &[u8]) {
-        if let Ok(mut h) = self.0.lock() {
-            h.update(bytes);
-        }
+    fn row(&mut self, bytes: &[u8]) {
+        self.0.update(&(bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
     }
 
     fn hex(&self) -> String {
-        self.0
-            .lock()
-            .map_or_else(|_| String::new(), |h| format!("{:032x}", h.digest128()))
-    }
-
-    /// Of a whole file read here (a Parquet file, which its reader reads by seeking).
-    fn of_file(path: &Path) -> std::io::Result<Digest> {
-        let digest = Digest::default();
-        let mut file = crate::input::open_regular(path)?;
-        let mut buf = vec![0u8; READ_BUFFER];
-        loop {
-            match file.read(&mut buf)? {
-                0 => return Ok(digest),
-                n => digest.update(&buf[..n]),
-            }
-        }
+        format!("{:032x}", self.0.digest128())
     }
 }
 
@@ -407,13 +390,11 @@ fn open(
     } else {
         Box::new(crate::input::open_regular(path).map_err(err)?)
     };
-    let digest = Digest::default();
     let mut buffered = BufReader::with_capacity(
         READ_BUFFER,
         Counting {
             inner: raw,
             count: count.clone(),
-            digest: digest.clone(),
         },
     );
     let magic = buffered.fill_buf().map_err(err)?;
@@ -481,7 +462,7 @@ fn open(
         failed,
         bytes_per_row: 0,
         bytes_read: count,
-        digest,
+        digest: Digest::default(),
     })
 }
 
@@ -502,7 +483,6 @@ fn open_parquet(
         ));
     }
     let file = crate::input::open_regular(path)?;
-    let digest = Digest::of_file(path)?;
     let mut opened = OpenFile {
         shown,
         reader: Box::new(std::io::empty()),
@@ -515,7 +495,7 @@ fn open_parquet(
         failed: None,
         bytes_per_row: 0,
         bytes_read: count,
-        digest,
+        digest: Digest::default(),
     };
     match super::parquet_file::ParquetRows::open(file, limits) {
         Ok(rows) => {
@@ -621,6 +601,10 @@ impl OpenFile {
             }
         };
         self.rows += 1;
+        match &read {
+            Ok(text) => self.digest.row(text.trim().as_bytes()),
+            Err(skip) => self.digest.row(skip.reason.as_bytes()),
+        }
         let source = format!("{}:{}", self.shown, start_line);
         let text = match read {
             Ok(text) => text,

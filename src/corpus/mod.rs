@@ -51,6 +51,8 @@ pub struct CorpusSettings {
 
 /// Row numbers kept per skip reason.
 pub const EXAMPLE_ROWS: usize = 5;
+/// The most worst conversations a report lists (`--worst`): each merge inserts into the list.
+pub const MAX_WORST: usize = 10_000;
 
 /// Rows of one reason that could not be used.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -221,6 +223,7 @@ pub struct Worst {
 
 /// One worker's totals (and, merged, the run's, and a shard's in a partial).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Tally {
     pub conversations: u64,
     pub transitions: u64,

@@ -31,6 +31,9 @@ const MAX_ROW_GROUP_VALUES: u64 = 1 << 22;
 /// What one value costs when a row is made of it, besides its bytes (the crate's field, its
 /// name, the list or struct holding it).
 const VALUE_OVERHEAD: u64 = 64;
+/// What one row costs besides its values (its assembly, its JSON text, its audit or skip),
+/// counted as bytes of work: a file of tiny rows reaches its budget by rows.
+const ROW_OVERHEAD: u64 = 512;
 
 /// How much one Parquet file may make kvaudit do, each checked from the footer and the page
 /// headers before any row is read (`corpus --parquet-limit KEY=SIZE` raises one).
@@ -295,7 +298,9 @@ fn check_pages(
     for (g, group) in meta.row_groups().iter().enumerate() {
         let mut group_bytes = 0u64;
         let mut group_values = 0u64;
-        let mut group_made = 0u64;
+        // Each row costs its assembly, its JSON text and its audit or skip, whatever it holds.
+        let mut group_made =
+            u64::try_from(group.num_rows()).map_or(u64::MAX, |n| n.saturating_mul(ROW_OVERHEAD));
         for (c, column) in group.columns().iter().enumerate() {
             let codec = column.compression();
             let name = codec_name(codec);
@@ -337,7 +342,7 @@ fn check_pages(
                         }
                         0
                     }
-                    PageKind::Data { dictionary: true } => {
+                    PageKind::Data(Encoded::Dictionary) => {
                         let entry = longest_entry.ok_or_else(|| {
                             invalid(format!(
                                 "row group {g}: a page refers to a dictionary its column \
@@ -346,7 +351,10 @@ fn check_pages(
                         })?;
                         page.values.saturating_mul(entry + VALUE_OVERHEAD)
                     }
-                    PageKind::Data { dictionary: false } => page
+                    PageKind::Data(Encoded::Prefixed) => page
+                        .values
+                        .saturating_mul(page.bytes.saturating_add(VALUE_OVERHEAD)),
+                    PageKind::Data(Encoded::Itself) => page
                         .bytes
                         .saturating_add(page.values.saturating_mul(VALUE_OVERHEAD)),
                     PageKind::Other => 0,
@@ -486,10 +494,8 @@ struct Page {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum PageKind {
     Dictionary,
-    /// A data page, its values encoded as references into the chunk's dictionary or not.
-    Data {
-        dictionary: bool,
-    },
+    /// A data page, and how its values are encoded.
+    Data(Encoded),
     /// An index page (or a kind this reader does not know): it makes no values.
     #[default]
     Other,
@@ -564,9 +570,26 @@ struct PageHeader {
     kind: PageKind,
 }
 
-/// PLAIN_DICTIONARY and RLE_DICTIONARY: values that are references into the dictionary.
-fn is_dictionary_encoding(encoding: i64) -> bool {
-    encoding == 2 || encoding == 8
+/// How a data page's values are encoded, as far as what they make when rows are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoded {
+    /// Each value is its own bytes in the page (PLAIN, DELTA_LENGTH_BYTE_ARRAY, …).
+    Itself,
+    /// PLAIN_DICTIONARY, RLE_DICTIONARY: references into the chunk's dictionary.
+    Dictionary,
+    /// DELTA_BYTE_ARRAY: each value may repeat the one before as its prefix, so a value is
+    /// at most the page's bytes long.
+    Prefixed,
+}
+
+impl Encoded {
+    fn of(encoding: i64) -> Encoded {
+        match encoding {
+            2 | 8 => Encoded::Dictionary,
+            7 => Encoded::Prefixed,
+            _ => Encoded::Itself,
+        }
+    }
 }
 
 /// A reader of Thrift's compact protocol, as much of it as a page header needs, counting the
@@ -738,9 +761,7 @@ impl Compact<'_> {
                 h.kind = if id == 7 {
                     PageKind::Dictionary
                 } else {
-                    PageKind::Data {
-                        dictionary: is_dictionary_encoding(encoding),
-                    }
+                    PageKind::Data(Encoded::of(encoding))
                 };
                 Ok(())
             }
@@ -771,9 +792,7 @@ impl Compact<'_> {
                     _ => t.skip(ty, d),
                 })?;
                 h.levels_bytes = u64::try_from(def.max(0) + rep.max(0)).unwrap_or(0);
-                h.kind = PageKind::Data {
-                    dictionary: is_dictionary_encoding(encoding),
-                };
+                h.kind = PageKind::Data(Encoded::of(encoding));
                 Ok(())
             }
             _ => t.skip(ty, depth),

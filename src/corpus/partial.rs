@@ -49,8 +49,9 @@ pub struct RunSettings {
     pub model_files: String,
 }
 
-/// One shard's result.
+/// One shard's result. Only kvaudit writes partials: a field it does not write is refused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Partial {
     pub format: String,
     pub layout: u32,
@@ -122,7 +123,10 @@ impl Partial {
         if scan.layout != Some(u64::from(LAYOUT)) {
             bail!(
                 "{shown} was written by kvaudit {} in layout {}; this kvaudit {} reads layout {LAYOUT}",
-                scan.version.as_deref().unwrap_or("(unknown)"),
+                scan.version.as_deref().map_or("(unknown)", |v| v
+                    .char_indices()
+                    .nth(64)
+                    .map_or(v, |(i, _)| &v[..i])),
                 scan.layout.map_or("(none)".into(), |l| l.to_string()),
                 env!("CARGO_PKG_VERSION"),
             );
@@ -172,6 +176,29 @@ impl Partial {
         if &blocks != sizes {
             return Err(format!(
                 "totals for block sizes {blocks:?}, settings for {sizes:?}"
+            ));
+        }
+        if self.settings.worst > super::MAX_WORST {
+            return Err(format!(
+                "--worst {}, more than kvaudit lists ({})",
+                self.settings.worst,
+                super::MAX_WORST
+            ));
+        }
+        if self.kvaudit_version.len() > 64 {
+            return Err("a kvaudit version longer than any kvaudit writes".into());
+        }
+        let mut digests = std::collections::HashSet::new();
+        if let Some(f) = self
+            .input
+            .files
+            .iter()
+            .filter(|f| f.rows > 0)
+            .find(|f| !digests.insert(f.digest.as_str()))
+        {
+            return Err(format!(
+                "its input holds the same rows twice ({}, digest {}): they would be counted twice",
+                f.path, f.digest
             ));
         }
         if t.worst.len() > self.settings.worst {

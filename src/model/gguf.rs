@@ -508,7 +508,9 @@ impl Metadata {
 
 /// A new directory under the temporary directory that only this user can enter, for a run
 /// with the tokenizer cache off (a fixed name there could be made beforehand by another user).
-fn private_dir() -> std::io::Result<PathBuf> {
+/// Its name is registered with the signal watcher before it is made, so a signal at any point
+/// after leaves nothing behind.
+fn private_dir() -> std::io::Result<ScratchDir> {
     let base = std::env::temp_dir();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -518,13 +520,19 @@ fn private_dir() -> std::io::Result<PathBuf> {
             "kvaudit-gguf-{}-{nanos:09}-{attempt}",
             std::process::id()
         ));
+        remove_on_signal(&dir);
         let mut builder = std::fs::DirBuilder::new();
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
         match builder.create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+            Ok(()) => return Ok(ScratchDir(dir)),
+            Err(e) => {
+                // Not ours: never removed, by a signal or otherwise.
+                forget(&dir);
+                if e.kind() != std::io::ErrorKind::AlreadyExists {
+                    return Err(e);
+                }
+            }
         }
     }
     Err(std::io::Error::new(
@@ -541,7 +549,74 @@ pub struct ScratchDir(PathBuf);
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        forget(&self.0);
     }
+}
+
+/// `dir` is no longer the signal watcher's to remove.
+fn forget(dir: &Path) {
+    if let Ok(mut dirs) = SCRATCH.lock() {
+        dirs.retain(|d| d != dir);
+    }
+}
+
+/// Scratch directories alive now, for the signal watcher.
+static SCRATCH: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers `dir` with the signal watcher, which the first call starts: its handlers are
+/// installed before this returns. On a signal the watcher removes every registered directory
+/// and exits as the signal would have (128 + its number).
+fn remove_on_signal(dir: &Path) {
+    use tokio::signal::unix::{SignalKind, signal};
+    static WATCHER: std::sync::Once = std::sync::Once::new();
+    if let Ok(mut dirs) = SCRATCH.lock() {
+        dirs.push(dir.to_path_buf());
+    }
+    WATCHER.call_once(|| {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+        else {
+            return;
+        };
+        let streams = {
+            let _entered = rt.enter();
+            (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            )
+        };
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = streams else {
+            return;
+        };
+        let _ = std::thread::Builder::new()
+            .name("kvaudit-scratch".into())
+            .spawn(move || {
+                let code = rt.block_on(async {
+                    tokio::select! {
+                        _ = int.recv() => 130,
+                        _ = term.recv() => 143,
+                        _ = hup.recv() => 129,
+                    }
+                });
+                // Held to the exit: a run making its files waits for it (see `materialize`).
+                if let Ok(mut dirs) = SCRATCH.lock() {
+                    for d in dirs.drain(..) {
+                        // The run may be writing a file into it right now: removing fails
+                        // while one appears, so try until the directory is gone.
+                        for _ in 0..100 {
+                            if std::fs::remove_dir_all(&d).is_ok() || !d.exists() {
+                                break;
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                    }
+                    std::process::exit(code);
+                }
+                std::process::exit(code);
+            });
+    });
 }
 
 /// Where a model read from a GGUF file came from: the file the user named (errors name it,
@@ -564,11 +639,11 @@ pub fn materialize(path: &Path) -> Result<(PathBuf, GgufOrigin), GgufError> {
     let (dir, scratch) = match crate::tokenize::cache_dir() {
         Some(root) => (root.join("gguf").join(&meta.sha256[..32]), None),
         None => {
-            let dir = private_dir().map_err(|source| GgufError::Read {
+            let scratch = private_dir().map_err(|source| GgufError::Read {
                 path: std::env::temp_dir().display().to_string(),
                 source,
             })?;
-            (dir.clone(), Some(std::sync::Arc::new(ScratchDir(dir))))
+            (scratch.0.clone(), Some(std::sync::Arc::new(scratch)))
         }
     };
     let origin = GgufOrigin {
@@ -584,6 +659,9 @@ pub fn materialize(path: &Path) -> Result<(PathBuf, GgufOrigin), GgufError> {
         return Ok((dir, origin));
     }
     let (tokenizer, config) = meta.hf_files(&shown)?;
+    // In a scratch directory, the files are made while the signal watcher waits: it never
+    // removes the directory under a write that would make it again.
+    let _hold = origin.scratch.as_ref().map(|_| SCRATCH.lock());
     let write_err = |source: std::io::Error| GgufError::Read {
         path: dir.display().to_string(),
         source,

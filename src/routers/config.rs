@@ -121,6 +121,17 @@ fn uint(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
     }
 }
 
+/// A token threshold: absent, or 0 to [`crate::index::decider::MAX_TOKENS`].
+fn tokens(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
+    use crate::index::decider::MAX_TOKENS;
+    match uint(v, what)? {
+        Some(n) if n > MAX_TOKENS => Err(format!(
+            "{what} {n}: expected a whole number from 0 to {MAX_TOKENS}"
+        )),
+        n => Ok(n),
+    }
+}
+
 /// A block size setting: absent, 0 (the router's default) or 1 to
 /// [`crate::align::MAX_BLOCK_SIZE`].
 fn block(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
@@ -219,9 +230,9 @@ pub fn epp(doc: &Json) -> Result<Epp, String> {
             }
             "prefix-based-pd-decider" => {
                 let cfg = DeciderConfig {
-                    non_cached_tokens: uint(param("nonCachedTokens"), "nonCachedTokens")?
+                    non_cached_tokens: tokens(param("nonCachedTokens"), "nonCachedTokens")?
                         .unwrap_or(0),
-                    prompt_tokens: uint(param("promptTokens"), "promptTokens")?.unwrap_or(0),
+                    prompt_tokens: tokens(param("promptTokens"), "promptTokens")?.unwrap_or(0),
                 };
                 decider = Some((cfg, text(param("prefixMatchInfoProducerName")).to_string()));
             }
@@ -312,7 +323,7 @@ pub fn parse(text: &str) -> Result<Loaded, String> {
         .map(str::trim_start)
         .find(|l| !l.is_empty() && !l.starts_with('#'))
         .unwrap_or("");
-    let looks_like_flags = trimmed.starts_with('-')
+    let looks_like_flags = (trimmed.starts_with('-') && !trimmed.starts_with("---"))
         || ["dynamo", "python", "vllm-router", "smg"]
             .iter()
             .any(|w| trimmed.starts_with(w));
@@ -326,8 +337,11 @@ pub fn parse(text: &str) -> Result<Loaded, String> {
 
 /// Bounds a YAML text's nesting before the parser sees it, in one pass: flow collections by
 /// counting every bracket that could open one, block collections by each line's indentation
-/// and leading markers. Over-counting (a bracket inside a string) only makes the bound
-/// stricter; nothing a string holds can make it looser.
+/// and leading markers, a line ending at any break a YAML parser takes (LF, CR, NEL, U+2028,
+/// U+2029). Aliases (`*name` where a node starts) are refused: serde_yaml expands each one
+/// into the document, so a few hundred kilobytes of them make gigabytes (a "billion laughs").
+/// Over-counting (a bracket or a `*` inside a string) only makes the bounds stricter; nothing
+/// a string holds can make them looser.
 fn check_nesting(text: &str) -> Result<(), String> {
     let flows = text.bytes().filter(|&b| b == b'[' || b == b'{').count();
     if flows > MAX_FLOW_COLLECTIONS {
@@ -336,7 +350,8 @@ fn check_nesting(text: &str) -> Result<(), String> {
              {MAX_FLOW_COLLECTIONS} for a router config"
         ));
     }
-    for (i, line) in text.lines().enumerate() {
+    let breaks = ['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}'];
+    for (i, line) in text.split(breaks).enumerate() {
         let mut rest = line.trim_start_matches([' ', '\t']);
         let mut depth = line.len() - rest.len();
         while let Some(r) = rest
@@ -357,9 +372,33 @@ fn check_nesting(text: &str) -> Result<(), String> {
                 i + 1
             ));
         }
+        // `*` where a node may start: after a line's markers, a space, a bracket or a comma.
+        let mut before = ' ';
+        for c in line.chars() {
+            if c == '*' && matches!(before, ' ' | '\t' | '[' | '{' | ',' | ':' | '-' | '?') {
+                return Err(format!(
+                    "line {}: a YAML alias (*name); kvaudit reads router configs without \
+                     aliases (each would be expanded in full): write the value out",
+                    i + 1
+                ));
+            }
+            before = c;
+        }
     }
     Ok(())
 }
+
+/// The flags of the routers' command lines that take a value.
+const VALUE_FLAGS: &[&str] = &[
+    "--kv-cache-block-size",
+    "--block-size",
+    "--kv-event-block-size",
+    "--router-mode",
+    "--router-approximate-cache-policy",
+    "--policy",
+    "--decode-policy",
+    "--cache-threshold",
+];
 
 /// Words of a flags file: whitespace-separated, `#` comments and line continuations
 /// dropped, `--flag=value` split in two.
@@ -390,23 +429,34 @@ fn words(text: &str) -> Vec<String> {
 fn flags(text: &str) -> Result<Loaded, String> {
     let w = words(text);
     let has = |f: &str| w.iter().any(|x| x == f);
+    // As argparse reads them: a flag given twice takes its last value; a flag whose value is
+    // missing (the file's end, or another flag next) is an error, not a default.
+    for (i, x) in w.iter().enumerate() {
+        if VALUE_FLAGS.contains(&x.as_str()) && w.get(i + 1).is_none_or(|v| v.starts_with("--")) {
+            return Err(format!("{x} has no value"));
+        }
+    }
     let value = |f: &str| -> Option<&str> {
         w.iter()
-            .position(|x| x == f)
+            .rposition(|x| x == f)
             .and_then(|i| w.get(i + 1))
             .map(String::as_str)
     };
-    // Every number these flags files carry is a block size.
+    // Every number these flags files carry is a block size; each time a flag is given, its
+    // value is checked (the last one is used).
     let number = |f: &str| -> Result<Option<usize>, String> {
-        value(f)
-            .map(|v| {
-                v.parse::<usize>()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("{f} {v}: expected a positive integer"))
-                    .and_then(|b| crate::align::check_block_size(f, b))
-            })
-            .transpose()
+        let mut last = None;
+        for (i, _) in w.iter().enumerate().filter(|(_, x)| *x == f) {
+            let v = w.get(i + 1).map_or("", String::as_str);
+            let b = v
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{f} {v}: expected a positive integer"))
+                .and_then(|b| crate::align::check_block_size(f, b))?;
+            last = Some(b);
+        }
+        Ok(last)
     };
     let fraction = |f: &str| -> Result<Option<f64>, String> {
         value(f)
