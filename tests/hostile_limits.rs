@@ -57,6 +57,13 @@ fn one_error(m: &common::Measured, want: &str, what: &str) {
     );
 }
 
+/// `text` written to `dir/name`.
+fn write_in(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -220,11 +227,7 @@ fn block_sizes_in_configs_are_checked_too() {
 fn deep_or_huge_router_configs_are_refused_quickly() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let write = |name: &str, text: &str| {
-        let p = d.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    };
+    let write = |name: &str, text: &str| write_in(d, name, text);
     let flow = write(
         "flow.yaml",
         &format!("plugins: {}{}\n", "[".repeat(400_000), "]".repeat(400_000)),
@@ -314,11 +317,7 @@ fn deep_or_huge_router_configs_are_refused_quickly() {
 fn router_flag_files_are_read_as_argparse_reads_them() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let write = |name: &str, text: &str| {
-        let p = d.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    };
+    let write = |name: &str, text: &str| write_in(d, name, text);
     let twice = write(
         "twice.args",
         "python -m dynamo.frontend --router-mode kv --kv-cache-block-size 16 --kv-cache-block-size 0\n",
