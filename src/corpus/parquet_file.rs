@@ -333,9 +333,11 @@ fn check_pages(
             while at < end {
                 let page = read_page(file, at, end, codec)
                     .map_err(|e| invalid(format!("row group {g}, page at byte {at}: {e}")))?;
-                group_bytes += page.bytes;
-                group_values += page.values;
-                group_made += match page.kind {
+                group_bytes = group_bytes.saturating_add(page.bytes);
+                group_values = group_values.saturating_add(page.values);
+                // Saturating: a footer's row count and a page's value count are the file's
+                // word, and a sum past u64 is past every limit.
+                group_made = group_made.saturating_add(match page.kind {
                     PageKind::Dictionary => {
                         if at == start {
                             longest_entry = Some(longest_dictionary_entry(reader, g, c)?);
@@ -358,7 +360,7 @@ fn check_pages(
                         .bytes
                         .saturating_add(page.values.saturating_mul(VALUE_OVERHEAD)),
                     PageKind::Other => 0,
-                };
+                });
                 // Each value becomes a field of a row as the rows are assembled: a few bytes
                 // of a page can claim billions of them.
                 if group_values > MAX_ROW_GROUP_VALUES {
