@@ -401,8 +401,14 @@ impl<'a> Planner<'a> {
         &self,
         conv: &Conversation,
     ) -> Result<(crate::model::SelectedTemplate, Arc<ChatRenderer>, Clock)> {
-        let has_tools = self.options.server.selects_tool_template(conv.any_tools());
-        let name = self.settings.template_name.as_deref();
+        let server = self.options.server;
+        let has_tools = server.selects_tool_template(conv.any_tools());
+        let name = self.settings.template_name.as_deref().or_else(|| {
+            server
+                .takes_first_named_template()
+                .then(|| self.files.first_template_name())
+                .flatten()
+        });
         let template = self.files.select_template(name, has_tools)?;
         let with_and_without = conv.tools_per_prompt.iter().any(Option::is_some)
             && conv.tools_per_prompt.iter().any(Option::is_none);

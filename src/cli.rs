@@ -586,8 +586,9 @@ pub struct RenderingArgs {
 
     /// Render each request as this server does: its message preprocessing (content null,
     /// content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template.
-    #[arg(long, value_enum, default_value_t = ServerArg::Transformers)]
-    pub server: ServerArg,
+    #[arg(long, value_name = "SERVER[@RELEASE]", value_parser = ServerParser::any(),
+          default_value = "transformers")]
+    pub server: crate::render::ServerProfile,
 
     /// The server's default template kwarg `key=value` (vLLM/SGLang
     /// `--default-chat-template-kwargs`; the request's own win); repeatable.
@@ -605,19 +606,68 @@ pub struct RenderingArgs {
     pub fuel: u64,
 }
 
-/// Whose request preprocessing applies before the chat template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ServerArg {
-    /// transformers' apply_chat_template on the messages as given (4.57).
-    Transformers,
-    /// vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the
-    /// HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there.
-    Vllm,
-    /// SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path.
-    Sglang,
-    /// llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content
-    /// kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated.
-    Llamacpp,
+/// `--server`: a render profile by name, `name@release` where kvaudit follows releases
+/// (`sglang@0.5.23`, `sglang@main`, `vllm@0.32`); a bare name is the newest release the tests
+/// run. Its values are listed in `--help` and the completions.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerParser {
+    /// Only the engines `probe` can talk to (no `transformers`).
+    engines_only: bool,
+}
+
+impl ServerParser {
+    pub fn any() -> ServerParser {
+        ServerParser {
+            engines_only: false,
+        }
+    }
+
+    pub fn engines() -> ServerParser {
+        ServerParser { engines_only: true }
+    }
+
+    fn allowed(self, p: crate::render::ServerProfile) -> bool {
+        !(self.engines_only && p == crate::render::ServerProfile::Transformers)
+    }
+}
+
+impl clap::builder::TypedValueParser for ServerParser {
+    type Value = crate::render::ServerProfile;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        use crate::render::ServerProfile;
+        let this = *self;
+        // A function parser, so a refusal is clap's one-line value-validation error.
+        let parse = move |text: &str| -> Result<ServerProfile, String> {
+            match ServerProfile::parse(text) {
+                Some(p) if this.allowed(p) => Ok(p),
+                Some(_) => Err("probe talks to an engine: vllm, sglang or llamacpp".into()),
+                None => Err(ServerProfile::unknown(text)),
+            }
+        };
+        clap::builder::TypedValueParser::parse_ref(&parse, cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            crate::render::ServerProfile::VALUES
+                .iter()
+                .filter(|(_, p)| self.allowed(*p))
+                .map(|&(name, p)| {
+                    let shown = p.label() == name || !name.contains('@');
+                    clap::builder::PossibleValue::new(name)
+                        .help(p.pinned_to())
+                        .hide(!shown)
+                }),
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -1017,16 +1067,6 @@ or more than predicted), 2 errors: bad flags, an unreachable server, an answer w
 usage fields (naming the server flag that enables them: vLLM --enable-prompt-tokens-details, \
 SGLang --enable-cache-report).";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProbeServer {
-    /// vLLM's OpenAI server (render profile `vllm`).
-    Vllm,
-    /// SGLang's OpenAI server (render profile `sglang`).
-    Sglang,
-    /// llama.cpp's llama-server with --jinja (render profile `llamacpp`).
-    Llamacpp,
-}
-
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// The server's OpenAI base URL, e.g. http://host:8000/v1.
@@ -1040,9 +1080,10 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "NAME")]
     pub served_model: Option<String>,
 
-    /// The engine behind the URL (default: from /v1/models `owned_by`).
-    #[arg(long, value_enum)]
-    pub server: Option<ProbeServer>,
+    /// The engine behind the URL, `name@release` to pick the release whose rendering applies
+    /// (default: from /v1/models `owned_by`, its newest release kvaudit follows).
+    #[arg(long, value_name = "SERVER[@RELEASE]", value_parser = ServerParser::engines())]
+    pub server: Option<crate::render::ServerProfile>,
 
     /// A conversation JSON file: its user messages are sent, its assistant messages mark where
     /// the server's replies go.

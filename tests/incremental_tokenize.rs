@@ -29,7 +29,7 @@ fn prompts(renderer: &ChatRenderer, record: &Json) -> Option<Vec<String>> {
     [
         ServerProfile::Transformers,
         ServerProfile::Vllm,
-        ServerProfile::Sglang,
+        ServerProfile::parse("sglang").unwrap(),
     ]
     .into_iter()
     .find_map(|profile| prompts_as(renderer, record, profile))

@@ -81,7 +81,9 @@ fn profile(name: &str) -> ServerProfile {
     match name {
         "transformers" => ServerProfile::Transformers,
         "vllm" => ServerProfile::Vllm,
-        "sglang" => ServerProfile::Sglang,
+        // servers.py follows SGLang's main branch; the 0.5.23 release is checked against the
+        // running server (tests/sglang_live.rs).
+        "sglang" => ServerProfile::parse("sglang@main").unwrap(),
         other => panic!("unknown profile {other}"),
     }
 }

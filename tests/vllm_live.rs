@@ -18,13 +18,14 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use assert_cmd::cargo::CommandCargoExt;
+use common::live::{
+    self, RenderTally, Tokenizing, free_port, http, json_out, kvaudit, routers_venv, with_call_ids,
+};
 use serde_json::{Value as Json, json};
 
 /// The vLLM release .ci/vllm.sh installs.
@@ -33,15 +34,6 @@ const VLLM_VERSION: &str = "0.32.0";
 const BLOCK: usize = 32;
 /// Bound on vLLM's start-up (about 60 s on 2 cores with --enforce-eager).
 const START_TIMEOUT: Duration = Duration::from_secs(420);
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env_remove("OPENAI_API_KEY")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("COLUMNS", "100")
-        .env("NO_COLOR", "1");
-    cmd
-}
 
 fn work_dir() -> PathBuf {
     let dir = common::repo_root().join("target/vllm-live");
@@ -92,75 +84,27 @@ fn venv(test: &str) -> Option<PathBuf> {
 
 /// A running vLLM serving one tiny model.
 struct Server {
+    engine: live::Engine,
     /// `http://127.0.0.1:PORT`.
     root: String,
     /// Where the KV-event publisher connects (a subscriber binds it), `tcp://127.0.0.1:PORT`.
     events: String,
     model_dir: PathBuf,
-    log: PathBuf,
-    /// Closed when this process exits: the shell around vLLM then stops it.
-    _stdin: Mutex<ChildStdin>,
     /// One test at a time: the prefix cache is shared state.
     turn: Mutex<()>,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The tiny model of `family`, written once per checkout under target/.
-fn tiny_model(venv: &Path, shared: &Path, family: Family) -> PathBuf {
-    let dir = work_dir().join(format!("models/tiny-{}", family.name()));
-    if !dir.join("model.safetensors").is_file() {
-        let out = Command::new(venv.join("bin/python"))
-            .arg(common::repo_root().join("tests/make_tiny_hf.py"))
-            .arg(family.name())
-            .arg(shared.join("models").join(family.reference()))
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "make_tiny_hf.py failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    dir
-}
-
-/// GET or POST on the server; the status and the body (JSON, or the text as a JSON string).
-fn http(root: &str, method: &str, path: &str, body: Option<&Json>) -> (u16, Json) {
-    let agent = ureq::Agent::new_with_config(
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(300)))
-            .build(),
-    );
-    let url = format!("{root}{path}");
-    let mut resp = match (method, body) {
-        ("GET", _) => agent.get(&url).call(),
-        (_, Some(b)) => agent
-            .post(&url)
-            .header("Content-Type", "application/json")
-            .send(serde_json::to_vec(b).unwrap().as_slice()),
-        (_, None) => agent.post(&url).send_empty(),
-    }
-    .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-    let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap_or_default();
-    let body = serde_json::from_str(&text).unwrap_or(Json::String(text));
-    (status, body)
-}
-
 fn start(venv: &Path, shared: &Path, family: Family) -> Result<Server, String> {
-    let model_dir = tiny_model(venv, shared, family);
+    let model_dir = work_dir().join(format!("models/tiny-{}", family.name()));
+    live::tiny_model(
+        &venv.join("bin/python"),
+        shared,
+        family.name(),
+        family.reference(),
+        &model_dir,
+    );
     let (port, events, replay) = (free_port(), free_port(), free_port());
     let log = work_dir().join(format!("vllm-{}-{port}.log", family.name()));
-    let pid_file = work_dir().join(format!("vllm-{}-{port}.pid", family.name()));
     let kv_events = json!({
         "enable_kv_cache_events": true,
         "publisher": "zmq",
@@ -168,80 +112,48 @@ fn start(venv: &Path, shared: &Path, family: Family) -> Result<Server, String> {
         "replay_endpoint": format!("tcp://127.0.0.1:{replay}"),
         "topic": "kv-events",
     });
-    // vLLM in its own session (its engine runs in a child process); the shell kills the whole
-    // group when its stdin reaches end of file, which happens when this test process exits.
-    let script = r#"setsid "$@" & pid=$!; echo $pid > "$PIDFILE"; cat >/dev/null; kill -TERM -- -$pid 2>/dev/null; sleep 5; kill -KILL -- -$pid 2>/dev/null; true"#;
-    let mut child = Command::new("bash")
-        .args(["-c", script, "vllm-live"])
-        .arg(venv.join("bin/vllm"))
-        .arg("serve")
-        .arg(&model_dir)
-        .args(["--served-model-name", "tiny", "--host", "127.0.0.1"])
-        .args(["--port", &port.to_string()])
-        .args(["--block-size", &BLOCK.to_string()])
-        .args(["--max-model-len", "4096", "--enforce-eager"])
-        .arg("--enable-prompt-tokens-details")
-        .args(["--kv-events-config", &kv_events.to_string()])
-        .env("PIDFILE", &pid_file)
-        .env("VLLM_TARGET_DEVICE", "cpu")
-        .env("VLLM_CPU_KVCACHE_SPACE", "1")
-        // /reset_prefix_cache, so each test starts from an empty cache.
-        .env("VLLM_SERVER_DEV_MODE", "1")
-        .env("VLLM_NO_USAGE_STATS", "1")
-        .env("HF_HUB_OFFLINE", "1")
-        .stdin(Stdio::piped())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::from(
-            std::fs::OpenOptions::new().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .map_err(|e| format!("cannot start vLLM: {e}"))?;
-    let stdin = child.stdin.take().unwrap();
-    let root = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    let failed = |why: String| {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(60).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        Err(format!(
-            "{why}; vLLM's log ({}):\n{}",
-            log.display(),
-            tail.join("\n")
-        ))
-    };
-    loop {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-            let mut text = String::new();
-            let _ = s.read_to_string(&mut text);
-            if text.starts_with("HTTP/1.1 200") {
-                break;
-            }
-        }
-        let alive = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|p| std::fs::read_to_string(format!("/proc/{}/stat", p.trim())).ok())
-            .is_some_and(|stat| !stat.contains(") Z "));
-        if started.elapsed() > Duration::from_secs(5) && !alive {
-            return failed("vLLM exited during start-up".into());
-        }
-        if started.elapsed() > START_TIMEOUT {
-            return failed(format!("vLLM did not come up in {START_TIMEOUT:?}"));
-        }
-        std::thread::sleep(Duration::from_millis(500));
+    let mut args: Vec<String> = vec!["serve".into(), model_dir.display().to_string()];
+    for a in [
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--block-size",
+        &BLOCK.to_string(),
+        "--max-model-len",
+        "4096",
+        "--enforce-eager",
+        "--enable-prompt-tokens-details",
+        "--kv-events-config",
+        &kv_events.to_string(),
+    ] {
+        args.push(a.to_string());
     }
-    let _ = writeln!(
-        std::io::stderr(),
-        "vLLM {} up in {:.0} s",
-        family.name(),
-        started.elapsed().as_secs_f64()
-    );
+    let env = [
+        ("VLLM_TARGET_DEVICE", "cpu".to_string()),
+        ("VLLM_CPU_KVCACHE_SPACE", "1".to_string()),
+        // /reset_prefix_cache, so each test starts from an empty cache.
+        ("VLLM_SERVER_DEV_MODE", "1".to_string()),
+        ("VLLM_NO_USAGE_STATS", "1".to_string()),
+        ("HF_HUB_OFFLINE", "1".to_string()),
+    ];
+    let name = format!("vLLM {}", family.name());
+    let engine = live::start_engine(
+        &name,
+        &venv.join("bin/vllm"),
+        &args,
+        &env,
+        port,
+        &log,
+        START_TIMEOUT,
+    )?;
     Ok(Server {
-        root,
+        root: engine.root.clone(),
+        engine,
         events: format!("tcp://127.0.0.1:{events}"),
         model_dir,
-        log,
-        _stdin: Mutex::new(stdin),
         turn: Mutex::new(()),
     })
 }
@@ -270,165 +182,6 @@ fn server(
     Some((server, guard, shared))
 }
 
-/// A message as a client sends it: without the keys a conversation file records about replies.
-fn sent(m: &Json) -> Json {
-    let mut m = m.clone();
-    if let Some(o) = m.as_object_mut() {
-        for k in ["generated", "generated_ids", "finish_reason"] {
-            o.shift_remove(k);
-        }
-    }
-    m
-}
-
-/// vLLM's ids of prompt `messages` (with the generation prompt), or its error status.
-fn vllm_tokenize(
-    server: &Server,
-    messages: &[Json],
-    tools: Option<&Json>,
-) -> Result<Vec<u32>, (u16, String)> {
-    let mut body = json!({
-        "model": "tiny",
-        "messages": messages.iter().map(sent).collect::<Vec<_>>(),
-        "add_generation_prompt": true,
-    });
-    if let Some(t) = tools {
-        body["tools"] = t.clone();
-    }
-    let (status, answer) = http(&server.root, "POST", "/tokenize", Some(&body));
-    if status != 200 {
-        return Err((status, answer.to_string()));
-    }
-    Ok(answer["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect())
-}
-
-/// `kvaudit render --server vllm` of one conversation: its prompts' ids, exit code, stderr.
-fn kvaudit_render(server: &Server, conv: &Path) -> (Vec<Vec<u32>>, i32, String) {
-    let out = kvaudit()
-        .args([
-            "render", "--server", "vllm", "--format", "json", "--tokens", "-m",
-        ])
-        .arg(&server.model_dir)
-        .arg("-c")
-        .arg(conv)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let report: Json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
-    let prompts = report["conversations"][0]["prompts"]
-        .as_array()
-        .map(|ps| {
-            ps.iter()
-                .map(|p| {
-                    p["ids"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|x| x.as_u64().unwrap() as u32)
-                        .collect()
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    (prompts, out.status.code().unwrap_or(-1), stderr)
-}
-
-/// A tool-call conversation with the ids and string arguments vLLM requires, and each tool
-/// answer pointing at its call.
-fn with_call_ids(record: &Json) -> Option<Json> {
-    let mut record = record.clone();
-    let mut changed = false;
-    let mut last_ids: Vec<String> = Vec::new();
-    let mut n = 0;
-    for m in record["messages"].as_array_mut()? {
-        if let Some(calls) = m.get_mut("tool_calls").and_then(Json::as_array_mut) {
-            last_ids.clear();
-            for c in calls {
-                if c.get("id").is_none() {
-                    n += 1;
-                    c["id"] = json!(format!("call_{n}"));
-                    changed = true;
-                }
-                last_ids.push(c["id"].as_str().unwrap_or("").to_string());
-                let args = &mut c["function"]["arguments"];
-                if !args.is_string() {
-                    *args = json!(args.to_string());
-                    changed = true;
-                }
-            }
-        } else if m["role"] == "tool" && m.get("tool_call_id").is_none() && !last_ids.is_empty() {
-            m["tool_call_id"] = json!(last_ids.remove(0));
-            changed = true;
-        }
-    }
-    changed.then_some(record)
-}
-
-#[derive(Default, Debug)]
-struct RenderTally {
-    conversations: usize,
-    prompts: usize,
-    identical: usize,
-    refused_by_both: usize,
-    differ: Vec<String>,
-}
-
-/// Every prompt kvaudit renders equals vLLM's `/tokenize` of the same request, and the first
-/// request vLLM refuses is the one kvaudit refuses (the ones before it rendered by both).
-fn compare_conversation(server: &Server, label: &str, record: &Json, tally: &mut RenderTally) {
-    let file = work_dir().join(format!("conv/{}.json", label.replace([':', '/'], "_")));
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    let conv = json!({"messages": record["messages"], "tools": record.get("tools").cloned().unwrap_or(Json::Null)});
-    std::fs::write(&file, serde_json::to_vec(&conv).unwrap()).unwrap();
-    let messages = record["messages"].as_array().unwrap();
-    let tools = record.get("tools").filter(|t| !t.is_null());
-    let (ours, code, stderr) = kvaudit_render(server, &file);
-    tally.conversations += 1;
-    let ends = common::prompt_ends(messages);
-    for (i, &end) in ends.iter().enumerate() {
-        let request = i + 1;
-        match vllm_tokenize(server, &messages[..end], tools) {
-            Ok(theirs) => {
-                tally.prompts += 1;
-                match ours.get(i) {
-                    Some(ids) if *ids == theirs => tally.identical += 1,
-                    Some(ids) => {
-                        let at = ids.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
-                        tally.differ.push(format!(
-                            "{label} prompt {request}: first difference at token {at} (kvaudit {}, vLLM {} tokens)",
-                            ids.len(),
-                            theirs.len()
-                        ));
-                    }
-                    None => tally.differ.push(format!(
-                        "{label} prompt {request}: vLLM serves it, kvaudit did not render it (exit {code}): {stderr}"
-                    )),
-                }
-            }
-            Err((status, why)) => {
-                // vLLM refuses this request: kvaudit rendered exactly the ones before it and
-                // names this one.
-                let named =
-                    stderr.contains(&format!("request {request}:")) || (request == 1 && code == 2);
-                if status == 400 && ours.len() == i && code == 2 && named {
-                    tally.refused_by_both += 1;
-                } else {
-                    tally.differ.push(format!(
-                        "{label} request {request}: vLLM answers {status} ({why}); kvaudit rendered {} prompts, exit {code}: {stderr}",
-                        ours.len()
-                    ));
-                }
-                break;
-            }
-        }
-    }
-}
-
 #[cfg_attr(
     not(kvaudit_shared),
     ignore = "needs ../shared (reference models, templates, captures) beside the repository"
@@ -441,12 +194,21 @@ fn render_equals_vllm_tokenize_on_every_corpus_file() {
     };
     let mut tally = RenderTally::default();
     let mut with_ids = RenderTally::default();
+    let tokenize = |m: &[Json], t: Option<&Json>| live::tokenize_chat(&server.root, m, t);
+    let with = Tokenizing {
+        engine: "vLLM",
+        server: "vllm",
+        model: &server.model_dir,
+        tokenize: &tokenize,
+    };
+    let dir = work_dir();
     for (label, record) in common::sampled_corpus(&shared, Some(4)) {
-        compare_conversation(server, &label, &record, &mut tally);
+        live::compare_conversation(&with, &dir, &label, &record, &mut tally);
         // Tool calls as sent (without ids, vLLM refuses) and with the ids vLLM requires:
         // the tool definitions then reach the template as vLLM's request models keep them.
         if let Some(fixed) = with_call_ids(&record) {
-            compare_conversation(server, &format!("{label}+ids"), &fixed, &mut with_ids);
+            let label = format!("{label}+ids");
+            live::compare_conversation(&with, &dir, &label, &fixed, &mut with_ids);
         }
     }
     let _ = writeln!(
@@ -489,7 +251,7 @@ fn probe(server: &Server, extra: &[&str]) -> (Json, i32, String) {
     let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "probe printed no JSON ({e}); stderr: {stderr}; vLLM log: {}",
-            server.log.display()
+            server.engine.log.display()
         )
     });
     (report, out.status.code().unwrap_or(-1), stderr)
@@ -692,17 +454,6 @@ fn one_turn(server: &Server, name: &str, max_tokens: usize) -> PathBuf {
     saved
 }
 
-fn json_out(cmd: &mut Command) -> Json {
-    let out = cmd.output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON ({e}), exit {:?}: {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
 /// The engine's KV events, captured live, replayed through the index at each block size:
 /// what the index stores and finds of turn 2's prompt is what diff-turns predicts for the same
 /// conversation from its text alone.
@@ -896,28 +647,6 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
             assert_eq!((next_found, held_found), (&json!(0), &json!(0)), "{real:#}");
         }
     }
-}
-
-/// The real routers' environment (.ci/routers.sh), or `None` (the caller skips, saying why;
-/// under CI it fails).
-fn routers_venv(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("KVAUDIT_ROUTERS_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            common::user_cache().join("kvaudit-routers/dynamo-1.6.1+vllm-router-0.1.17+smg-1.13.0")
-        });
-    if dir.join(".complete").is_file() {
-        return Some(dir);
-    }
-    let why = format!(
-        "the routers' environment is not at {} (.ci/routers.sh installs it)",
-        dir.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}");
-    }
-    common::skipped(test, &why);
-    None
 }
 
 /// A reply cut at max_tokens where prompt + reply end exactly on a block boundary: vLLM

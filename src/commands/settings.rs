@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::align::AlignOptions;
 use crate::audit::{self, AuditSettings, QuickTurn, RenderSelection};
-use crate::cli::{ConversationArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend, ServerArg};
+use crate::cli::{ConversationArgs, EmulationArgs, EngineArg, ReplyFormatArg, Resend};
 use crate::events::Engine;
 use crate::model::ModelFiles;
 use crate::render::reply::PlanOptions;
@@ -182,12 +182,7 @@ pub fn audit_settings(
         None => chrono::Local::now().naive_local(),
     };
     let kwargs = template_kwargs("--template-kwarg", &args.template_kwarg)?;
-    let server = match args.server {
-        ServerArg::Transformers => ServerProfile::Transformers,
-        ServerArg::Vllm => ServerProfile::Vllm,
-        ServerArg::Sglang => ServerProfile::Sglang,
-        ServerArg::Llamacpp => ServerProfile::Llamacpp,
-    };
+    let server = args.server;
     let server_kwargs = template_kwargs("--server-template-kwarg", &args.server_template_kwarg)?;
     if server == ServerProfile::Transformers && !server_kwargs.is_empty() {
         bail!("--server-template-kwarg needs --server vllm, sglang or llamacpp");
@@ -892,13 +887,12 @@ pub fn probe_settings(
     args: &crate::cli::ProbeArgs,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(crate::probe::ProbeSettings, crate::probe::HttpSettings)> {
-    use crate::cli::ProbeServer;
-    use crate::probe::{Engine, HttpSettings, ProbeSettings};
+    use crate::probe::{HttpSettings, ProbeSettings};
     let rendering = crate::cli::RenderingArgs {
         reply_format: args.reply_format,
         template_kwarg: args.template_kwarg.clone(),
         kwargs_turn: Vec::new(),
-        server: ServerArg::Transformers,
+        server: ServerProfile::Transformers,
         server_template_kwarg: Vec::new(),
         now: args.now.clone(),
         fuel: args.fuel,
@@ -951,11 +945,7 @@ pub fn probe_settings(
     };
     Ok((
         ProbeSettings {
-            engine: args.server.map(|s| match s {
-                ProbeServer::Vllm => Engine::Vllm,
-                ProbeServer::Sglang => Engine::Sglang,
-                ProbeServer::Llamacpp => Engine::Llamacpp,
-            }),
+            server: args.server,
             served_model: args.served_model.clone(),
             turns: args.turns,
             max_tokens: args.max_tokens,

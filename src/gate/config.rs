@@ -42,14 +42,6 @@ enum RawResend {
     ReasoningField,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum RawServer {
-    Transformers,
-    Vllm,
-    Sglang,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawModel {
@@ -60,7 +52,8 @@ struct RawModel {
     #[serde(default)]
     template_kwargs: toml::Table,
     resend: Option<RawResend>,
-    server: Option<RawServer>,
+    /// A `--server` value: transformers, vllm or sglang, `@release` allowed.
+    server: Option<Spanned<String>>,
     #[serde(default)]
     server_template_kwargs: toml::Table,
 }
@@ -330,10 +323,23 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
                 RawResend::Raw => ResendMode::Raw,
                 RawResend::ReasoningField => ResendMode::ReasoningField,
             },
-            server: match m.server.unwrap_or(RawServer::Transformers) {
-                RawServer::Transformers => ServerProfile::Transformers,
-                RawServer::Vllm => ServerProfile::Vllm,
-                RawServer::Sglang => ServerProfile::Sglang,
+            server: match &m.server {
+                None => ServerProfile::Transformers,
+                Some(text) => match ServerProfile::parse(text.get_ref()) {
+                    Some(p) if p != ServerProfile::Llamacpp => p,
+                    Some(_) => {
+                        return Err(loc.error(
+                            &text.span(),
+                            "server: the gate renders as transformers, vllm or sglang",
+                        ));
+                    }
+                    None => {
+                        return Err(loc.error(
+                            &text.span(),
+                            format!("server: {}", ServerProfile::unknown(text.get_ref())),
+                        ));
+                    }
+                },
             },
             server_template_kwargs: to_json(&m.server_template_kwargs),
             location: loc.at(&span),

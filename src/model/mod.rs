@@ -200,6 +200,15 @@ impl ModelFiles {
         })
     }
 
+    /// The first of several named templates (the one a server without a name to ask for and
+    /// without transformers' `tool_use` rule takes).
+    pub fn first_template_name(&self) -> Option<&str> {
+        match &self.templates {
+            ChatTemplates::Named { templates, .. } => templates.first().map(|(k, _)| k.as_str()),
+            _ => None,
+        }
+    }
+
     /// transformers' choice: a named template when asked for, else `tool_use` when tools are
     /// passed and it exists, else `default`.
     pub fn select_template(

@@ -60,8 +60,9 @@ pub enum ProbeError {
 /// How the probe runs.
 #[derive(Debug, Clone)]
 pub struct ProbeSettings {
-    /// The engine behind the URL; `None`: read from `/v1/models` (`owned_by`).
-    pub engine: Option<Engine>,
+    /// The engine behind the URL and the release whose rendering applies (`--server`);
+    /// `None`: the engine read from `/v1/models` (`owned_by`), its newest release.
+    pub server: Option<ServerProfile>,
     /// The `model` field of each request; `None`: the first model `/v1/models` lists.
     pub served_model: Option<String>,
     /// At most this many requests (default: every prompt of the conversation).
@@ -220,8 +221,11 @@ pub struct ProbeReport {
     pub engine: Engine,
     pub served_model: String,
     pub block_size: usize,
-    /// `--block-size`, `/metrics` (vLLM's cache_config_info) or `default`.
+    /// `--block-size`, `/metrics` (vLLM's cache_config_info), `/server_info` (SGLang's
+    /// page_size) or `default`.
     pub block_size_from: &'static str,
+    /// The release the server says it runs, where it says (SGLang's /server_info).
+    pub server_version: Option<String>,
     pub model: ModelInfo,
     pub source: String,
     pub resend: ResendMode,
@@ -241,8 +245,18 @@ impl ProbeReport {
 pub fn profile(engine: Engine) -> ServerProfile {
     match engine {
         Engine::Vllm => ServerProfile::Vllm,
-        Engine::Sglang => ServerProfile::Sglang,
+        Engine::Sglang => ServerProfile::Sglang(Default::default()),
         Engine::Llamacpp => ServerProfile::Llamacpp,
+    }
+}
+
+/// The engine a render profile stands for (`None` for transformers).
+pub fn engine_of(profile: ServerProfile) -> Option<Engine> {
+    match profile {
+        ServerProfile::Vllm => Some(Engine::Vllm),
+        ServerProfile::Sglang(_) => Some(Engine::Sglang),
+        ServerProfile::Llamacpp => Some(Engine::Llamacpp),
+        ServerProfile::Transformers => None,
     }
 }
 
@@ -351,7 +365,7 @@ pub fn run(
     // Why /v1/models said nothing, when it failed (a wrong key answers 401 here first).
     let mut models_failed = None;
     let (listed_model, listed_engine) =
-        if settings.engine.is_none() || settings.served_model.is_none() {
+        if settings.server.is_none() || settings.served_model.is_none() {
             match client.get("/models", true) {
                 Ok(answer) => wire::parse_models(&answer),
                 Err(e @ ProbeError::Unreachable { .. }) => return Err(e.into()),
@@ -363,7 +377,8 @@ pub fn run(
         } else {
             (None, None)
         };
-    let engine = match settings.engine.or(listed_engine) {
+    let named = settings.server.and_then(engine_of);
+    let engine = match named.or(listed_engine) {
         Some(e) => e,
         None => {
             let why = match models_failed {
@@ -384,17 +399,30 @@ pub fn run(
         .clone()
         .or(listed_model)
         .unwrap_or_else(|| files.source.clone());
-    // The server's own block size where it says it: vLLM's /metrics carries its cache config.
+    // The server's own block size where it says it: vLLM's /metrics carries its cache config,
+    // SGLang's /server_info its page size (and its version).
     let from_metrics = || {
         client
             .get_text("/metrics", false)
             .ok()
             .and_then(|text| wire::metrics_block_size(&text))
     };
+    let server_info = match engine {
+        Engine::Sglang => client
+            .get("/server_info", false)
+            .ok()
+            .map(|a| wire::sglang_server_info(&a.body)),
+        _ => None,
+    }
+    .unwrap_or_default();
     let (block, block_size_from) = match (settings.block_size, engine) {
         (Some(b), _) => (b, "--block-size"),
         (None, Engine::Vllm) => match from_metrics() {
             Some(b) => (b, "/metrics"),
+            None => (engine.default_block_size(), "default"),
+        },
+        (None, Engine::Sglang) => match server_info.page_size {
+            Some(b) => (b, "/server_info"),
             None => (engine.default_block_size(), "default"),
         },
         (None, _) => (engine.default_block_size(), "default"),
@@ -403,8 +431,12 @@ pub fn run(
         return Err(ProbeError::Usage("--block-size must be positive".into()).into());
     }
     let mut audit = settings.audit.clone();
-    audit.plan.server = profile(engine);
-    let tok = &tokenizer(profile(engine))?;
+    let server = settings
+        .server
+        .filter(|p| engine_of(*p) == Some(engine))
+        .unwrap_or(profile(engine));
+    audit.plan.server = server;
+    let tok = &tokenizer(server)?;
     let auditor = Auditor::new(files, tok, &audit)?;
     let segments = user_segments(conv)?;
     let k = settings.turns.unwrap_or(segments.len()).min(segments.len());
@@ -607,6 +639,7 @@ pub fn run(
         served_model,
         block_size: block,
         block_size_from,
+        server_version: server_info.version,
         model: auditor.model().clone(),
         source: conv.source.clone(),
         resend: conv.resend,

@@ -242,12 +242,16 @@ pub fn parse_chat(engine: Engine, answer: &Answer) -> Result<Reply, ProbeError> 
                 .map(|v| ids(v, EP, "prompt_token_ids"))
                 .transpose()?,
         ),
+        // 0.5.23 answers `return_token_ids` with `response_token_ids`; `token_ids` is main's.
         Engine::Sglang => (
-            choice
-                .get("token_ids")
-                .filter(|v| !v.is_null())
-                .map(|v| ids(v, EP, "choices[0].token_ids"))
-                .transpose()?,
+            match choice.get("response_token_ids").filter(|v| !v.is_null()) {
+                Some(v) => Some(ids(v, EP, "choices[0].response_token_ids")?),
+                None => choice
+                    .get("token_ids")
+                    .filter(|v| !v.is_null())
+                    .map(|v| ids(v, EP, "choices[0].token_ids"))
+                    .transpose()?,
+            },
             choice
                 .get("prompt_token_ids")
                 .or_else(|| body.get("prompt_token_ids"))
@@ -365,6 +369,30 @@ pub fn metrics_block_size(text: &str) -> Option<usize> {
             .ok()
             .filter(|&b: &usize| (1..=crate::align::MAX_BLOCK_SIZE).contains(&b))
     })
+}
+
+/// What SGLang's `/server_info` says of itself.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SglangInfo {
+    pub page_size: Option<usize>,
+    pub version: Option<String>,
+}
+
+/// SGLang's `/server_info`: its `page_size` (the KV granularity of its radix cache) and
+/// `version`; values out of range or of another type are left out.
+pub fn sglang_server_info(body: &Json) -> SglangInfo {
+    SglangInfo {
+        page_size: body
+            .get("page_size")
+            .and_then(Json::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|b| (1..=crate::align::MAX_BLOCK_SIZE).contains(b)),
+        version: body
+            .get("version")
+            .and_then(Json::as_str)
+            .filter(|v| v.len() <= 64 && v.chars().all(|c| c.is_ascii_graphic()))
+            .map(str::to_string),
+    }
 }
 
 #[cfg(test)]

@@ -875,7 +875,7 @@ mod tests {
         // vLLM reads only `reasoning` (server-preprocessing.md 1.4).
         assert_eq!(keys(ServerProfile::Vllm), ["reasoning"]);
         assert_eq!(
-            keys(ServerProfile::Sglang),
+            keys(ServerProfile::Sglang(Default::default())),
             ["reasoning_content", "thinking"]
         );
         assert_eq!(

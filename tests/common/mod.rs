@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 pub mod event_fixtures;
 pub mod hub;
+pub mod live;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

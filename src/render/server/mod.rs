@@ -11,23 +11,46 @@
 mod detect;
 pub mod llamacpp;
 mod sglang;
+mod sglang_schema;
 mod vllm;
 
 pub use detect::{ContentFormat, sglang_content_format, vllm_content_format};
 
 use serde_json::{Map, Value as Json};
 
+/// The SGLang whose rules `ServerProfile::Sglang` follows: releases differ in how they write
+/// tool definitions (server-preprocessing.md 2.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SglangRelease {
+    /// 0.5.23, the release the live tests run: tools as the client wrote them.
+    #[default]
+    V0_5_23,
+    /// The main branch with the chat_input package: every tool field written, `strict` false.
+    Main,
+}
+
+impl SglangRelease {
+    pub fn name(self) -> &'static str {
+        match self {
+            SglangRelease::V0_5_23 => "0.5.23",
+            SglangRelease::Main => "main",
+        }
+    }
+}
+
+/// The vLLM release the `vllm` profile follows (the one the live tests run).
+pub const VLLM_RELEASE: &str = "0.32";
+
 /// Whose message preprocessing applies before the template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ServerProfile {
     /// The raw `apply_chat_template` contract: messages, tools and kwargs as given.
     #[default]
     Transformers,
     /// vLLM's OpenAI server with the HF (Jinja) renderer.
     Vllm,
-    /// SGLang's OpenAI server on its Jinja path.
-    Sglang,
+    /// SGLang's OpenAI server on its Jinja path, as one release writes it.
+    Sglang(SglangRelease),
     /// llama.cpp's llama-server with `--jinja` (post-b7756 engine).
     Llamacpp,
 }
@@ -37,8 +60,25 @@ impl ServerProfile {
         match self {
             ServerProfile::Transformers => "transformers",
             ServerProfile::Vllm => "vllm",
-            ServerProfile::Sglang => "sglang",
+            ServerProfile::Sglang(_) => "sglang",
             ServerProfile::Llamacpp => "llamacpp",
+        }
+    }
+
+    /// The server release whose rules apply, where kvaudit follows one release.
+    pub fn release(self) -> Option<&'static str> {
+        match self {
+            ServerProfile::Vllm => Some(VLLM_RELEASE),
+            ServerProfile::Sglang(r) => Some(r.name()),
+            ServerProfile::Transformers | ServerProfile::Llamacpp => None,
+        }
+    }
+
+    /// `name@release`, as `--server` takes it.
+    pub fn label(self) -> String {
+        match self.release() {
+            Some(r) => format!("{}@{r}", self.name()),
+            None => self.name().to_string(),
         }
     }
 
@@ -47,9 +87,12 @@ impl ServerProfile {
         match self {
             ServerProfile::Transformers => "transformers 4.57 apply_chat_template",
             ServerProfile::Vllm => {
-                "vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), HF tokenizer mode"
+                "vLLM 0.32 (vllm/renderers since PR #48922), OpenAI server, HF tokenizer mode"
             }
-            ServerProfile::Sglang => {
+            ServerProfile::Sglang(SglangRelease::V0_5_23) => {
+                "SGLang 0.5.23, OpenAI server, Jinja path"
+            }
+            ServerProfile::Sglang(SglangRelease::Main) => {
                 "SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path"
             }
             ServerProfile::Llamacpp => {
@@ -60,14 +103,93 @@ impl ServerProfile {
 
     /// Whether the request's `tools` select a dict template's `tool_use` entry: vLLM asks
     /// transformers for it whenever tools is not None, `[]` included (section 1.5);
-    /// transformers' own callers and kvaudit pass tools only when there are some.
+    /// transformers' own callers and kvaudit pass tools only when there are some. SGLang
+    /// 0.5.23 fixes one template at start-up, tools or not.
     pub fn selects_tool_template(self, tools: Option<&Json>) -> bool {
         match self {
             ServerProfile::Vllm => tools.is_some(),
+            ServerProfile::Sglang(SglangRelease::V0_5_23) => false,
             _ => tools
                 .and_then(Json::as_array)
                 .is_some_and(|a| !a.is_empty()),
         }
+    }
+
+    /// Whether, of several named templates, the server takes the first when not told which
+    /// (SGLang 0.5.23's `_select_named_template`; transformers takes `default`).
+    pub fn takes_first_named_template(self) -> bool {
+        self == ServerProfile::Sglang(SglangRelease::V0_5_23)
+    }
+}
+
+impl ServerProfile {
+    /// Every `--server` value (`name@release` where kvaudit follows releases), with the
+    /// profile it selects; a bare name is the newest release the tests run.
+    pub const VALUES: [(&'static str, ServerProfile); 8] = [
+        ("transformers", ServerProfile::Transformers),
+        ("vllm", ServerProfile::Vllm),
+        ("vllm@0.32", ServerProfile::Vllm),
+        ("vllm@0.32.0", ServerProfile::Vllm),
+        ("sglang", ServerProfile::Sglang(SglangRelease::V0_5_23)),
+        (
+            "sglang@0.5.23",
+            ServerProfile::Sglang(SglangRelease::V0_5_23),
+        ),
+        ("sglang@main", ServerProfile::Sglang(SglangRelease::Main)),
+        ("llamacpp", ServerProfile::Llamacpp),
+    ];
+
+    /// The profile a `--server` value names.
+    pub fn parse(text: &str) -> Option<ServerProfile> {
+        Self::VALUES
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|&(_, p)| p)
+    }
+
+    /// Why `text` names no profile: the releases kvaudit knows for that server.
+    pub fn unknown(text: &str) -> String {
+        let server = text.split('@').next().unwrap_or(text);
+        let known: Vec<&str> = Self::VALUES
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| name.split('@').next() == Some(server))
+            .collect();
+        if known.is_empty() {
+            let names: Vec<&str> = Self::VALUES
+                .iter()
+                .map(|(name, _)| *name)
+                .filter(|name| !name.contains('@'))
+                .collect();
+            format!("unknown server {text:?} (one of {})", names.join(", "))
+        } else {
+            format!(
+                "kvaudit does not know how {text} renders (known: {}); a release not listed \
+                 may render differently",
+                known.join(", ")
+            )
+        }
+    }
+}
+
+/// Stored as the `--server` value that selects it (partials name their settings).
+impl serde::Serialize for ServerProfile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&match self {
+            ServerProfile::Sglang(_) => self.label(),
+            other => other.name().to_string(),
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ServerProfile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        // Partials written before releases were named rendered SGLang with main's rules.
+        if text == "sglang" {
+            return Ok(ServerProfile::Sglang(SglangRelease::Main));
+        }
+        ServerProfile::parse(&text).ok_or_else(|| serde::de::Error::custom(Self::unknown(&text)))
     }
 }
 
@@ -189,10 +311,30 @@ impl ServerProfile {
                 })
             }
             ServerProfile::Vllm => vllm::prepare(template, formats.vllm, request),
-            ServerProfile::Sglang => sglang::prepare(formats.sglang, request),
+            ServerProfile::Sglang(release) => sglang::prepare(release, formats.sglang, request),
             ServerProfile::Llamacpp => llamacpp::prepare(request),
         }
     }
+}
+
+/// A `bool | None` field in pydantic's lax mode: booleans, the integers 0 and 1, and the
+/// strings pydantic reads as booleans (case-insensitive).
+pub(super) fn lax_bool(v: &Json) -> Option<Json> {
+    let b = match v {
+        Json::Bool(b) => *b,
+        Json::Number(n) => match n.as_f64()? {
+            0.0 => false,
+            1.0 => true,
+            _ => return None,
+        },
+        Json::String(s) => match s.to_ascii_lowercase().as_str() {
+            "0" | "off" | "f" | "false" | "n" | "no" => false,
+            "1" | "on" | "t" | "true" | "y" | "yes" => true,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(Json::Bool(b))
 }
 
 /// `value` as a short JSON text for error details.

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{ContentFormat, Request, ServerError, TemplateInput, shown};
+use super::{ContentFormat, Request, ServerError, SglangRelease, TemplateInput, lax_bool, shown};
 
 const SERVER: &str = "sglang";
 
@@ -11,17 +11,17 @@ fn rejected(code: &'static str, detail: String) -> ServerError {
 }
 
 /// Roles of the generic message model (lower-cased on input); `user` has its own model.
-const ROLES: [&str; 6] = [
-    "system",
-    "assistant",
-    "tool",
-    "function",
-    "developer",
-    "latest_reminder",
-];
+/// 0.5.23 also takes `root` (protocol.py `_GenericMessageRole`).
+fn role_allowed(role: &str, release: SglangRelease) -> bool {
+    matches!(
+        role,
+        "system" | "assistant" | "tool" | "function" | "developer" | "latest_reminder"
+    ) || (release == SglangRelease::V0_5_23 && role == "root")
+}
 
-/// A content part validated by the schema: text, or a thinking part (later dropped).
-fn part(p: &Json, at: usize) -> Result<Json, ServerError> {
+/// A content part validated by the schema: text, a thinking part (later dropped), or on
+/// 0.5.23 a `tool_reference` (kept in the OpenAI format, dropped in the string one).
+fn part(p: &Json, at: usize, release: SglangRelease) -> Result<Json, ServerError> {
     let kind = p.get("type").and_then(Json::as_str).unwrap_or("");
     match kind {
         "text" => match p.get("text") {
@@ -34,7 +34,10 @@ fn part(p: &Json, at: usize) -> Result<Json, ServerError> {
         "thinking" | "reasoning" => {
             let thinking = p.get("thinking").filter(|v| !v.is_null());
             let text = p.get("text").filter(|v| !v.is_null());
-            if thinking.is_some() == text.is_some() {
+            // 0.5.23 types both fields as strings.
+            let typed = release == SglangRelease::Main
+                || [thinking, text].iter().flatten().all(|v| v.is_string());
+            if thinking.is_some() == text.is_some() || !typed {
                 return Err(rejected(
                     "content_part_without_text",
                     format!("message {at}: a {kind} part needs exactly one of thinking or text"),
@@ -42,6 +45,16 @@ fn part(p: &Json, at: usize) -> Result<Json, ServerError> {
             }
             Ok(json!({"type": kind}))
         }
+        "tool_reference" if release == SglangRelease::V0_5_23 => match p.get("name") {
+            Some(Json::String(name)) => Ok(json!({"type": "tool_reference", "name": name})),
+            other => Err(rejected(
+                "content_part_without_text",
+                format!(
+                    "message {at}: a tool_reference part with name {}",
+                    shown(other)
+                ),
+            )),
+        },
         "image_url" | "video_url" | "audio_url" | "input_audio" | "tool_reference" => {
             Err(ServerError::Unsupported {
                 server: SERVER,
@@ -52,6 +65,27 @@ fn part(p: &Json, at: usize) -> Result<Json, ServerError> {
             "content_part_unknown",
             format!("message {at}: part type {kind:?}"),
         )),
+    }
+}
+
+/// pydantic's lax `int`: integers, floats without a fraction, booleans, integer strings.
+fn lax_int(v: &Json) -> Option<Json> {
+    match v {
+        Json::Number(n) if n.is_i64() || n.is_u64() => Some(v.clone()),
+        Json::Number(n) => {
+            let f = n.as_f64()?;
+            (f.fract() == 0.0 && f.abs() < 9.0e15).then(|| json!(f as i64))
+        }
+        Json::Bool(b) => Some(json!(i64::from(*b))),
+        Json::String(s) => {
+            let t = s.trim();
+            let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit() || c == b'_') {
+                return None;
+            }
+            t.replace('_', "").parse::<i64>().ok().map(|i| json!(i))
+        }
+        _ => None,
     }
 }
 
@@ -71,8 +105,15 @@ fn optional_string(
     }
 }
 
-/// `ToolCall.model_dump()` with `arguments` parsed strictly: id, index, type, function (2.3).
-fn tool_call(c: &Json, at: usize) -> Result<Json, ServerError> {
+/// `ToolCall.model_dump()`: id, index, type, function (2.3). `arguments` text is parsed
+/// strictly where `parse` says (main: every message; 0.5.23: assistant messages only, in
+/// `normalize_assistant_tool_call_arguments`), else kept as sent.
+fn tool_call(
+    c: &Json,
+    at: usize,
+    parse: bool,
+    release: SglangRelease,
+) -> Result<Json, ServerError> {
     let bad = || {
         rejected(
             "tool_call_not_a_function",
@@ -99,11 +140,13 @@ fn tool_call(c: &Json, at: usize) -> Result<Json, ServerError> {
     let index = match obj.get("index") {
         None | Some(Json::Null) => Json::Null,
         Some(v) if v.is_i64() || v.is_u64() => v.clone(),
+        Some(v) if release == SglangRelease::V0_5_23 => lax_int(v).ok_or_else(bad)?,
         Some(_) => return Err(bad()),
     };
     let arguments = match function.get("arguments") {
         None | Some(Json::Null) => Json::Null,
         Some(v @ Json::Object(_)) => v.clone(),
+        Some(v @ Json::String(_)) if !parse => v.clone(),
         Some(Json::String(text)) => match serde_json::from_str::<Json>(text) {
             Ok(v @ Json::Object(_)) => v,
             Ok(_) => {
@@ -137,9 +180,81 @@ fn tool_call(c: &Json, at: usize) -> Result<Json, ServerError> {
     )
 }
 
-/// `Tool.model_dump()`: type, function {description, name, parameters, strict[, defer_loading]},
-/// defer_loading (2.6).
-fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
+/// `Tool.model_dump()` as `release` writes it.
+fn tool(t: &Json, at: usize, release: SglangRelease) -> Result<Json, ServerError> {
+    match release {
+        SglangRelease::V0_5_23 => tool_0_5_23(t, at),
+        SglangRelease::Main => tool_main(t, at),
+    }
+}
+
+/// 0.5.23's `Tool.model_dump()`: type, function, defer_loading (the tool's, `null` when not
+/// sent). The function keeps the keys the client sent that are its fields, in the client's
+/// order, then the fields not sent (description and parameters as `null`); `strict` and
+/// `defer_loading` only when set, the tool's `defer_loading` filling the function's
+/// (protocol.py `Function._capture_key_order`, `_serialize`; `Tool._propagate_defer_loading`).
+fn tool_0_5_23(t: &Json, at: usize) -> Result<Json, ServerError> {
+    let bad = || {
+        rejected(
+            "tool_not_a_function",
+            format!("tool {at}: {}", shown(Some(t))),
+        )
+    };
+    let obj = t.as_object().ok_or_else(bad)?;
+    let f = obj
+        .get("function")
+        .and_then(Json::as_object)
+        .ok_or_else(bad)?;
+    let name = f.get("name").and_then(Json::as_str).ok_or_else(bad)?;
+    let optional =
+        |map: &Map<String, Json>, key: &str, ok: fn(&Json) -> Option<Json>| match map.get(key) {
+            None | Some(Json::Null) => Ok(Json::Null),
+            Some(v) => ok(v).ok_or_else(bad),
+        };
+    let description = optional(f, "description", |v| v.is_string().then(|| v.clone()))?;
+    let strict = optional(f, "strict", lax_bool)?;
+    let tool_defer = optional(obj, "defer_loading", lax_bool)?;
+    let mut defer = optional(f, "defer_loading", lax_bool)?;
+    if defer.is_null() {
+        defer = tool_defer.clone();
+    }
+    let kind = match obj.get("type") {
+        None => "function".to_string(),
+        Some(Json::String(s)) => s.clone(),
+        Some(_) => return Err(bad()),
+    };
+    // The fields in declaration order, the unset optional ones left out.
+    let mut fields: Vec<(&str, Json)> = vec![
+        ("description", description),
+        ("name", name.into()),
+        (
+            "parameters",
+            f.get("parameters").cloned().unwrap_or(Json::Null),
+        ),
+    ];
+    if !strict.is_null() {
+        fields.push(("strict", strict));
+    }
+    if !defer.is_null() {
+        fields.push(("defer_loading", defer));
+    }
+    let mut function = Map::new();
+    for key in f.keys() {
+        if let Some((k, v)) = fields.iter().find(|(k, _)| k == key) {
+            function.insert((*k).into(), v.clone());
+        }
+    }
+    for (k, v) in fields {
+        if !function.contains_key(k) {
+            function.insert(k.into(), v);
+        }
+    }
+    Ok(json!({"type": kind, "function": Json::Object(function), "defer_loading": tool_defer}))
+}
+
+/// Main's `Tool.model_dump()` (chat_input): type, function {description, name, parameters,
+/// strict[, defer_loading]}, defer_loading (2.6).
+fn tool_main(t: &Json, at: usize) -> Result<Json, ServerError> {
     let bad = || {
         rejected(
             "tool_not_a_function",
@@ -188,7 +303,12 @@ fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
 }
 
 /// One message after `model_dump()` and `process_content_for_template_format` (2.2).
-fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerError> {
+fn message(
+    m: &Json,
+    format: ContentFormat,
+    at: usize,
+    release: SglangRelease,
+) -> Result<Json, ServerError> {
     let empty = Map::new();
     let obj = m.as_object().unwrap_or(&empty);
     let Some(raw_role) = obj.get("role").and_then(Json::as_str) else {
@@ -221,7 +341,7 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
         "user".to_string()
     } else {
         let role = raw_role.to_lowercase();
-        if !ROLES.contains(&role.as_str()) {
+        if !role_allowed(&role, release) {
             return Err(rejected(
                 "role_not_allowed",
                 format!("message {at}: role {raw_role:?}"),
@@ -237,6 +357,19 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
             "name".into(),
             optional_string(obj, "name", at, "name_not_a_string")?,
         );
+        if release == SglangRelease::V0_5_23 {
+            let phase = match obj.get("phase") {
+                None | Some(Json::Null) => Json::Null,
+                Some(v) if matches!(v.as_str(), Some("commentary" | "final_answer")) => v.clone(),
+                Some(other) => {
+                    return Err(rejected(
+                        "phase_not_allowed",
+                        format!("message {at}: phase {}", shown(Some(other))),
+                    ));
+                }
+            };
+            d.insert("phase".into(), phase);
+        }
         d.insert(
             "reasoning_content".into(),
             optional_string(
@@ -250,7 +383,10 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
             None | Some(Json::Null) => Json::Null,
             Some(Json::Array(a)) => Json::Array(
                 a.iter()
-                    .map(|c| tool_call(c, at))
+                    .map(|c| {
+                        let parse = release == SglangRelease::Main || role == "assistant";
+                        tool_call(c, at, parse, release)
+                    })
                     .collect::<Result<_, _>>()?,
             ),
             Some(other) => {
@@ -266,7 +402,7 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
             Some(Json::Array(a)) => Json::Array(
                 a.iter()
                     .enumerate()
-                    .map(|(i, t)| tool(t, i))
+                    .map(|(i, t)| tool(t, i, release))
                     .collect::<Result<_, _>>()?,
             ),
             Some(other) => {
@@ -277,12 +413,24 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
             }
         };
         d.insert("tools".into(), tools);
+        if release == SglangRelease::V0_5_23 {
+            let prefix = match obj.get("prefix") {
+                None | Some(Json::Null) => Json::Null,
+                Some(v) => lax_bool(v).ok_or_else(|| {
+                    rejected(
+                        "prefix_not_a_bool",
+                        format!("message {at}: prefix {}", shown(Some(v))),
+                    )
+                })?,
+            };
+            d.insert("prefix".into(), prefix);
+        }
         role
     };
     if let Some(Json::Array(parts)) = d.get("content") {
         let parts = parts
             .iter()
-            .map(|p| part(p, at))
+            .map(|p| part(p, at, release))
             .collect::<Result<Vec<_>, _>>()?;
         if role != "assistant"
             && parts.iter().any(|p| {
@@ -316,11 +464,22 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     let mut d: Map<String, Json> = if !d.get("content").is_some_and(Json::is_array) {
         d.into_iter().filter(|(_, v)| !v.is_null()).collect()
     } else if format == ContentFormat::OpenAi {
-        // Content moves to the end; other parts than text are dropped.
-        let parts: Vec<Json> = text_parts(&d)
-            .into_iter()
-            .map(|t| json!({"type": "text", "text": t}))
-            .collect();
+        // Content moves to the end; text parts and (0.5.23) tool references stay, in order.
+        let parts: Vec<Json> = d
+            .get("content")
+            .and_then(Json::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter(|p| {
+                        matches!(
+                            p.get("type").and_then(Json::as_str),
+                            Some("text" | "tool_reference")
+                        )
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut out: Map<String, Json> = d
             .into_iter()
             .filter(|(k, v)| !v.is_null() && k != "content")
@@ -356,7 +515,74 @@ fn message(m: &Json, format: ContentFormat, at: usize) -> Result<Json, ServerErr
     Ok(Json::Object(d))
 }
 
+/// Keys of `chat_template_kwargs` 0.5.23 refuses: the render call names them itself
+/// (a TypeError, answered 400), or `_validate_request` refuses them (`chat_template`, without
+/// --trust-request-chat-template).
+const RESERVED_KWARGS: [&str; 6] = [
+    "add_generation_prompt",
+    "tools",
+    "tokenize",
+    "return_dict",
+    "conversation",
+    "chat_template",
+];
+
+/// 0.5.23's `_validate_request` on the effective tools (the request's and those of root,
+/// system and developer messages): names unique when messages carry tools, and each
+/// `parameters` rewritten to standard types (what the template then receives) and checked
+/// against the JSON Schema metaschema.
+fn check_tools_0_5_23(conv: &mut [Json], tools: Option<&mut Json>) -> Result<(), ServerError> {
+    let mut effective: Vec<&mut Json> = Vec::new();
+    if let Some(Json::Array(list)) = tools {
+        effective.extend(list.iter_mut());
+    }
+    let mut has_message_tools = false;
+    for m in conv.iter_mut() {
+        let hosts = matches!(
+            m.get("role").and_then(Json::as_str),
+            Some("root" | "system" | "developer")
+        );
+        if let (true, Some(Json::Array(list))) = (hosts, m.get_mut("tools")) {
+            has_message_tools |= !list.is_empty();
+            effective.extend(list.iter_mut());
+        }
+    }
+    if has_message_tools {
+        let names: Vec<&Json> = effective
+            .iter()
+            .map(|t| t.pointer("/function/name").unwrap_or(&Json::Null))
+            .collect();
+        if names
+            .iter()
+            .enumerate()
+            .any(|(i, n)| names[..i].contains(n))
+        {
+            return Err(rejected(
+                "tool_names_not_unique",
+                "tool names must be unique across request and message tools".into(),
+            ));
+        }
+    }
+    for (i, t) in effective.into_iter().enumerate() {
+        let Some(params) = t
+            .pointer_mut("/function/parameters")
+            .filter(|p| !p.is_null())
+        else {
+            continue;
+        };
+        super::sglang_schema::normalize(params);
+        super::sglang_schema::check(params, "parameters").map_err(|why| {
+            rejected(
+                "tool_parameters_invalid",
+                format!("tool {i} has an invalid parameters schema: {why}"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 pub fn prepare(
+    release: SglangRelease,
     format: ContentFormat,
     req: &Request,
 ) -> Result<TemplateInput<'static>, ServerError> {
@@ -364,7 +590,7 @@ pub fn prepare(
         .messages
         .iter()
         .enumerate()
-        .map(|(i, m)| message(m, format, i))
+        .map(|(i, m)| message(m, format, i, release))
         .collect::<Result<Vec<_>, _>>()?;
     if !req.reply
         && let Some(last) = conv.last_mut()
@@ -378,7 +604,7 @@ pub fn prepare(
         Some(Json::Array(a)) if !a.is_empty() => Some(Json::Array(
             a.iter()
                 .enumerate()
-                .map(|(i, t)| tool(t, i))
+                .map(|(i, t)| tool(t, i, release))
                 .collect::<Result<_, _>>()?,
         )),
         Some(Json::Array(_)) | None | Some(Json::Null) => None,
@@ -389,6 +615,19 @@ pub fn prepare(
             ));
         }
     };
+    let mut tools = tools;
+    if release == SglangRelease::V0_5_23 {
+        check_tools_0_5_23(&mut conv, tools.as_mut())?;
+        if let Some(key) = RESERVED_KWARGS
+            .iter()
+            .find(|k| req.kwargs.contains_key(**k))
+        {
+            return Err(rejected(
+                "template_kwarg_reserved",
+                format!("chat_template_kwargs {key:?} is an argument SGLang passes itself"),
+            ));
+        }
+    }
     // Request kwargs win over the server's defaults (setdefault), per key (2.5).
     let mut kwargs = req.kwargs.clone();
     for (k, v) in req.server_kwargs {

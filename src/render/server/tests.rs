@@ -173,7 +173,8 @@ fn vllm_tools_are_reserialised() {
 
 #[test]
 fn sglang_rules() {
-    let got = prepare(ServerProfile::Sglang, json!([
+    let main = ServerProfile::Sglang(SglangRelease::Main);
+    let got = prepare(main, json!([
         {"role": "user", "content": "q", "name": "dropped"},
         {"role": "assistant", "content": null, "reasoning": "dropped", "reasoning_content": "r", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
@@ -193,12 +194,12 @@ fn sglang_rules() {
         (json!("{\"a\": "), "rejected:arguments_invalid_json"),
         (json!("[1]"), "rejected:arguments_not_an_object"),
     ] {
-        let err = prepare(ServerProfile::Sglang, json!([call(args)]), None).unwrap_err();
+        let err = prepare(main, json!([call(args)]), None).unwrap_err();
         assert_eq!(err.reason(), reason);
     }
     // A final assistant message is sent as a user message.
     let got = prepare(
-        ServerProfile::Sglang,
+        main,
         json!([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]),
         None,
     )
@@ -206,23 +207,111 @@ fn sglang_rules() {
     assert_eq!(got.messages[1], json!({"role": "user", "content": "a"}));
     // Tools: [] gives None; a tool gets SGLang's field order and defaults.
     let got = prepare(
-        ServerProfile::Sglang,
+        main,
         json!([{"role": "user", "content": "q"}]),
         Some(json!([])),
     )
     .unwrap();
     assert_eq!(got.tools, None);
     let tools = json!([{"type": "function", "function": {"name": "f", "description": "d", "parameters": {}}}]);
-    let got = prepare(
-        ServerProfile::Sglang,
-        json!([{"role": "user", "content": "q"}]),
-        Some(tools),
-    )
-    .unwrap();
+    let got = prepare(main, json!([{"role": "user", "content": "q"}]), Some(tools)).unwrap();
     assert_eq!(
         serde_json::to_string(&got.tools).unwrap(),
         r#"[{"type":"function","function":{"description":"d","name":"f","parameters":{},"strict":false},"defer_loading":null}]"#
     );
+}
+
+/// SGLang 0.5.23's request models. Expected values are what 0.5.23's own `Tool(**tool)
+/// .model_dump()` and `ChatCompletionRequest(...).messages[i].model_dump()` return (run in the
+/// environment .ci/sglang.sh installs), less the `None` values SGLang then drops.
+#[test]
+fn sglang_0_5_23_keeps_the_clients_tool_fields_in_order() {
+    let release = ServerProfile::Sglang(SglangRelease::V0_5_23);
+    let cases = [
+        (
+            json!({"type":"function","function":{"name":"f","description":"d","parameters":{}}}),
+            r#"{"type":"function","function":{"name":"f","description":"d","parameters":{}},"defer_loading":null}"#,
+        ),
+        (
+            json!({"type":"function","function":{"parameters":{"type":"object"},"name":"f","foo":1}}),
+            r#"{"type":"function","function":{"parameters":{"type":"object"},"name":"f","description":null},"defer_loading":null}"#,
+        ),
+        (
+            json!({"function":{"name":"f","strict":"yes","description":null}}),
+            r#"{"type":"function","function":{"name":"f","strict":true,"description":null,"parameters":null},"defer_loading":null}"#,
+        ),
+        (
+            json!({"type":"function","function":{"name":"f","strict":null},"defer_loading":true}),
+            r#"{"type":"function","function":{"name":"f","description":null,"parameters":null,"defer_loading":true},"defer_loading":true}"#,
+        ),
+        (
+            json!({"type":"function","function":{"defer_loading":false,"name":"f"},"defer_loading":true}),
+            r#"{"type":"function","function":{"defer_loading":false,"name":"f","description":null,"parameters":null},"defer_loading":true}"#,
+        ),
+    ];
+    for (tool, want) in cases {
+        let got = prepare(
+            release,
+            json!([{"role": "user", "content": "q"}]),
+            Some(json!([tool])),
+        )
+        .unwrap();
+        assert_eq!(serde_json::to_string(&got.tools.unwrap()[0]).unwrap(), want);
+    }
+    // `root` is a role; `phase` and `prefix` are kept; arguments are parsed on assistant
+    // messages only; `index` is read as pydantic reads an int.
+    let got = prepare(release, json!([
+        {"role": "ROOT", "content": "x"},
+        {"role": "assistant", "content": "a", "phase": "commentary", "prefix": "yes",
+         "tool_calls": [{"index": "3", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "system", "content": "s", "tool_calls": [{"function": {"name": "f", "arguments": "oops"}}]},
+    ]), None)
+    .unwrap();
+    assert_eq!(got.messages[0], json!({"role": "root", "content": "x"}));
+    assert_eq!(
+        serde_json::to_string(&got.messages[1]).unwrap(),
+        r#"{"role":"assistant","content":"a","phase":"commentary","tool_calls":[{"id":null,"index":3,"type":"function","function":{"name":"f","arguments":{}}}],"prefix":true}"#
+    );
+    assert_eq!(
+        got.messages[2]["tool_calls"][0]["function"]["arguments"],
+        json!("oops")
+    );
+    let err = prepare(
+        release,
+        json!([{"role": "assistant", "content": "a", "phase": "x"}]),
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), "rejected:phase_not_allowed");
+    // Parameters: database type names rewritten, an invalid schema refused, and names unique
+    // once messages carry tools.
+    let tool = |params: Json| json!([{"type": "function", "function": {"name": "f", "parameters": params}}]);
+    let got = prepare(
+        release,
+        json!([{"role": "user", "content": "q"}]),
+        Some(tool(
+            json!({"type": "object", "properties": {"n": {"type": "INT"}}}),
+        )),
+    )
+    .unwrap();
+    assert_eq!(
+        got.tools.unwrap()[0]["function"]["parameters"]["properties"]["n"]["type"],
+        json!("integer")
+    );
+    let err = prepare(
+        release,
+        json!([{"role": "user", "content": "q"}]),
+        Some(tool(json!({"type": "foo"}))),
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), "rejected:tool_parameters_invalid");
+    let err = prepare(
+        release,
+        json!([{"role": "system", "content": "s", "tools": tool(json!(null))}, {"role": "user", "content": "q"}]),
+        Some(tool(json!(null))),
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), "rejected:tool_names_not_unique");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use super::{ContentFormat, Request, ServerError, TemplateInput, shown};
+use super::{ContentFormat, Request, ServerError, TemplateInput, lax_bool, shown};
 
 const SERVER: &str = "vllm";
 
@@ -382,26 +382,6 @@ fn tool(t: &Json, at: usize) -> Result<Json, ServerError> {
         out.insert("defer_loading".into(), tool_defer);
     }
     Ok(Json::Object(out))
-}
-
-/// A `bool | None` field in pydantic's lax mode: booleans, the integers 0 and 1, and the
-/// strings pydantic reads as booleans (case-insensitive).
-fn lax_bool(v: &Json) -> Option<Json> {
-    let b = match v {
-        Json::Bool(b) => *b,
-        Json::Number(n) => match n.as_f64()? {
-            0.0 => false,
-            1.0 => true,
-            _ => return None,
-        },
-        Json::String(s) => match s.to_ascii_lowercase().as_str() {
-            "0" | "off" | "f" | "false" | "n" | "no" => false,
-            "1" | "on" | "t" | "true" | "y" | "yes" => true,
-            _ => return None,
-        },
-        _ => return None,
-    };
-    Some(Json::Bool(b))
 }
 
 /// A developer message becomes system when the template never names the role, and all system

@@ -47,7 +47,7 @@ fn to_human(report: &DiffTurnsReport, style: &Style) -> String {
     // The server profile is named when it is not the default (raw apply_chat_template).
     let server = match m.server {
         crate::render::ServerProfile::Transformers => String::new(),
-        other => format!("  server {}", other.name()),
+        other => format!("  server {}", other.label()),
     };
     let header = format!(
         "model {}{server}  template {} ({})  tokenizer {}",

@@ -34,6 +34,9 @@ pub struct ModelView<'a> {
     pub source: &'a str,
     /// The server profile requests were rendered as (`--server`).
     pub server: &'static str,
+    /// The server release whose rules applied (`vllm`: `0.32`; `sglang`: `0.5.23` or `main`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_release: Option<&'static str>,
     pub template: &'a str,
     pub template_sha256: &'a str,
     pub tokenizer_sha256: &'a str,
@@ -294,6 +297,7 @@ impl<'a> ModelView<'a> {
         ModelView {
             source: &m.source,
             server: m.server.name(),
+            server_release: m.server.release(),
             template: &m.template_origin,
             template_sha256: &m.template_sha256,
             tokenizer_sha256: &m.tokenizer_sha256,

@@ -28,11 +28,14 @@ fn to_human(r: &ProbeReport, w: usize) -> String {
     let head = format!(
         "probe {} ({}, served model {:?}) with {} (template {}, rendered as {}), resend {}",
         r.server,
-        r.engine.name(),
+        match &r.server_version {
+            Some(v) => format!("{} {v}", r.engine.name()),
+            None => r.engine.name().to_string(),
+        },
         r.served_model,
         r.model.source,
         r.model.template_origin,
-        r.model.server.name(),
+        r.model.server.label(),
         resend_name(r),
     );
     out.push_str(&wrap(&head, w, "", "    "));
@@ -42,6 +45,7 @@ fn to_human(r: &ProbeReport, w: usize) -> String {
             rule(r.engine, r.block_size),
             match r.block_size_from {
                 "/metrics" => "block size from the server's /metrics",
+                "/server_info" => "page size from the server's /server_info",
                 "--block-size" => "block size from --block-size",
                 _ => "the engine's default block size (give --block-size if the server runs another)",
             }

@@ -44,8 +44,12 @@ pub struct ServerView<'a> {
     pub engine: Engine,
     pub served_model: &'a str,
     pub block_size: usize,
-    /// Where the block size came from: `--block-size`, `/metrics` or `default`.
+    /// Where the block size came from: `--block-size`, `/metrics`, `/server_info` or
+    /// `default`.
     pub block_size_from: &'static str,
+    /// The release the server says it runs (SGLang's /server_info), when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<&'a str>,
     pub prediction: String,
 }
 
@@ -144,6 +148,7 @@ impl View for ProbeReport {
                 served_model: &self.served_model,
                 block_size: self.block_size,
                 block_size_from: self.block_size_from,
+                version: self.server_version.as_deref(),
                 prediction: rule(self.engine, self.block_size),
             },
             model: ModelView::new(&self.model),

@@ -1,0 +1,385 @@
+//! What the live engine tests (vllm_live.rs, sglang_live.rs) share: starting an engine in a
+//! process group of its own that stops when the test process exits, HTTP to it, and comparing
+//! `kvaudit render` with the engine's own tokenization of a corpus conversation.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::{Value as Json, json};
+
+/// kvaudit with no key, the Hub offline, a fixed width and no colour.
+pub fn kvaudit() -> Command {
+    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
+    cmd.env_remove("OPENAI_API_KEY")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("COLUMNS", "100")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET or POST on the server; the status and the body (JSON, or the text as a JSON string).
+pub fn http(root: &str, method: &str, path: &str, body: Option<&Json>) -> (u16, Json) {
+    let agent = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(300)))
+            .build(),
+    );
+    let url = format!("{root}{path}");
+    let mut resp = match (method, body) {
+        ("GET", _) => agent.get(&url).call(),
+        (_, Some(b)) => agent
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .send(serde_json::to_vec(b).unwrap().as_slice()),
+        (_, None) => agent.post(&url).send_empty(),
+    }
+    .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Json::String(text));
+    (status, body)
+}
+
+/// An engine process started by [`start_engine`]: stopped (its whole process group) when this
+/// test process exits and closes the shell's stdin.
+pub struct Engine {
+    /// `http://127.0.0.1:PORT`.
+    pub root: String,
+    pub log: PathBuf,
+    _stdin: Mutex<ChildStdin>,
+}
+
+/// Start `program args…` (with `env`) in a session of its own behind a shell that kills the
+/// session when its stdin reaches end of file, and wait until `GET /health` on `port` answers
+/// 200: an error with the log's last lines if it exits or `timeout` passes first.
+pub fn start_engine(
+    name: &str,
+    program: &Path,
+    args: &[String],
+    env: &[(&str, String)],
+    port: u16,
+    log: &Path,
+    timeout: Duration,
+) -> Result<Engine, String> {
+    let pid_file = log.with_extension("pid");
+    let script = r#"setsid "$@" & pid=$!; echo $pid > "$PIDFILE"; cat >/dev/null; kill -TERM -- -$pid 2>/dev/null; sleep 5; kill -KILL -- -$pid 2>/dev/null; true"#;
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", script, name])
+        .arg(program)
+        .args(args)
+        .env("PIDFILE", &pid_file);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(log).unwrap())
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new().append(true).open(log).unwrap(),
+        ))
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let stdin = child.stdin.take().unwrap();
+    let started = Instant::now();
+    let failed = |why: String| {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(format!(
+            "{why}; {name}'s log ({}):\n{}",
+            log.display(),
+            tail.join("\n")
+        ))
+    };
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            if text.starts_with("HTTP/1.1 200") {
+                break;
+            }
+        }
+        let alive = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| std::fs::read_to_string(format!("/proc/{}/stat", p.trim())).ok())
+            .is_some_and(|stat| !stat.contains(") Z "));
+        if started.elapsed() > Duration::from_secs(5) && !alive {
+            return failed(format!("{name} exited during start-up"));
+        }
+        if started.elapsed() > timeout {
+            return failed(format!("{name} did not come up in {timeout:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "{name} up in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Engine {
+        root: format!("http://127.0.0.1:{port}"),
+        log: log.to_path_buf(),
+        _stdin: Mutex::new(stdin),
+    })
+}
+
+/// The tiny random-weight model of `family` (`qwen3`, `llama`) carrying the real tokenizer
+/// and template of ../shared/models/`reference`, written once into `dir` by
+/// tests/make_tiny_hf.py with `python` (an engine's environment: torch and transformers).
+pub fn tiny_model(python: &Path, shared: &Path, family: &str, reference: &str, dir: &Path) {
+    if dir.join("model.safetensors").is_file() {
+        return;
+    }
+    let out = Command::new(python)
+        .arg(super::repo_root().join("tests/make_tiny_hf.py"))
+        .arg(family)
+        .arg(shared.join("models").join(reference))
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "make_tiny_hf.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A message as a client sends it: without the keys a conversation file records about replies.
+pub fn sent(m: &Json) -> Json {
+    let mut m = m.clone();
+    if let Some(o) = m.as_object_mut() {
+        for k in ["generated", "generated_ids", "finish_reason"] {
+            o.shift_remove(k);
+        }
+    }
+    m
+}
+
+/// The engine's ids of prompt `messages` with the generation prompt (`/tokenize` with
+/// `messages`: its chat path), or its error status and answer.
+pub fn tokenize_chat(
+    root: &str,
+    messages: &[Json],
+    tools: Option<&Json>,
+) -> Result<Vec<u32>, (u16, String)> {
+    let mut body = json!({
+        "model": "tiny",
+        "messages": messages.iter().map(sent).collect::<Vec<_>>(),
+        "add_generation_prompt": true,
+    });
+    if let Some(t) = tools {
+        body["tools"] = t.clone();
+    }
+    let (status, answer) = http(root, "POST", "/tokenize", Some(&body));
+    if status != 200 {
+        return Err((status, answer.to_string()));
+    }
+    Ok(answer["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect())
+}
+
+/// `kvaudit render --server SERVER` of one conversation: its prompts' ids, exit code, stderr.
+pub fn kvaudit_render(server: &str, model: &Path, conv: &Path) -> (Vec<Vec<u32>>, i32, String) {
+    let out = kvaudit()
+        .args([
+            "render", "--server", server, "--format", "json", "--tokens", "-m",
+        ])
+        .arg(model)
+        .arg("-c")
+        .arg(conv)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap_or(Json::Null);
+    let prompts = report["conversations"][0]["prompts"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    p["ids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_u64().unwrap() as u32)
+                        .collect()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (prompts, out.status.code().unwrap_or(-1), stderr)
+}
+
+/// A tool-call conversation with the ids and string arguments vLLM requires, and each tool
+/// answer pointing at its call.
+pub fn with_call_ids(record: &Json) -> Option<Json> {
+    let mut record = record.clone();
+    let mut changed = false;
+    let mut last_ids: Vec<String> = Vec::new();
+    let mut n = 0;
+    for m in record["messages"].as_array_mut()? {
+        if let Some(calls) = m.get_mut("tool_calls").and_then(Json::as_array_mut) {
+            last_ids.clear();
+            for c in calls {
+                if c.get("id").is_none() {
+                    n += 1;
+                    c["id"] = json!(format!("call_{n}"));
+                    changed = true;
+                }
+                last_ids.push(c["id"].as_str().unwrap_or("").to_string());
+                let args = &mut c["function"]["arguments"];
+                if !args.is_string() {
+                    *args = json!(args.to_string());
+                    changed = true;
+                }
+            }
+        } else if m["role"] == "tool" && m.get("tool_call_id").is_none() && !last_ids.is_empty() {
+            m["tool_call_id"] = json!(last_ids.remove(0));
+            changed = true;
+        }
+    }
+    changed.then_some(record)
+}
+
+#[derive(Default, Debug)]
+pub struct RenderTally {
+    pub conversations: usize,
+    pub prompts: usize,
+    pub identical: usize,
+    /// Prompts that carry tool definitions, and of those the identical ones.
+    pub with_tools: usize,
+    pub identical_with_tools: usize,
+    pub refused_by_both: usize,
+    pub differ: Vec<String>,
+}
+
+/// An engine's `/tokenize` of a chat: the ids, or its error status and answer.
+pub type TokenizeFn = dyn Fn(&[Json], Option<&Json>) -> Result<Vec<u32>, (u16, String)>;
+
+/// An engine as the render comparison sees it: its name, the `--server` value kvaudit renders
+/// it with, its model directory and its `/tokenize`.
+pub struct Tokenizing<'a> {
+    pub engine: &'a str,
+    pub server: &'a str,
+    pub model: &'a Path,
+    pub tokenize: &'a TokenizeFn,
+}
+
+/// Every prompt kvaudit renders equals the engine's `/tokenize` of the same request, and the
+/// first request the engine refuses is the one kvaudit refuses (the ones before it rendered by
+/// both). The conversation is written under `dir`.
+pub fn compare_conversation(
+    with: &Tokenizing,
+    dir: &Path,
+    label: &str,
+    record: &Json,
+    tally: &mut RenderTally,
+) {
+    let file = dir.join(format!("conv/{}.json", label.replace([':', '/'], "_")));
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let conv = json!({"messages": record["messages"], "tools": record.get("tools").cloned().unwrap_or(Json::Null)});
+    std::fs::write(&file, serde_json::to_vec(&conv).unwrap()).unwrap();
+    let messages = record["messages"].as_array().unwrap();
+    let tools = record.get("tools").filter(|t| !t.is_null());
+    let carries_tools = tools
+        .and_then(Json::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let (ours, code, stderr) = kvaudit_render(with.server, with.model, &file);
+    tally.conversations += 1;
+    let engine = with.engine;
+    let ends = super::prompt_ends(messages);
+    for (i, &end) in ends.iter().enumerate() {
+        let request = i + 1;
+        match (with.tokenize)(&messages[..end], tools) {
+            Ok(theirs) => {
+                tally.prompts += 1;
+                tally.with_tools += usize::from(carries_tools);
+                match ours.get(i) {
+                    Some(ids) if *ids == theirs => {
+                        tally.identical += 1;
+                        tally.identical_with_tools += usize::from(carries_tools);
+                    }
+                    Some(ids) => {
+                        let at = ids.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+                        tally.differ.push(format!(
+                            "{label} prompt {request}: first difference at token {at} (kvaudit {}, {engine} {} tokens)",
+                            ids.len(),
+                            theirs.len()
+                        ));
+                    }
+                    None => tally.differ.push(format!(
+                        "{label} prompt {request}: {engine} serves it, kvaudit did not render it (exit {code}): {stderr}"
+                    )),
+                }
+            }
+            Err((status, why)) => {
+                // The engine refuses this request: kvaudit rendered exactly the ones before
+                // it and names this one.
+                let named =
+                    stderr.contains(&format!("request {request}:")) || (request == 1 && code == 2);
+                if status == 400 && ours.len() == i && code == 2 && named {
+                    tally.refused_by_both += 1;
+                } else {
+                    tally.differ.push(format!(
+                        "{label} request {request}: {engine} answers {status} ({why}); kvaudit rendered {} prompts, exit {code}: {stderr}",
+                        ours.len()
+                    ));
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// A command's stdout as JSON (it must print some).
+pub fn json_out(cmd: &mut Command) -> Json {
+    let out = cmd.output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}), exit {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The real routers' environment (.ci/routers.sh), or `None` (the caller skips, saying why;
+/// under CI it fails).
+pub fn routers_venv(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("KVAUDIT_ROUTERS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| super::user_cache().join(ROUTERS_CACHE));
+    if dir.join(".complete").is_file() {
+        return Some(dir);
+    }
+    let why = format!(
+        "the routers' environment is not at {} (set KVAUDIT_ROUTERS_VENV; .ci/routers.sh installs it)",
+        dir.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why}");
+    }
+    super::skipped(test, &why);
+    None
+}
+
+/// Where .ci/routers.sh caches its environment by default.
+const ROUTERS_CACHE: &str = "kvaudit-routers/dynamo-1.6.1+vllm-router-0.1.17+smg-1.13.0";
