@@ -850,3 +850,89 @@ fn remedy_totals_are_the_sums_of_diff_turns_remedies() {
         assert!(u["after"].as_u64() <= u["before"].as_u64());
     }
 }
+
+/// A conversation the server stops part-way (SGLang refuses arguments that are not JSON, vLLM
+/// a tool call without an id, both at request 4) is audited up to that request and counted
+/// as partial with its reason: its transitions are diff-turns' on the conversation, which
+/// stops at the same request, and the conversation is among those audited.
+#[test]
+fn a_conversation_the_server_stops_part_way_is_audited_up_to_that_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = |with_id: bool| {
+        let mut c = serde_json::json!({"type": "function",
+            "function": {"name": "f", "arguments": if with_id { "{oops" } else { "{}" }}});
+        if with_id {
+            c["id"] = "c1".into();
+        }
+        c
+    };
+    for (server, with_id) in [("sglang", true), ("vllm", false)] {
+        let stopped = serde_json::json!({"messages": [
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "first answer"},
+            {"role": "user", "content": "two"},
+            {"role": "assistant", "content": "second answer"},
+            {"role": "user", "content": "three"},
+            {"role": "assistant", "content": null, "tool_calls": [call(with_id)]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r"},
+            {"role": "user", "content": "four"},
+        ]});
+        let whole = serde_json::json!({"messages": [
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "first answer"},
+            {"role": "user", "content": "two"},
+        ]});
+        let file = dir.path().join(format!("{server}.jsonl"));
+        std::fs::write(&file, format!("{stopped}\n{whole}\n")).unwrap();
+        let conv = dir.path().join(format!("{server}-stopped.json"));
+        std::fs::write(&conv, stopped.to_string()).unwrap();
+        let model = fixture("models/tiny-tools");
+        let r = corpus_json(
+            &[
+                "-m",
+                &model,
+                "--server",
+                server,
+                "--no-router",
+                file.to_str().unwrap(),
+            ],
+            0,
+        );
+        let single = kvaudit()
+            .args(["diff-turns", "-m", &model, "--server", server, "--format", "json"])
+            .arg("-c")
+            .arg(&conv)
+            .output()
+            .unwrap();
+        let single: Json = serde_json::from_slice(&single.stdout).unwrap();
+        let stopped_transitions = single["conversations"][0]["transitions"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(stopped_transitions, 2, "{server}: {single:#}");
+        assert_eq!(r["conversations"], 2, "{server}: {r:#}");
+        assert_eq!(
+            r["transitions"],
+            stopped_transitions as u64 + 1,
+            "{server}: {r:#}"
+        );
+        assert_eq!(r["skipped_rows"], serde_json::json!({}), "{server}");
+        assert_eq!(
+            r["partial_conversations"],
+            serde_json::json!({"server_refused": 1}),
+            "{server}"
+        );
+        let example = &r["partial_examples"]["server_refused"];
+        assert_eq!(
+            example["rows"],
+            serde_json::json!([format!("{}:1", file.display())])
+        );
+        assert!(
+            example["first_error"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("request 4: {server} rejects this request")),
+            "{example:#}"
+        );
+    }
+}

@@ -245,6 +245,10 @@ pub struct Tally {
     pub sessions: SessionKeys,
     pub worst: Vec<Worst>,
     pub skipped: Skips,
+    /// Conversations audited up to the first request the server refuses (their transitions
+    /// before it are counted), by reason.
+    #[serde(default)]
+    pub partial: Skips,
     /// Rows handed to the audit or skipped by the reader.
     pub rows: u64,
     /// With `--remedies`.
@@ -533,6 +537,7 @@ impl Tally {
             w.order = w.order.checked_add(by)?;
         }
         self.skipped = self.skipped.shifted(by)?;
+        self.partial = self.partial.shifted(by)?;
         self.sessions = self.sessions.shifted(by)?;
         Some(self)
     }
@@ -594,6 +599,7 @@ impl Tally {
             self.keep_worst(w, k);
         }
         self.skipped.merge(other.skipped);
+        self.partial.merge(other.partial);
     }
 }
 
@@ -786,9 +792,10 @@ where
             None => auditor.audit(conv),
         };
         match audited {
-            // The corpus counts whole conversations: one the server stops part-way is skipped
-            // with the reason, as one it refuses from the first request.
-            Ok(audit) if audit.refused.is_some() => {
+            // A conversation the server refuses before any transition is skipped with the
+            // reason; one it stops part-way is audited up to the refused request and counted
+            // as partial with the reason.
+            Ok(audit) if audit.refused.is_some() && audit.transitions.is_empty() => {
                 let error = audit.refused.as_ref().map(|r| format!("{r}: {}", r.source));
                 tally.skipped.add("server_refused", order, source, error)
             }
@@ -804,6 +811,10 @@ where
                     }
                 }
                 tally.add(order, conv, &audit, &costs, settings, auditor);
+                if let Some(r) = &audit.refused {
+                    let error = format!("{r}: {}", r.source);
+                    tally.partial.add("server_refused", order, source, Some(error));
+                }
             }
             Err(e) => tally
                 .skipped

@@ -212,6 +212,7 @@ impl Partial {
             .skipped
             .0
             .iter()
+            .chain(&t.partial.0)
             .find(|(_, s)| s.rows.len() > super::EXAMPLE_ROWS || s.rows.len() as u64 > s.count)
         {
             return Err(format!(

@@ -124,6 +124,26 @@ fn remedies(out: &mut String, r: &super::RemediesView, w: usize) {
     }
 }
 
+/// Rows counted by reason under `title`: each reason's count, first rows and first error.
+fn reasons(
+    out: &mut String,
+    title: &str,
+    counts: &std::collections::BTreeMap<&'static str, u64>,
+    examples: &std::collections::BTreeMap<&'static str, super::SkippedView>,
+) {
+    if examples.is_empty() {
+        return;
+    }
+    heading(out, title);
+    for (reason, s) in examples {
+        let n = counts.get(reason).copied().unwrap_or(0);
+        let _ = writeln!(out, "  {n:>8} {reason}: {}", s.rows.join(", "));
+        if let Some(e) = s.first_error {
+            let _ = writeln!(out, "           first: {e}");
+        }
+    }
+}
+
 fn to_human(v: &CorpusView, w: usize) -> String {
     let mut out = String::new();
     let skipped: u64 = v.skipped_rows.values().sum();
@@ -140,25 +160,26 @@ fn to_human(v: &CorpusView, w: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "  template {} · server {} · {} worker{}",
+        "  template {} · server {}{} · {} worker{}",
         v.model.template,
         v.model.server,
+        v.model
+            .server_release
+            .map(|r| format!("@{r}"))
+            .unwrap_or_default(),
         v.input.jobs,
         if v.input.jobs == 1 { "" } else { "s" }
     );
     for f in &v.input.files {
         let _ = writeln!(out, "  input {} ({}, {} rows)", f.path, f.format, f.rows);
     }
-    if !v.skipped_examples.is_empty() {
-        heading(&mut out, "skipped rows");
-        for (reason, s) in &v.skipped_examples {
-            let n = v.skipped_rows.get(reason).copied().unwrap_or(0);
-            let _ = writeln!(out, "  {n:>8} {reason}: {}", s.rows.join(", "));
-            if let Some(e) = s.first_error {
-                let _ = writeln!(out, "           first: {e}");
-            }
-        }
-    }
+    reasons(&mut out, "skipped rows", &v.skipped_rows, &v.skipped_examples);
+    reasons(
+        &mut out,
+        "conversations audited up to the request the server refuses",
+        &v.partial_conversations,
+        &v.partial_examples,
+    );
 
     heading(
         &mut out,

@@ -30,6 +30,12 @@ pub struct CorpusView<'a> {
     pub rows: u64,
     pub skipped_rows: BTreeMap<&'static str, u64>,
     pub skipped_examples: BTreeMap<&'static str, SkippedView<'a>>,
+    /// Conversations audited up to the first request the server refuses (counted among
+    /// `conversations`, their transitions before it among `transitions`), by reason.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub partial_conversations: BTreeMap<&'static str, u64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub partial_examples: BTreeMap<&'static str, SkippedView<'a>>,
     pub transitions_with_rewrite: u64,
     pub rewrite_share: f64,
     pub rewrites: &'a BTreeMap<&'static str, u64>,
@@ -456,6 +462,26 @@ fn worst_view<'a>(w: &'a Worst, block_sizes: &[usize]) -> WorstView<'a> {
     }
 }
 
+/// Rows by reason.
+fn counts(s: &crate::corpus::Skips) -> BTreeMap<&'static str, u64> {
+    s.0.iter().map(|(k, s)| (*k, s.count)).collect()
+}
+
+/// The first rows of each reason, and its first error.
+fn examples(s: &crate::corpus::Skips) -> BTreeMap<&'static str, SkippedView<'_>> {
+    s.0.iter()
+        .map(|(k, s)| {
+            (
+                *k,
+                SkippedView {
+                    rows: s.rows.iter().map(|r| r.1.as_str()).collect(),
+                    first_error: s.first_error.as_ref().map(|e| e.1.as_str()),
+                },
+            )
+        })
+        .collect()
+}
+
 impl View for CorpusReport {
     type View<'a> = CorpusView<'a>;
 
@@ -488,21 +514,10 @@ impl View for CorpusReport {
             conversations: t.conversations,
             transitions: t.transitions,
             rows: t.rows,
-            skipped_rows: t.skipped.0.iter().map(|(k, s)| (*k, s.count)).collect(),
-            skipped_examples: t
-                .skipped
-                .0
-                .iter()
-                .map(|(k, s)| {
-                    (
-                        *k,
-                        SkippedView {
-                            rows: s.rows.iter().map(|r| r.1.as_str()).collect(),
-                            first_error: s.first_error.as_ref().map(|e| e.1.as_str()),
-                        },
-                    )
-                })
-                .collect(),
+            skipped_rows: counts(&t.skipped),
+            skipped_examples: examples(&t.skipped),
+            partial_conversations: counts(&t.partial),
+            partial_examples: examples(&t.partial),
             transitions_with_rewrite: t.transitions_with_rewrite,
             rewrite_share: share(t.transitions_with_rewrite, t.transitions),
             rewrites: &t.classes,
