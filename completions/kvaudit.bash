@@ -388,7 +388,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm vllm@0.32 sglang sglang@0.5.23 sglang@main llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)
@@ -562,7 +562,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm vllm@0.32 sglang sglang@0.5.23 sglang@main llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)
@@ -952,7 +952,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm vllm@0.32 sglang sglang@0.5.23 sglang@main llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)
@@ -1072,7 +1072,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "vllm sglang llamacpp" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "vllm vllm@0.32 sglang sglang@0.5.23 sglang@main llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --conversation)
@@ -1254,7 +1254,7 @@ _kvaudit() {
                     return 0
                     ;;
                 --server)
-                    COMPREPLY=($(compgen -W "transformers vllm sglang llamacpp" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "transformers vllm vllm@0.32 sglang sglang@0.5.23 sglang@main llamacpp" -- "${cur}"))
                     return 0
                     ;;
                 --server-template-kwarg)

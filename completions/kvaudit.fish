@@ -64,8 +64,11 @@ harmony\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
-vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+vllm\t'vLLM 0.32, the release the tests run (vllm/renderers since PR #48922), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+vllm@0.32\t'the same as vllm'
+sglang\t'SGLang 0.5.23, the release the tests run, OpenAI server on its Jinja path: tools as the client wrote them'
+sglang@0.5.23\t'the same as sglang'
+sglang@main\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path: every tool field written, strict false'
 llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
@@ -146,8 +149,11 @@ harmony\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
-vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+vllm\t'vLLM 0.32, the release the tests run (vllm/renderers since PR #48922), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+vllm@0.32\t'the same as vllm'
+sglang\t'SGLang 0.5.23, the release the tests run, OpenAI server on its Jinja path: tools as the client wrote them'
+sglang@0.5.23\t'the same as sglang'
+sglang@main\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path: every tool field written, strict false'
 llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
@@ -189,8 +195,11 @@ harmony\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
-vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+vllm\t'vLLM 0.32, the release the tests run (vllm/renderers since PR #48922), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+vllm@0.32\t'the same as vllm'
+sglang\t'SGLang 0.5.23, the release the tests run, OpenAI server on its Jinja path: tools as the client wrote them'
+sglang@0.5.23\t'the same as sglang'
+sglang@main\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path: every tool field written, strict false'
 llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand render" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
@@ -284,8 +293,11 @@ harmony\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l template-kwarg -d 'A template variable `key=value` (value parsed as JSON, Python\'s True/False/None as booleans and null, else a string); repeatable. A key the template never reads is warned about. Under --server vllm|sglang this is the request\'s `chat_template_kwargs`' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l kwargs-turn -d 'A template variable that changes at prompt N and stays, `N:KEY=VALUE` (value parsed as JSON, else a string), over --template-kwarg; repeatable. E.g. 2:enable_thinking=false' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l server -d 'Render each request as this server does: its message preprocessing (content null, content parts, tool-call arguments, reasoning fields, tools, kwargs) before the template' -r -f -a "transformers\t'transformers\' apply_chat_template on the messages as given (4.57)'
-vllm\t'vLLM main after v0.25.1 (vllm/renderers, PR #48922, July 2026), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
-sglang\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path'
+vllm\t'vLLM 0.32, the release the tests run (vllm/renderers since PR #48922), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+vllm@0.32\t'the same as vllm'
+sglang\t'SGLang 0.5.23, the release the tests run, OpenAI server on its Jinja path: tools as the client wrote them'
+sglang@0.5.23\t'the same as sglang'
+sglang@main\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path: every tool field written, strict false'
 llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l server-template-kwarg -d 'The server\'s default template kwarg `key=value` (vLLM/SGLang `--default-chat-template-kwargs`; the request\'s own win); repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l now -d 'The clock for strftime_now, e.g. 2026-01-15T10:00:00 (default: now, local time). A zone (Z, +02:00) is allowed and the time is taken as the wall clock at that offset, which is what a server in that zone prints' -r
@@ -341,9 +353,12 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l template -d 'U
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l served-model -d 'The model name the server serves it under (default: the first of /v1/models)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l server -d 'The engine behind the URL (default: from /v1/models `owned_by`)' -r -f -a "vllm\t'vLLM\'s OpenAI server (render profile `vllm`)'
-sglang\t'SGLang\'s OpenAI server (render profile `sglang`)'
-llamacpp\t'llama.cpp\'s llama-server with --jinja (render profile `llamacpp`)'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l server -d 'The engine behind the URL, `name@release` to pick the release whose rendering applies (default: from /v1/models `owned_by`, its newest release kvaudit follows)' -r -f -a "vllm\t'vLLM 0.32, the release the tests run (vllm/renderers since PR #48922), OpenAI server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) bypass Jinja there'
+vllm@0.32\t'the same as vllm'
+sglang\t'SGLang 0.5.23, the release the tests run, OpenAI server on its Jinja path: tools as the client wrote them'
+sglang@0.5.23\t'the same as sglang'
+sglang@main\t'SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path: every tool field written, strict false'
+llamacpp\t'llama.cpp llama-server --jinja after b7756: messages re-serialised (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability polyfills not emulated'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -s c -l conversation -d 'A conversation JSON file: its user messages are sent, its assistant messages mark where the server\'s replies go' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l system -d 'Quick form: a system prompt' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand probe" -l user -d 'Quick form: the first user message' -r

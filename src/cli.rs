@@ -659,12 +659,11 @@ impl clap::builder::TypedValueParser for ServerParser {
         Some(Box::new(
             crate::render::ServerProfile::VALUES
                 .iter()
-                .filter(|(_, p)| self.allowed(*p))
-                .map(|&(name, p)| {
-                    let shown = p.label() == name || !name.contains('@');
+                .filter(|(_, p, _)| self.allowed(*p))
+                .map(|&(name, _, help)| {
                     clap::builder::PossibleValue::new(name)
-                        .help(p.pinned_to())
-                        .hide(!shown)
+                        .help(help)
+                        .hide(help.is_empty())
                 }),
         ))
     }

@@ -611,3 +611,58 @@ fn model_template_is_the_one_that_rendered() {
         "tokenizer_config.json#default, tokenizer_config.json#tool_use"
     );
 }
+
+/// `--server` names a release where kvaudit follows releases: the bare name is the newest the
+/// tests run, named in the JSON and the header; a release kvaudit does not know is one error
+/// line listing the ones it does.
+#[test]
+fn server_releases_are_named_and_unknown_ones_refused() {
+    let tiny = model("tiny-tools");
+    for (server, name, release) in [
+        ("sglang", "sglang", Some("0.5.23")),
+        ("sglang@0.5.23", "sglang", Some("0.5.23")),
+        ("sglang@main", "sglang", Some("main")),
+        ("vllm", "vllm", Some("0.32")),
+        ("vllm@0.32.0", "vllm", Some("0.32")),
+        ("transformers", "transformers", None),
+    ] {
+        let r = json_run(&["diff-turns", "--model", &tiny, "--server", server], 0);
+        assert_eq!(r["model"]["server"], json!(name), "{server}");
+        assert_eq!(
+            r["model"].get("server_release"),
+            release.map(|r| json!(r)).as_ref(),
+            "{server}"
+        );
+    }
+    let out = kvaudit()
+        .args(["diff-turns", "--model", &tiny, "--server", "sglang@main"])
+        .args(["--now", NOW])
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines().next().unwrap().contains("server sglang@main"),
+        "{text}"
+    );
+    fails_with(
+        &["diff-turns", "--model", &tiny, "--server", "sglang@0.5.22"],
+        "kvaudit does not know how sglang@0.5.22 renders (known: sglang, sglang@0.5.23, sglang@main)",
+    );
+    fails_with(
+        &["diff-turns", "--model", &tiny, "--server", "tgi"],
+        "unknown server \"tgi\" (one of transformers, vllm, sglang, llamacpp)",
+    );
+    fails_with(
+        &[
+            "probe",
+            "--url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            &tiny,
+            "--server",
+            "transformers",
+        ],
+        "probe talks to an engine: vllm, sglang or llamacpp",
+    );
+}

@@ -899,7 +899,15 @@ fn a_conversation_the_server_stops_part_way_is_audited_up_to_that_request() {
             0,
         );
         let single = kvaudit()
-            .args(["diff-turns", "-m", &model, "--server", server, "--format", "json"])
+            .args([
+                "diff-turns",
+                "-m",
+                &model,
+                "--server",
+                server,
+                "--format",
+                "json",
+            ])
             .arg("-c")
             .arg(&conv)
             .output()

@@ -813,7 +813,9 @@ where
                 tally.add(order, conv, &audit, &costs, settings, auditor);
                 if let Some(r) = &audit.refused {
                     let error = format!("{r}: {}", r.source);
-                    tally.partial.add("server_refused", order, source, Some(error));
+                    tally
+                        .partial
+                        .add("server_refused", order, source, Some(error));
                 }
             }
             Err(e) => tally

@@ -82,25 +82,6 @@ impl ServerProfile {
         }
     }
 
-    /// The server version whose rules the profile reproduces.
-    pub fn pinned_to(self) -> &'static str {
-        match self {
-            ServerProfile::Transformers => "transformers 4.57 apply_chat_template",
-            ServerProfile::Vllm => {
-                "vLLM 0.32 (vllm/renderers since PR #48922), OpenAI server, HF tokenizer mode"
-            }
-            ServerProfile::Sglang(SglangRelease::V0_5_23) => {
-                "SGLang 0.5.23, OpenAI server, Jinja path"
-            }
-            ServerProfile::Sglang(SglangRelease::Main) => {
-                "SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path"
-            }
-            ServerProfile::Llamacpp => {
-                "llama.cpp llama-server --jinja after b7756 (common/jinja engine), no polyfills"
-            }
-        }
-    }
-
     /// Whether the request's `tools` select a dict template's `tool_use` entry: vLLM asks
     /// transformers for it whenever tools is not None, `[]` included (section 1.5);
     /// transformers' own callers and kvaudit pass tools only when there are some. SGLang
@@ -123,28 +104,56 @@ impl ServerProfile {
 }
 
 impl ServerProfile {
-    /// Every `--server` value (`name@release` where kvaudit follows releases), with the
-    /// profile it selects; a bare name is the newest release the tests run.
-    pub const VALUES: [(&'static str, ServerProfile); 8] = [
-        ("transformers", ServerProfile::Transformers),
-        ("vllm", ServerProfile::Vllm),
-        ("vllm@0.32", ServerProfile::Vllm),
-        ("vllm@0.32.0", ServerProfile::Vllm),
-        ("sglang", ServerProfile::Sglang(SglangRelease::V0_5_23)),
+    /// Every `--server` value (`name@release` where kvaudit follows releases), the profile it
+    /// selects and what it reproduces (`--help`); a bare name is the newest release the tests
+    /// run, and an empty text an alias `--help` leaves out.
+    pub const VALUES: [(&'static str, ServerProfile, &'static str); 8] = [
+        (
+            "transformers",
+            ServerProfile::Transformers,
+            "transformers' apply_chat_template on the messages as given (4.57)",
+        ),
+        (
+            "vllm",
+            ServerProfile::Vllm,
+            "vLLM 0.32, the release the tests run (vllm/renderers since PR #48922), OpenAI \
+             server with the HF tokenizer mode; gpt-oss (Harmony) and Mistral (mistral-common) \
+             bypass Jinja there",
+        ),
+        ("vllm@0.32", ServerProfile::Vllm, "the same as vllm"),
+        ("vllm@0.32.0", ServerProfile::Vllm, ""),
+        (
+            "sglang",
+            ServerProfile::Sglang(SglangRelease::V0_5_23),
+            "SGLang 0.5.23, the release the tests run, OpenAI server on its Jinja path: tools \
+             as the client wrote them",
+        ),
         (
             "sglang@0.5.23",
             ServerProfile::Sglang(SglangRelease::V0_5_23),
+            "the same as sglang",
         ),
-        ("sglang@main", ServerProfile::Sglang(SglangRelease::Main)),
-        ("llamacpp", ServerProfile::Llamacpp),
+        (
+            "sglang@main",
+            ServerProfile::Sglang(SglangRelease::Main),
+            "SGLang main with the chat_input package (commits 3ba38dc0, 310081f7), Jinja path: \
+             every tool field written, strict false",
+        ),
+        (
+            "llamacpp",
+            ServerProfile::Llamacpp,
+            "llama.cpp llama-server --jinja after b7756: messages re-serialised \
+             (reasoning_content kept, `reasoning` dropped), BOS/EOS text stripped; capability \
+             polyfills not emulated",
+        ),
     ];
 
     /// The profile a `--server` value names.
     pub fn parse(text: &str) -> Option<ServerProfile> {
         Self::VALUES
             .iter()
-            .find(|(name, _)| *name == text)
-            .map(|&(_, p)| p)
+            .find(|(name, _, _)| *name == text)
+            .map(|&(_, p, _)| p)
     }
 
     /// Why `text` names no profile: the releases kvaudit knows for that server.
@@ -152,13 +161,13 @@ impl ServerProfile {
         let server = text.split('@').next().unwrap_or(text);
         let known: Vec<&str> = Self::VALUES
             .iter()
-            .map(|(name, _)| *name)
-            .filter(|name| name.split('@').next() == Some(server))
+            .filter(|(name, _, help)| !help.is_empty() && name.split('@').next() == Some(server))
+            .map(|(name, _, _)| *name)
             .collect();
         if known.is_empty() {
             let names: Vec<&str> = Self::VALUES
                 .iter()
-                .map(|(name, _)| *name)
+                .map(|(name, _, _)| *name)
                 .filter(|name| !name.contains('@'))
                 .collect();
             format!("unknown server {text:?} (one of {})", names.join(", "))

@@ -173,7 +173,12 @@ fn to_human(v: &CorpusView, w: usize) -> String {
     for f in &v.input.files {
         let _ = writeln!(out, "  input {} ({}, {} rows)", f.path, f.format, f.rows);
     }
-    reasons(&mut out, "skipped rows", &v.skipped_rows, &v.skipped_examples);
+    reasons(
+        &mut out,
+        "skipped rows",
+        &v.skipped_rows,
+        &v.skipped_examples,
+    );
     reasons(
         &mut out,
         "conversations audited up to the request the server refuses",
