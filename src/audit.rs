@@ -174,6 +174,22 @@ pub struct AuditSettings {
     pub remedies: bool,
 }
 
+/// The name of the template `server` renders with: `--template-name` when given, else the
+/// first of several named templates for a server that takes the first (SGLang 0.5.23), else
+/// none (transformers' rule: `tool_use` with tools, `default` without).
+pub fn template_name<'f>(
+    files: &'f ModelFiles,
+    server: crate::render::ServerProfile,
+    name: Option<&'f str>,
+) -> Option<&'f str> {
+    name.or_else(|| {
+        server
+            .takes_first_named_template()
+            .then(|| files.first_template_name())
+            .flatten()
+    })
+}
+
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ModelInfo {
     pub source: String,
@@ -403,12 +419,7 @@ impl<'a> Planner<'a> {
     ) -> Result<(crate::model::SelectedTemplate, Arc<ChatRenderer>, Clock)> {
         let server = self.options.server;
         let has_tools = server.selects_tool_template(conv.any_tools());
-        let name = self.settings.template_name.as_deref().or_else(|| {
-            server
-                .takes_first_named_template()
-                .then(|| self.files.first_template_name())
-                .flatten()
-        });
+        let name = template_name(self.files, server, self.settings.template_name.as_deref());
         let template = self.files.select_template(name, has_tools)?;
         let with_and_without = conv.tools_per_prompt.iter().any(Option::is_some)
             && conv.tools_per_prompt.iter().any(Option::is_none);
@@ -518,7 +529,14 @@ pub fn diff_turns_with_progress(
     used.dedup();
     if let [only] = used.as_slice()
         && *only != model.template_origin
-        && let Ok(t) = files.select_template(settings.template_name.as_deref(), true)
+        && let Ok(t) = files.select_template(
+            template_name(
+                files,
+                settings.plan.server,
+                settings.template_name.as_deref(),
+            ),
+            true,
+        )
         && t.origin == *only
     {
         model.template_sha256 = sha256_hex(t.text.as_bytes());
@@ -564,7 +582,12 @@ impl<'a> Auditor<'a> {
         {
             to.clone_from(&from);
         }
-        let default_template = files.select_template(settings.template_name.as_deref(), false)?;
+        let name = template_name(
+            files,
+            settings.plan.server,
+            settings.template_name.as_deref(),
+        );
+        let default_template = files.select_template(name, false)?;
         let model = ModelInfo {
             source: files.source.clone(),
             server: settings.plan.server,

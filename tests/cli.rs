@@ -647,7 +647,7 @@ fn server_releases_are_named_and_unknown_ones_refused() {
     );
     fails_with(
         &["diff-turns", "--model", &tiny, "--server", "sglang@0.5.22"],
-        "kvaudit does not know how sglang@0.5.22 renders (known: sglang, sglang@0.5.23, sglang@main)",
+        "kvaudit does not know how \"sglang@0.5.22\" renders (known: sglang, sglang@0.5.23, sglang@main)",
     );
     fails_with(
         &["diff-turns", "--model", &tiny, "--server", "tgi"],
@@ -664,5 +664,136 @@ fn server_releases_are_named_and_unknown_ones_refused() {
             "transformers",
         ],
         "probe talks to an engine: vllm, sglang or llamacpp",
+    );
+}
+
+/// SGLang 0.5.23 fixes one template at start-up, the first of several named ones, tools or
+/// not; transformers (and vLLM) take `tool_use` for a request with tools, else `default`. The
+/// two SGLang releases write a tool differently, so they render different prompts.
+#[test]
+fn sglang_takes_the_first_named_template_and_its_release_writes_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let conv = write_conversation(
+        &dir,
+        "tools.json",
+        &json!({"messages": [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "Sunny."},
+            {"role": "user", "content": "Tomorrow?"},
+        ], "tools": [{"type": "function", "function": {"name": "weather",
+            "parameters": {"type": "object"}}}]}),
+    );
+    let template = |model: &str, server: &str| {
+        let r = json_run(
+            &[
+                "diff-turns",
+                "--model",
+                model,
+                "-c",
+                &conv,
+                "--server",
+                server,
+            ],
+            0,
+        );
+        r["conversations"][0]["template"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let tiny = model("tiny-tools");
+    assert_eq!(
+        template(&tiny, "transformers"),
+        "tokenizer_config.json#tool_use"
+    );
+    assert_eq!(
+        template(&tiny, "sglang@main"),
+        "tokenizer_config.json#tool_use"
+    );
+    assert_eq!(template(&tiny, "sglang"), "tokenizer_config.json#default");
+    // The same templates listed tool_use first: SGLang 0.5.23 takes it, with tools or not.
+    let reordered = dir.path().join("reordered");
+    std::fs::create_dir(&reordered).unwrap();
+    let src = common::fixtures().join("models/tiny-tools");
+    std::fs::copy(src.join("tokenizer.json"), reordered.join("tokenizer.json")).unwrap();
+    let mut config: Json =
+        serde_json::from_slice(&std::fs::read(src.join("tokenizer_config.json")).unwrap()).unwrap();
+    config["chat_template"].as_array_mut().unwrap().reverse();
+    std::fs::write(reordered.join("tokenizer_config.json"), config.to_string()).unwrap();
+    let reordered = reordered.to_str().unwrap();
+    assert_eq!(
+        template(reordered, "sglang"),
+        "tokenizer_config.json#tool_use"
+    );
+    let r = json_run(
+        &["diff-turns", "--model", reordered, "--server", "sglang"],
+        0,
+    );
+    assert_eq!(
+        r["model"]["template"],
+        json!("tokenizer_config.json#tool_use")
+    );
+    let r = json_run(
+        &[
+            "diff-turns",
+            "--model",
+            reordered,
+            "--server",
+            "transformers",
+        ],
+        0,
+    );
+    assert_eq!(
+        r["model"]["template"],
+        json!("tokenizer_config.json#default")
+    );
+    // With --template-name the server is told which.
+    let r = json_run(
+        &[
+            "diff-turns",
+            "--model",
+            &tiny,
+            "-c",
+            &conv,
+            "--server",
+            "sglang",
+            "--template-name",
+            "tool_use",
+        ],
+        0,
+    );
+    assert_eq!(
+        r["conversations"][0]["template"],
+        json!("tokenizer_config.json#tool_use")
+    );
+    // The releases' tool definitions differ, and so do the prompts of a template that writes
+    // them out.
+    let jinja = dir.path().join("tools.jinja");
+    std::fs::write(
+        &jinja,
+        "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{{ tools | tojson }}",
+    )
+    .unwrap();
+    let text = |server: &str| {
+        let out = kvaudit()
+            .args([
+                "render", "--model", &tiny, "-c", &conv, "--server", server, "--prompt", "1",
+            ])
+            .arg("--template")
+            .arg(&jinja)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (release, main) = (text("sglang"), text("sglang@main"));
+    assert!(
+        release.contains(
+            r#"{"name": "weather", "parameters": {"type": "object"}, "description": null}"#
+        ),
+        "{release}"
+    );
+    assert!(
+        main.contains(r#"{"description": null, "name": "weather", "parameters": {"type": "object"}, "strict": false}"#),
+        "{main}"
     );
 }

@@ -470,3 +470,55 @@ fn shards_of_the_real_corpus_merge_into_one_run() {
         }
     }
 }
+
+/// Conversations a server stops part-way (one in a later shard, one skipped because the first
+/// refused request leaves no transition) merge into what one run reports.
+#[test]
+fn conversations_stopped_part_way_merge_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = fixture_rows();
+    let stopped = |args: &str| {
+        format!(
+            r#"{{"messages": [{{"role": "user", "content": "one"}}, {{"role": "assistant", "content": "a"}},
+            {{"role": "user", "content": "two"}}, {{"role": "assistant", "content": "b"}},
+            {{"role": "user", "content": "three"}}, {{"role": "assistant", "content": null,
+            "tool_calls": [{{"id": "c1", "type": "function", "function": {{"name": "f", "arguments": {args}}}}}]}},
+            {{"role": "tool", "tool_call_id": "c1", "content": "r"}}, {{"role": "user", "content": "four"}}]}}"#
+        )
+        .replace('\n', " ")
+    };
+    rows.insert(1, stopped(r#""{\"a\": 1}""#));
+    rows.push(stopped(r#""{oops""#));
+    rows.push(
+        r#"{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "phase": "draft"}, {"role": "user", "content": "r"}]}"#
+            .into(),
+    );
+    let args = [
+        "-m",
+        &fixture("models/tiny-tools"),
+        "--now",
+        "2026-01-15T10:00:00",
+        "--server",
+        "sglang",
+    ];
+    let files = shards(dir.path(), &rows, 3);
+    let partials = assert_merge_is_one_run(dir.path(), &args, &files, 0);
+    let merged: serde_json::Value = serde_json::from_slice(&stdout_of(
+        &[
+            &["merge"],
+            &partials.iter().map(|p| path_str(p)).collect::<Vec<_>>()[..],
+            &["--format", "json"],
+        ]
+        .concat(),
+        0,
+    ))
+    .unwrap();
+    assert_eq!(
+        merged["partial_conversations"],
+        serde_json::json!({"server_refused": 1})
+    );
+    assert_eq!(
+        merged["skipped_rows"]["server_refused"],
+        serde_json::json!(1)
+    );
+}

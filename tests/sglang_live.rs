@@ -325,10 +325,23 @@ fn probe_agrees_with_sglang_on_qwen3_thinking_on_and_off() {
             reused += t["server_cached_tokens"].as_u64().unwrap();
         }
         assert_eq!(code, 0, "{what}: {stderr}");
+        assert!(!stderr.contains("warning"), "{what}: {stderr}");
         server.assert_stand_in_unused();
     }
     // A check that only ever compared zeros would check nothing.
     assert!(reused > 0, "no turn reused anything");
+    // Told to render as another release than the server says it runs, probe says so.
+    let Some((server, _turn, _)) = server(test) else {
+        return;
+    };
+    let (report, _, stderr) = probe(server, &["--server", "sglang@main", "--turns", "1"]);
+    assert_eq!(report["model"]["server_release"], json!("main"));
+    assert!(
+        stderr.contains(&format!(
+            "warning: the server runs sglang \"{SGLANG_VERSION}\"; kvaudit renders as sglang@main"
+        )),
+        "{stderr}"
+    );
 }
 
 const QUESTION: &str = "Explain how a KV cache speeds up decoding.";
@@ -547,15 +560,15 @@ fn edge_requests_render_or_are_refused_as_sglang_does() {
             {"id": "c1", "index": "0", "type": "function", "function": {"name": "f", "arguments": args}}]})
     };
     let answer = json!({"role": "tool", "content": "ok", "tool_call_id": "c1"});
-    // (label, record, requests SGLang serves, whether it then refuses one)
-    let cases: Vec<(&str, Json, usize, bool)> = vec![
+    // (label, record, requests SGLang serves, the rule kvaudit names for the one it refuses)
+    let cases: Vec<(&str, Json, usize, Option<&str>)> = vec![
         (
             "database-types",
             json!({"messages": [user("q"), call(json!("{\"n\": 1}")), answer, user("again")],
                    "tools": [tool("f", json!({"type": "object", "properties": {
                        "n": {"type": "INT"}, "s": {"type": "varchar(20)"}, "l": {"type": ["list[str]", "null"]}}}))]}),
             2,
-            false,
+            None,
         ),
         (
             "phase-prefix-reference",
@@ -565,7 +578,7 @@ fn edge_requests_render_or_are_refused_as_sglang_does() {
                 {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "tool_reference", "name": "f"}]},
             ], "tools": [tool("f", json!({"type": "object"}))]}),
             2,
-            false,
+            None,
         ),
         (
             "system-arguments-kept",
@@ -574,13 +587,13 @@ fn edge_requests_render_or_are_refused_as_sglang_does() {
                 user("q"),
             ]}),
             1,
-            false,
+            None,
         ),
         (
             "schema-invalid",
             json!({"messages": [user("q")], "tools": [tool("f", json!({"type": "foo"}))]}),
             0,
-            true,
+            Some("tool_parameters_invalid"),
         ),
         (
             "names-not-unique",
@@ -589,26 +602,26 @@ fn edge_requests_render_or_are_refused_as_sglang_does() {
                 user("q"),
             ], "tools": [tool("f", json!({"type": "object"}))]}),
             0,
-            true,
+            Some("tool_names_not_unique"),
         ),
         (
             "phase-invalid",
             json!({"messages": [user("q"), {"role": "assistant", "content": "a", "phase": "draft"}, user("r")]}),
             1,
-            true,
+            Some("phase_not_allowed"),
         ),
         (
             "thinking-not-text",
             json!({"messages": [user("q"), {"role": "assistant", "content": [{"type": "thinking", "thinking": 5}]}, user("r")]}),
             1,
-            true,
+            Some("content_part_without_text"),
         ),
         (
             "arguments-not-json-later",
             json!({"messages": [user("q"), call(json!("{\"n\": 1}")), answer, user("r"), call(json!("{oops")), answer, user("s")],
                    "tools": [tool("f", json!({"type": "object"}))]}),
             2,
-            true,
+            Some("arguments_invalid_json"),
         ),
     ];
     let tokenize = |m: &[Json], t: Option<&Json>| live::tokenize_chat(server.root(), m, t);
@@ -619,15 +632,81 @@ fn edge_requests_render_or_are_refused_as_sglang_does() {
         tokenize: &tokenize,
     };
     let dir = work_dir().join("edge");
-    for (label, record, served, refused) in cases {
+    for (label, record, served, rule) in cases {
         let mut tally = RenderTally::default();
         live::compare_conversation(&with, &dir, label, &record, &mut tally);
         assert!(tally.differ.is_empty(), "{label}: {:#?}", tally.differ);
         assert_eq!(
             (tally.identical, tally.refused_by_both),
-            (served, usize::from(refused)),
+            (served, usize::from(rule.is_some())),
             "{label}: {tally:?}"
         );
+        // kvaudit refuses it for the rule SGLang applies, not for another reason.
+        if let Some(rule) = rule {
+            let file = dir.join(format!("conv/{label}.json"));
+            let (_, _, stderr) = live::kvaudit_render("sglang", &server.model_dir, &file);
+            assert!(stderr.contains(&format!("({rule})")), "{label}: {stderr}");
+        }
+    }
+    server.assert_stand_in_unused();
+}
+
+/// `chat_template_kwargs` as SGLang 0.5.23 hands them to transformers 5.19: the keys its
+/// render call names itself are refused, transformers' own arguments are refused when truthy
+/// (`continue_final_message`) or taken out, and the rest reach the template.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
+#[test]
+fn template_kwargs_render_or_are_refused_as_sglang_does() {
+    let test = "template_kwargs_render_or_are_refused_as_sglang_does";
+    let Some((server, _turn, _)) = server(test) else {
+        return;
+    };
+    let messages = json!([{"role": "user", "content": "Hello there"}]);
+    let conv = work_dir().join("kwargs.json");
+    std::fs::write(&conv, json!({"messages": messages}).to_string()).unwrap();
+    // (key, value, refused)
+    let cases = [
+        ("enable_thinking", json!(false), false),
+        ("continue_final_message", json!(false), false),
+        ("continue_final_message", json!(true), true),
+        ("padding", json!(true), false),
+        ("max_length", json!(3), false),
+        ("documents", json!([{"title": "t", "text": "x"}]), false),
+        ("tokenize", json!(false), true),
+        ("messages", json!([1]), true),
+        ("add_generation_prompt", json!(false), true),
+    ];
+    for (key, value, refused) in cases {
+        let body = json!({"model": "tiny", "messages": messages, "add_generation_prompt": true,
+            "chat_template_kwargs": {key: value}});
+        let (status, answer) = http(server.root(), "POST", "/tokenize", Some(&body));
+        let out = kvaudit()
+            .args([
+                "render", "--server", "sglang", "--format", "json", "--tokens",
+            ])
+            .args(["--template-kwarg", &format!("{key}={value}"), "-m"])
+            .arg(&server.model_dir)
+            .arg("-c")
+            .arg(&conv)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if refused {
+            // 400, or 500 where SGLang's own code trips first (`tokenize`: a KeyError).
+            assert!(status >= 400, "{key}={value}: {answer}");
+            assert_eq!(out.status.code(), Some(2), "{key}={value}: {stderr}");
+            assert!(stderr.contains("(template_kwarg_reserved)"), "{stderr}");
+        } else {
+            assert_eq!(status, 200, "{key}={value}: {answer}");
+            let ours: Json = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(
+                ours["conversations"][0]["prompts"][0]["ids"], answer["tokens"],
+                "{key}={value}: {stderr}"
+            );
+        }
     }
     server.assert_stand_in_unused();
 }

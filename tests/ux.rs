@@ -295,7 +295,7 @@ fn the_header_names_a_server_profile_other_than_transformers() {
     );
     let (out, _) = run(kvaudit().args(args).args(["--server", "vllm"]), 0);
     assert!(
-        out.starts_with("model fixtures/models/tiny-plain  server vllm  template "),
+        out.starts_with("model fixtures/models/tiny-plain  server vllm@0.32  template"),
         "{out}"
     );
 }

@@ -21,6 +21,9 @@ pub fn run(args: &ProbeArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let report = probe::run(&client, &files, &tokenizer, &conv, &settings);
     drop(spinner);
     let report = report?;
+    if let Some(note) = probe::release_mismatch(&report) {
+        super::terminal::stderr_line(&format!("warning: {note}"));
+    }
     if let Some(path) = &args.save_conversation {
         let text = serde_json::to_string_pretty(&report.recorded)? + "\n";
         output::write(path, text.as_bytes())?;

@@ -471,10 +471,10 @@ pub fn ignored_input_warnings(
     // does not compile is the audit's error to report, not a warning).
     let mut read_by: Vec<(String, Vec<String>)> = Vec::new();
     let mut names_for = |conv: &Conversation| -> Option<Vec<String>> {
-        let has_tools = conv
-            .any_tools()
-            .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
-        let template = files.select_template(template_name, has_tools).ok()?;
+        let server = args.rendering.server;
+        let has_tools = server.selects_tool_template(conv.any_tools());
+        let name = crate::audit::template_name(files, server, template_name);
+        let template = files.select_template(name, has_tools).ok()?;
         if let Some((_, names)) = read_by.iter().find(|(o, _)| *o == template.origin) {
             return Some(names.clone());
         }

@@ -247,7 +247,6 @@ pub struct Tally {
     pub skipped: Skips,
     /// Conversations audited up to the first request the server refuses (their transitions
     /// before it are counted), by reason.
-    #[serde(default)]
     pub partial: Skips,
     /// Rows handed to the audit or skipped by the reader.
     pub rows: u64,

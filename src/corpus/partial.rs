@@ -23,7 +23,7 @@ use crate::audit::ModelInfo;
 pub const FORMAT: &str = "kvaudit-corpus-partial";
 /// Bumped when the layout changes; a partial of another layout is refused. Layout 2: each
 /// input file's digest; session keys as arrays.
-pub const LAYOUT: u32 = 2;
+pub const LAYOUT: u32 = 3;
 /// A partial holds totals, not rows: it grows with the distinct opening messages (about 110
 /// bytes each in the file) and distinct token counts, so 4 GiB is some 35 million
 /// conversations.
@@ -208,6 +208,13 @@ impl Partial {
                 self.settings.worst
             ));
         }
+        if t.partial.total() > t.conversations {
+            return Err(format!(
+                "{} conversations counted as stopped part-way, of {} audited",
+                t.partial.total(),
+                t.conversations
+            ));
+        }
         if let Some((reason, s)) = t
             .skipped
             .0
@@ -216,7 +223,7 @@ impl Partial {
             .find(|(_, s)| s.rows.len() > super::EXAMPLE_ROWS || s.rows.len() as u64 > s.count)
         {
             return Err(format!(
-                "{} example rows for {} skipped as {reason}: a partial keeps at most {}",
+                "{} example rows for {} counted as {reason}: a partial keeps at most {}",
                 s.rows.len(),
                 s.count,
                 super::EXAMPLE_ROWS
@@ -469,8 +476,8 @@ fn mismatch(a: &Partial, b: &Partial) -> Option<String> {
     if ma.server != mb.server {
         return Some(format!(
             "--server {} and --server {}",
-            ma.server.name(),
-            mb.server.name()
+            ma.server.label(),
+            mb.server.label()
         ));
     }
     // --jobs changes no figure (the report says which a run used: the first shard's).

@@ -531,7 +531,8 @@ pub fn starter(models: &[String]) -> String {
              # template_kwargs = {{ enable_thinking = false }}\n\
              # How clients send replies back: content | raw | reasoning_field.\n\
              resend = \"content\"\n\
-             # Whose request preprocessing applies: transformers | vllm | sglang.\n\
+             # Whose request preprocessing applies: transformers | vllm | sglang\n\
+             # (a release as `sglang@0.5.23`, `sglang@main`, `vllm@0.32`).\n\
              server = \"transformers\"\n\n"
         ));
     }
@@ -619,6 +620,32 @@ mod tests {
         );
         let e = err("[gate]\nrouter = { engine_block_size = 16, decider = \"bogus\" }\n");
         assert!(e.starts_with("kvaudit.toml:2: gate.router: decider"), "{e}");
+        let e = err("[[model]]\nsource = \"m\"\nserver = \"sglang@0.4\"\n");
+        assert!(
+            e.starts_with("kvaudit.toml:3: model.server: server: kvaudit does not know how \"sglang@0.4\" renders"),
+            "{e}"
+        );
+        let e = err("[[model]]\nsource = \"m\"\nserver = \"llamacpp\"\n");
+        assert!(
+            e.contains("the gate renders as transformers, vllm or sglang"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_server_release_is_read() {
+        for (text, want) in [
+            ("sglang", ServerProfile::Sglang(Default::default())),
+            ("sglang@main", ServerProfile::parse("sglang@main").unwrap()),
+            ("vllm@0.32", ServerProfile::Vllm),
+        ] {
+            let c = parse(
+                &format!("[[model]]\nsource = \"m\"\nserver = \"{text}\"\n"),
+                Path::new("kvaudit.toml"),
+            )
+            .unwrap();
+            assert_eq!(c.models[0].server, want, "{text}");
+        }
     }
 
     #[test]

@@ -44,9 +44,8 @@ pub fn audit_with(
     conversations: &[Conversation],
     settings: &AuditSettings,
 ) -> Audited {
-    let selected = files
-        .select_template(m.template_name.as_deref(), false)
-        .ok();
+    let name = crate::audit::template_name(files, m.server, m.template_name.as_deref());
+    let selected = files.select_template(name, false).ok();
     let template_file = match &m.template {
         Some(t) => t.display().to_string(),
         None => {

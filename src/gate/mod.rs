@@ -79,7 +79,7 @@ pub struct Evidence {
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelSummary {
     pub source: String,
-    pub server: &'static str,
+    pub server: String,
     pub template: String,
     pub template_sha256: String,
     pub tokenizer_sha256: String,

@@ -126,7 +126,7 @@ fn summary(a: &Audited, gate: &GateOptions) -> ModelSummary {
     });
     ModelSummary {
         source: a.model.source.clone(),
-        server: a.model.server.name(),
+        server: a.model.server.label(),
         template: a.template_file.clone(),
         template_sha256: a.template_sha256.clone(),
         tokenizer_sha256: a.tokenizer_sha256.clone(),

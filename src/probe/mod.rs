@@ -250,6 +250,22 @@ pub fn profile(engine: Engine) -> ServerProfile {
     }
 }
 
+/// When the server names its release and it is not the one kvaudit renders as: what to say
+/// (a difference shows as "server renders differently" where the releases disagree).
+pub fn release_mismatch(report: &ProbeReport) -> Option<String> {
+    let running = report.server_version.as_deref()?;
+    let rendered = report.model.server.release()?;
+    (running != rendered).then(|| {
+        format!(
+            "the server runs {} {running:?}; kvaudit renders as {} (--server {}@RELEASE picks \
+             another it knows: see --help)",
+            report.engine.name(),
+            report.model.server.label(),
+            report.engine.name(),
+        )
+    })
+}
+
 /// The engine a render profile stands for (`None` for transformers).
 pub fn engine_of(profile: ServerProfile) -> Option<Engine> {
     match profile {

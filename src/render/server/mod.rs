@@ -173,7 +173,7 @@ impl ServerProfile {
             format!("unknown server {text:?} (one of {})", names.join(", "))
         } else {
             format!(
-                "kvaudit does not know how {text} renders (known: {}); a release not listed \
+                "kvaudit does not know how {text:?} renders (known: {}); a release not listed \
                  may render differently",
                 known.join(", ")
             )
@@ -194,10 +194,6 @@ impl serde::Serialize for ServerProfile {
 impl<'de> serde::Deserialize<'de> for ServerProfile {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        // Partials written before releases were named rendered SGLang with main's rules.
-        if text == "sglang" {
-            return Ok(ServerProfile::Sglang(SglangRelease::Main));
-        }
         ServerProfile::parse(&text).ok_or_else(|| serde::de::Error::custom(Self::unknown(&text)))
     }
 }

@@ -48,7 +48,7 @@ fn part(p: &Json, at: usize, release: SglangRelease) -> Result<Json, ServerError
         "tool_reference" if release == SglangRelease::V0_5_23 => match p.get("name") {
             Some(Json::String(name)) => Ok(json!({"type": "tool_reference", "name": name})),
             other => Err(rejected(
-                "content_part_without_text",
+                "tool_reference_without_name",
                 format!(
                     "message {at}: a tool_reference part with name {}",
                     shown(other)
@@ -68,22 +68,40 @@ fn part(p: &Json, at: usize, release: SglangRelease) -> Result<Json, ServerError
     }
 }
 
-/// pydantic's lax `int`: integers, floats without a fraction, booleans, integer strings.
+/// pydantic's lax `int`: integers, floats without a fraction (within i64), booleans, and
+/// integer strings (white space around, a sign, single underscores between digits, a fraction
+/// of zeros). Integers past u64 (pydantic takes any) are refused here.
 fn lax_int(v: &Json) -> Option<Json> {
     match v {
         Json::Number(n) if n.is_i64() || n.is_u64() => Some(v.clone()),
         Json::Number(n) => {
             let f = n.as_f64()?;
-            (f.fract() == 0.0 && f.abs() < 9.0e15).then(|| json!(f as i64))
+            (f.fract() == 0.0 && f.abs() < 9.2e18).then(|| json!(f as i64))
         }
         Json::Bool(b) => Some(json!(i64::from(*b))),
         Json::String(s) => {
             let t = s.trim();
-            let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
-            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit() || c == b'_') {
+            let (negative, t) = match t.as_bytes().first() {
+                Some(b'-') => (true, &t[1..]),
+                Some(b'+') => (false, &t[1..]),
+                _ => (false, t),
+            };
+            let (whole, fraction) = t.split_once('.').unwrap_or((t, "0"));
+            let bytes = whole.as_bytes();
+            let grouped = !whole.is_empty()
+                && bytes.first().is_some_and(u8::is_ascii_digit)
+                && bytes.last().is_some_and(u8::is_ascii_digit)
+                && bytes.iter().all(|c| c.is_ascii_digit() || *c == b'_')
+                && !whole.contains("__");
+            if !grouped || fraction.is_empty() || !fraction.bytes().all(|c| c == b'0') {
                 return None;
             }
-            t.replace('_', "").parse::<i64>().ok().map(|i| json!(i))
+            let digits = whole.replace('_', "");
+            if negative {
+                format!("-{digits}").parse::<i64>().ok().map(|i| json!(i))
+            } else {
+                digits.parse::<u64>().ok().map(|i| json!(i))
+            }
         }
         _ => None,
     }
@@ -180,20 +198,10 @@ fn tool_call(
     )
 }
 
-/// `Tool.model_dump()` as `release` writes it.
+/// `Tool.model_dump()` as `release` writes it: type, function, defer_loading (the tool's,
+/// `null` when not sent). Both releases take the same fields; they write `function`
+/// differently.
 fn tool(t: &Json, at: usize, release: SglangRelease) -> Result<Json, ServerError> {
-    match release {
-        SglangRelease::V0_5_23 => tool_0_5_23(t, at),
-        SglangRelease::Main => tool_main(t, at),
-    }
-}
-
-/// 0.5.23's `Tool.model_dump()`: type, function, defer_loading (the tool's, `null` when not
-/// sent). The function keeps the keys the client sent that are its fields, in the client's
-/// order, then the fields not sent (description and parameters as `null`); `strict` and
-/// `defer_loading` only when set, the tool's `defer_loading` filling the function's
-/// (protocol.py `Function._capture_key_order`, `_serialize`; `Tool._propagate_defer_loading`).
-fn tool_0_5_23(t: &Json, at: usize) -> Result<Json, ServerError> {
     let bad = || {
         rejected(
             "tool_not_a_function",
@@ -206,31 +214,52 @@ fn tool_0_5_23(t: &Json, at: usize) -> Result<Json, ServerError> {
         .and_then(Json::as_object)
         .ok_or_else(bad)?;
     let name = f.get("name").and_then(Json::as_str).ok_or_else(bad)?;
-    let optional =
-        |map: &Map<String, Json>, key: &str, ok: fn(&Json) -> Option<Json>| match map.get(key) {
-            None | Some(Json::Null) => Ok(Json::Null),
-            Some(v) => ok(v).ok_or_else(bad),
-        };
-    let description = optional(f, "description", |v| v.is_string().then(|| v.clone()))?;
-    let strict = optional(f, "strict", lax_bool)?;
-    let tool_defer = optional(obj, "defer_loading", lax_bool)?;
-    let mut defer = optional(f, "defer_loading", lax_bool)?;
-    if defer.is_null() {
-        defer = tool_defer.clone();
-    }
+    let description = match f.get("description") {
+        None | Some(Json::Null) => Json::Null,
+        Some(v @ Json::String(_)) => v.clone(),
+        Some(_) => return Err(bad()),
+    };
     let kind = match obj.get("type") {
         None => "function".to_string(),
         Some(Json::String(s)) => s.clone(),
         Some(_) => return Err(bad()),
     };
+    let parameters = f.get("parameters").cloned().unwrap_or(Json::Null);
+    let (function, tool_defer) = match release {
+        SglangRelease::V0_5_23 => function_0_5_23(obj, f, name, description, parameters),
+        SglangRelease::Main => function_main(obj, f, name, description, parameters),
+    }
+    .ok_or_else(bad)?;
+    Ok(json!({"type": kind, "function": Json::Object(function), "defer_loading": tool_defer}))
+}
+
+/// 0.5.23's function: the keys the client sent that are its fields, in the client's order,
+/// then the fields not sent (description and parameters as `null`); `strict` and
+/// `defer_loading` (pydantic's lax booleans) only when set, the tool's `defer_loading` filling
+/// the function's (protocol.py `Function._capture_key_order`, `_serialize`;
+/// `Tool._propagate_defer_loading`). With the tool's `defer_loading`.
+fn function_0_5_23(
+    obj: &Map<String, Json>,
+    f: &Map<String, Json>,
+    name: &str,
+    description: Json,
+    parameters: Json,
+) -> Option<(Map<String, Json>, Json)> {
+    let optional_bool = |map: &Map<String, Json>, key: &str| match map.get(key) {
+        None | Some(Json::Null) => Some(Json::Null),
+        Some(v) => lax_bool(v),
+    };
+    let strict = optional_bool(f, "strict")?;
+    let tool_defer = optional_bool(obj, "defer_loading")?;
+    let mut defer = optional_bool(f, "defer_loading")?;
+    if defer.is_null() {
+        defer = tool_defer.clone();
+    }
     // The fields in declaration order, the unset optional ones left out.
     let mut fields: Vec<(&str, Json)> = vec![
         ("description", description),
         ("name", name.into()),
-        (
-            "parameters",
-            f.get("parameters").cloned().unwrap_or(Json::Null),
-        ),
+        ("parameters", parameters),
     ];
     if !strict.is_null() {
         fields.push(("strict", strict));
@@ -249,38 +278,23 @@ fn tool_0_5_23(t: &Json, at: usize) -> Result<Json, ServerError> {
             function.insert(k.into(), v);
         }
     }
-    Ok(json!({"type": kind, "function": Json::Object(function), "defer_loading": tool_defer}))
+    Some((function, tool_defer))
 }
 
-/// Main's `Tool.model_dump()` (chat_input): type, function {description, name, parameters,
-/// strict[, defer_loading]}, defer_loading (2.6).
-fn tool_main(t: &Json, at: usize) -> Result<Json, ServerError> {
-    let bad = || {
-        rejected(
-            "tool_not_a_function",
-            format!("tool {at}: {}", shown(Some(t))),
-        )
-    };
-    let obj = t.as_object().ok_or_else(bad)?;
-    let f = obj
-        .get("function")
-        .and_then(Json::as_object)
-        .ok_or_else(bad)?;
-    let name = f.get("name").and_then(Json::as_str).ok_or_else(bad)?;
-    let description = match f.get("description") {
-        None | Some(Json::Null) => Json::Null,
-        Some(v @ Json::String(_)) => v.clone(),
-        Some(_) => return Err(bad()),
-    };
+/// Main's function (chat_input): description, name, parameters, strict (false when not sent),
+/// then defer_loading when set (the tool's filling the function's) (2.6). With the tool's
+/// `defer_loading` as sent.
+fn function_main(
+    obj: &Map<String, Json>,
+    f: &Map<String, Json>,
+    name: &str,
+    description: Json,
+    parameters: Json,
+) -> Option<(Map<String, Json>, Json)> {
     let strict = match f.get("strict") {
         None => false,
         Some(Json::Bool(b)) => *b,
-        Some(_) => return Err(bad()),
-    };
-    let kind = match obj.get("type") {
-        None => "function".to_string(),
-        Some(Json::String(s)) => s.clone(),
-        Some(_) => return Err(bad()),
+        Some(_) => return None,
     };
     let defer = obj.get("defer_loading").cloned().unwrap_or(Json::Null);
     let fn_defer = f
@@ -291,15 +305,12 @@ fn tool_main(t: &Json, at: usize) -> Result<Json, ServerError> {
     let mut function = Map::new();
     function.insert("description".into(), description);
     function.insert("name".into(), name.into());
-    function.insert(
-        "parameters".into(),
-        f.get("parameters").cloned().unwrap_or(Json::Null),
-    );
+    function.insert("parameters".into(), parameters);
     function.insert("strict".into(), strict.into());
     if !fn_defer.is_null() {
         function.insert("defer_loading".into(), fn_defer);
     }
-    Ok(json!({"type": kind, "function": Json::Object(function), "defer_loading": defer}))
+    Some((function, defer))
 }
 
 /// One message after `model_dump()` and `process_content_for_template_format` (2.2).
@@ -515,17 +526,96 @@ fn message(
     Ok(Json::Object(d))
 }
 
-/// Keys of `chat_template_kwargs` 0.5.23 refuses: the render call names them itself
-/// (a TypeError, answered 400), or `_validate_request` refuses them (`chat_template`, without
-/// --trust-request-chat-template).
+/// Template kwargs 0.5.23's render call (transformers 5.19's `apply_chat_template` under
+/// `tokenize=False, add_generation_prompt=True, tools=…, return_dict=False`) refuses: it names
+/// them itself, so a TypeError (answered 400).
 const RESERVED_KWARGS: [&str; 6] = [
     "add_generation_prompt",
     "tools",
     "tokenize",
     "return_dict",
     "conversation",
-    "chat_template",
+    "messages",
 ];
+
+/// Kwargs transformers takes as its own arguments: never template variables, and a ValueError
+/// (400) when truthy for the first two.
+const CONSUMED_KWARGS: [&str; 7] = [
+    "continue_final_message",
+    "return_assistant_tokens_mask",
+    "padding",
+    "truncation",
+    "max_length",
+    "return_tensors",
+    "tokenizer_kwargs",
+];
+
+/// Python's truth of a JSON value.
+fn truthy(v: &Json) -> bool {
+    match v {
+        Json::Null => false,
+        Json::Bool(b) => *b,
+        Json::Number(n) => n.as_f64() != Some(0.0),
+        Json::String(s) => !s.is_empty(),
+        Json::Array(a) => !a.is_empty(),
+        Json::Object(o) => !o.is_empty(),
+    }
+}
+
+/// The template variables 0.5.23's chat path passes, and its `documents`: the request's
+/// `reasoning_effort` is taken out first (and set back unless the server's defaults give one),
+/// the server's defaults fill the keys the request left out, and what transformers takes as
+/// its own arguments is refused or left out (serving_chat.py `_process_messages`,
+/// `_apply_jinja_template`).
+fn kwargs_0_5_23(req: &Request) -> Result<(Map<String, Json>, Option<Json>), ServerError> {
+    if req.kwargs.contains_key("chat_template") {
+        return Err(rejected(
+            "template_kwarg_reserved",
+            "chat_template_kwargs \"chat_template\" needs a server started with \
+             --trust-request-chat-template"
+                .into(),
+        ));
+    }
+    let mut kwargs = req.kwargs.clone();
+    let effort = kwargs
+        .shift_remove("reasoning_effort")
+        .filter(|v| !v.is_null());
+    for (k, v) in req.server_kwargs {
+        if !kwargs.contains_key(k) {
+            kwargs.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(e) = effort
+        && !kwargs.contains_key("reasoning_effort")
+    {
+        kwargs.insert("reasoning_effort".into(), e);
+    }
+    let refused = RESERVED_KWARGS
+        .iter()
+        .find(|k| kwargs.contains_key(**k))
+        .or_else(|| {
+            CONSUMED_KWARGS[..2]
+                .iter()
+                .find(|k| kwargs.get(**k).is_some_and(truthy))
+        });
+    if let Some(key) = refused {
+        return Err(rejected(
+            "template_kwarg_reserved",
+            format!("chat_template_kwargs {key:?} is an argument of the render call SGLang makes"),
+        ));
+    }
+    if kwargs.contains_key("chat_template") {
+        return Err(ServerError::Unsupported {
+            server: SERVER,
+            what: "a default chat_template kwarg (it replaces the template)".into(),
+        });
+    }
+    for k in CONSUMED_KWARGS {
+        kwargs.shift_remove(k);
+    }
+    let documents = kwargs.shift_remove("documents").filter(|d| !d.is_null());
+    Ok((kwargs, documents))
+}
 
 /// 0.5.23's `_validate_request` on the effective tools (the request's and those of root,
 /// system and developer messages): names unique when messages carry tools, and each
@@ -616,26 +706,21 @@ pub fn prepare(
         }
     };
     let mut tools = tools;
-    if release == SglangRelease::V0_5_23 {
+    let (kwargs, documents) = if release == SglangRelease::V0_5_23 {
+        let kwargs = kwargs_0_5_23(req)?;
         check_tools_0_5_23(&mut conv, tools.as_mut())?;
-        if let Some(key) = RESERVED_KWARGS
-            .iter()
-            .find(|k| req.kwargs.contains_key(**k))
-        {
-            return Err(rejected(
-                "template_kwarg_reserved",
-                format!("chat_template_kwargs {key:?} is an argument SGLang passes itself"),
-            ));
+        kwargs
+    } else {
+        // Request kwargs win over the server's defaults (setdefault), per key (2.5).
+        let mut kwargs = req.kwargs.clone();
+        for (k, v) in req.server_kwargs {
+            if !kwargs.contains_key(k) {
+                kwargs.insert(k.clone(), v.clone());
+            }
         }
-    }
-    // Request kwargs win over the server's defaults (setdefault), per key (2.5).
-    let mut kwargs = req.kwargs.clone();
-    for (k, v) in req.server_kwargs {
-        if !kwargs.contains_key(k) {
-            kwargs.insert(k.clone(), v.clone());
-        }
-    }
-    kwargs.shift_remove("add_generation_prompt");
+        kwargs.shift_remove("add_generation_prompt");
+        (kwargs, None)
+    };
     let retry_tools = tools.as_ref().and_then(Json::as_array).map(|a| {
         Json::Array(
             a.iter()
@@ -646,8 +731,8 @@ pub fn prepare(
     Ok(TemplateInput {
         messages: conv.into(),
         tools,
-        // SGLang has no `documents` (2.5).
-        documents: None,
+        // SGLang main has no `documents` (2.5); 0.5.23 hands transformers the kwarg.
+        documents,
         kwargs,
         add_generation_prompt: req.add_generation_prompt || !req.reply,
         retry_tools,

@@ -6,9 +6,11 @@
 //!
 //! The check here covers the metaschema's structural rules for every keyword it defines
 //! (types of values, schemas where schemas go, non-empty schema lists, unique string lists,
-//! non-negative integers). Not reproduced: the `regex` format of `pattern` (Python's `re`
-//! decides there), so a schema whose only fault is a pattern Python cannot compile is rendered
-//! here and refused by SGLang.
+//! non-negative integers, the patterns of `$id` and anchors). The `regex` format of `pattern`
+//! and of `patternProperties` names is Python's `re`: the escapes and the named-group form it
+//! refuses are refused here, other patterns it cannot compile (an unbalanced bracket) are not.
+//! Nor is the depth at which Python's recursion limit stops the check (about 120 nested
+//! schemas, less inside the server): kvaudit's JSON reader stops at 128.
 
 use serde_json::Value as Json;
 
@@ -60,7 +62,13 @@ fn normalize_name(raw: &str) -> Option<&'static str> {
     if let Some(t) = STANDARD.iter().find(|t| **t == raw) {
         return Some(t);
     }
-    let base = raw.split('(').next().unwrap_or(raw).trim().to_lowercase();
+    // Python's str.strip(): Unicode white space and the separators U+001C to U+001F.
+    let base = raw
+        .split('(')
+        .next()
+        .unwrap_or(raw)
+        .trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+        .to_lowercase();
     if let Some(t) = STANDARD.iter().find(|t| **t == base) {
         return Some(t);
     }
@@ -88,14 +96,19 @@ fn normalize_type(t: &mut Json) {
             }
         }
         Json::Array(items) => {
+            // Names that repeat after the rewrite are kept once. Other values stay as they
+            // are: any of them makes the schema invalid, so their order is never rendered.
+            let mut seen = std::collections::HashSet::new();
             let mut out: Vec<Json> = Vec::with_capacity(items.len());
             for item in items.drain(..) {
-                let item = match &item {
-                    Json::String(raw) => normalize_name(raw).map_or(item.clone(), Json::from),
-                    _ => item,
-                };
-                if !out.contains(&item) {
-                    out.push(item);
+                match item {
+                    Json::String(raw) => {
+                        let name = normalize_name(&raw).map_or(raw, str::to_string);
+                        if seen.insert(name.clone()) {
+                            out.push(Json::String(name));
+                        }
+                    }
+                    other => out.push(other),
                 }
             }
             *items = out;
@@ -166,10 +179,16 @@ fn non_negative_integer(v: &Json) -> bool {
     is_integer(v) && v.as_f64().is_some_and(|f| f >= 0.0)
 }
 
+/// No string twice (hashed: a list may hold a million of them).
+fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    items.into_iter().all(|s| seen.insert(s))
+}
+
 /// A list of distinct strings (the metaschema's `stringArray`).
 fn string_array(v: &Json) -> bool {
     v.as_array().is_some_and(|a| {
-        a.iter().all(Json::is_string) && a.iter().enumerate().all(|(i, x)| !a[..i].contains(x))
+        a.iter().all(Json::is_string) && distinct(a.iter().filter_map(Json::as_str))
     })
 }
 
@@ -177,91 +196,195 @@ fn simple_type(v: &Json) -> bool {
     v.as_str().is_some_and(|t| STANDARD.contains(&t))
 }
 
-/// The first metaschema rule `schema` breaks, as `path: why`.
-pub fn check(schema: &Json, path: &str) -> Result<(), String> {
-    let fail = |key: &str, why: &str| Err(format!("{path}/{key}: {why}"));
+/// The metaschema's anchorString, `^[A-Za-z_][-A-Za-z0-9._]*$` as Python's `re.search` reads
+/// it (`$` also matches before a final line break).
+fn anchor_name(a: &str) -> bool {
+    let a = a.strip_suffix('\n').unwrap_or(a);
+    a.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && a.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+}
+
+/// What Python's `re` refuses of a pattern that is valid elsewhere (the `regex` format of
+/// `pattern` and of `patternProperties` names): an escape of an ASCII letter it does not know
+/// (`\p{L}`, `\k<n>`, `\z`) and a named group in the `(?<name>…)` form.
+fn python_refuses_pattern(p: &str) -> bool {
+    const KNOWN: &str = "abBdDfnrsStvwWZAxuUN";
+    let bytes = p.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => {
+                if let Some(&c) = bytes.get(i + 1)
+                    && c.is_ascii_alphabetic()
+                    && !KNOWN.as_bytes().contains(&c)
+                {
+                    return true;
+                }
+                i += 2;
+            }
+            b'(' if p[i..].starts_with("(?<")
+                && !p[i..].starts_with("(?<=")
+                && !p[i..].starts_with("(?<!") =>
+            {
+                return true;
+            }
+            _ => i += 1,
+        }
+    }
+    false
+}
+
+/// Where a rule is broken, innermost segment first (the path is built only on failure).
+struct Fault {
+    at: Vec<String>,
+    why: &'static str,
+}
+
+impl Fault {
+    fn new(key: &str, why: &'static str) -> Fault {
+        Fault {
+            at: vec![segment(key)],
+            why,
+        }
+    }
+
+    fn within(mut self, key: &str) -> Fault {
+        self.at.push(segment(key));
+        self
+    }
+}
+
+/// A key of the client's for an error line: as it is when short and plain, else quoted and
+/// cut (it may hold anything).
+fn segment(key: &str) -> String {
+    if key.len() <= 40
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b'"')
+    {
+        return key.to_string();
+    }
+    let short: String = key.chars().take(40).collect();
+    let quoted = Json::String(short).to_string();
+    if key.chars().count() > 40 {
+        format!("{}…\"", &quoted[..quoted.len() - 1])
+    } else {
+        quoted
+    }
+}
+
+/// The first metaschema rule `schema` breaks, as `name/key/…: why`.
+pub fn check(schema: &Json, name: &str) -> Result<(), String> {
+    check_at(schema).map_err(|f| {
+        let path: Vec<&str> = f.at.iter().rev().map(String::as_str).collect();
+        if path.is_empty() {
+            format!("{name}: {}", f.why)
+        } else {
+            format!("{name}/{}: {}", path.join("/"), f.why)
+        }
+    })
+}
+
+fn check_at(schema: &Json) -> Result<(), Fault> {
     let map = match schema {
         Json::Bool(_) => return Ok(()),
         Json::Object(map) => map,
-        _ => return Err(format!("{path}: a schema is an object or a boolean")),
+        _ => {
+            return Err(Fault {
+                at: Vec::new(),
+                why: "a schema is an object or a boolean",
+            });
+        }
     };
     for (key, v) in map {
-        let sub = |p: &str| format!("{path}/{key}{p}");
+        let fail = |why| Err(Fault::new(key, why));
         match key.as_str() {
             "type" => {
                 let ok = simple_type(v)
                     || v.as_array().is_some_and(|a| {
                         !a.is_empty()
                             && a.iter().all(simple_type)
-                            && a.iter().enumerate().all(|(i, x)| !a[..i].contains(x))
+                            && distinct(a.iter().filter_map(Json::as_str))
                     });
                 if !ok {
-                    return fail(key, "not a JSON Schema type");
+                    return fail("not a JSON Schema type");
                 }
             }
-            "enum" | "examples" if !v.is_array() => return fail(key, "not a list"),
-            "required" if !string_array(v) => return fail(key, "not a list of distinct strings"),
+            "enum" | "examples" if !v.is_array() => return fail("not a list"),
+            "required" if !string_array(v) => return fail("not a list of distinct strings"),
             "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
             | "maxProperties" | "minContains" | "maxContains"
                 if !non_negative_integer(v) =>
             {
-                return fail(key, "not a non-negative integer");
+                return fail("not a non-negative integer");
             }
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" if !v.is_number() => {
-                return fail(key, "not a number");
+                return fail("not a number");
             }
             "multipleOf" if !v.as_f64().is_some_and(|f| f > 0.0) => {
-                return fail(key, "not a number above 0");
+                return fail("not a number above 0");
             }
             "uniqueItems" | "readOnly" | "writeOnly" | "deprecated" if !v.is_boolean() => {
-                return fail(key, "not a boolean");
+                return fail("not a boolean");
             }
             "title" | "description" | "pattern" | "format" | "contentMediaType"
             | "contentEncoding" | "$id" | "$schema" | "$ref" | "$anchor" | "$dynamicRef"
             | "$dynamicAnchor" | "$comment" | "$recursiveRef" | "$recursiveAnchor"
                 if !v.is_string() =>
             {
-                return fail(key, "not a string");
+                return fail("not a string");
             }
-            // The metaschema's anchorString: ^[A-Za-z_][-A-Za-z0-9._]*$
             "$anchor" | "$dynamicAnchor" | "$recursiveAnchor"
-                if !v.as_str().is_some_and(|a| {
-                    a.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                        && a.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+                if !v.as_str().is_some_and(anchor_name) =>
+            {
+                return fail("not an anchor name");
+            }
+            // The metaschema's `$id` pattern: `^[^#]*#?$` (at most a final, empty fragment).
+            "$id"
+                if v.as_str().is_some_and(|id| {
+                    let id = id.strip_suffix('\n').unwrap_or(id);
+                    id.find('#').is_some_and(|i| i + 1 != id.len())
                 }) =>
             {
-                return fail(key, "not an anchor name");
+                return fail("not a URI without a fragment");
+            }
+            "pattern" if v.as_str().is_some_and(python_refuses_pattern) => {
+                return fail("not a regular expression Python compiles");
             }
             "dependentRequired" => match v.as_object() {
                 Some(m) if m.values().all(string_array) => {}
-                _ => return fail(key, "not a map of lists of distinct strings"),
+                _ => return fail("not a map of lists of distinct strings"),
             },
             "$vocabulary" => match v.as_object() {
                 Some(m) if m.values().all(Json::is_boolean) => {}
-                _ => return fail(key, "not a map of booleans"),
+                _ => return fail("not a map of booleans"),
             },
             k if SCHEMA_MAPS.contains(&k) => {
                 let Some(m) = v.as_object() else {
-                    return fail(key, "not a map of schemas");
+                    return fail("not a map of schemas");
                 };
                 for (name, s) in m {
+                    if k == "patternProperties" && python_refuses_pattern(name) {
+                        return Err(Fault::new(name, "not a regular expression Python compiles")
+                            .within(key));
+                    }
                     // `dependencies` also takes a list of property names.
                     if k == "dependencies" && string_array(s) {
                         continue;
                     }
-                    check(s, &sub(&format!("/{name}")))?;
+                    check_at(s).map_err(|f| f.within(name).within(key))?;
                 }
             }
             k if SCHEMA_LISTS.contains(&k) => match v.as_array() {
                 Some(a) if !a.is_empty() => {
                     for (i, s) in a.iter().enumerate() {
-                        check(s, &sub(&format!("/{i}")))?;
+                        check_at(s).map_err(|f| f.within(&i.to_string()).within(key))?;
                     }
                 }
-                _ => return fail(key, "not a non-empty list of schemas"),
+                _ => return fail("not a non-empty list of schemas"),
             },
-            k if SCHEMAS.contains(&k) => check(v, &sub(""))?,
+            k if SCHEMAS.contains(&k) => check_at(v).map_err(|f| f.within(key))?,
             _ => {}
         }
     }
@@ -293,45 +416,79 @@ mod tests {
         );
     }
 
+    /// SGLang 0.5.23's verdicts (`normalize_json_schema_types`, then
+    /// `Draft202012Validator.check_schema`, run in the environment .ci/sglang.sh installs) on
+    /// schemas that reach each rule.
     #[test]
-    fn the_metaschema_refuses_what_jsonschema_refuses() {
-        let ok = [
-            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}),
-            json!(true),
-            json!({"type": ["string", "null"], "minLength": 1.0}),
-            json!({"dependencies": {"a": ["b"], "c": {"type": "string"}}}),
+    fn the_metaschema_refuses_what_sglang_refuses() {
+        let cases = [
+            (
+                r##"{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}"##,
+                true,
+            ),
+            (r##"true"##, true),
+            (r##"{"type": ["string", "null"], "minLength": 1.0}"##, true),
+            (
+                r##"{"dependencies": {"a": ["b"], "c": {"type": "string"}}}"##,
+                true,
+            ),
+            (r##"{"type": "foo"}"##, false),
+            (r##"[1]"##, false),
+            (r##"{"required": "a"}"##, false),
+            (r##"{"required": ["a", "a"]}"##, false),
+            (r##"{"type": []}"##, false),
+            (r##"{"anyOf": []}"##, false),
+            (r##"{"properties": {"a": {"type": "int"}}}"##, true),
+            (r##"{"properties": {"a": {"type": "internal"}}}"##, false),
+            (r##"{"minLength": -1}"##, false),
+            (r##"{"description": 3}"##, false),
+            (r##"{"$id": "a#b"}"##, false),
+            (r##"{"$id": "#a"}"##, false),
+            (r##"{"$id": "a#"}"##, true),
+            (r##"{"$id": "http://x/y"}"##, true),
+            (r##"{"pattern": "^\\p{L}+$"}"##, false),
+            (r##"{"pattern": "(?<year>\\d{4})"}"##, false),
+            (r##"{"pattern": "(?<=a)b"}"##, true),
+            (r##"{"pattern": "^[a-z]+\\d*$"}"##, true),
+            (r##"{"patternProperties": {"^\\p{Lu}": {}}}"##, false),
+            (
+                r##"{"patternProperties": {"^x-": {"type": "string"}}}"##,
+                true,
+            ),
+            (r##"{"$anchor": "x\n"}"##, true),
+            (r##"{"$anchor": "1x"}"##, false),
+            (r##"{"$anchor": "a.b-c"}"##, true),
+            (r##"{"type": "\u001fint"}"##, true),
+            (r##"{"type": ["int", "integer"]}"##, true),
+            (r##"{"items": {"type": "list[str]"}}"##, true),
+            (r##"{"multipleOf": 0}"##, false),
+            (r##"{"enum": "a"}"##, false),
+            (r##"{"dependentRequired": {"a": ["b", "b"]}}"##, false),
+            (r##"{"if": {"type": "string"}, "then": 5}"##, false),
         ];
-        for s in ok {
-            assert_eq!(check(&s, ""), Ok(()), "{s}");
+        for (text, accepted) in cases {
+            let mut schema: Json = serde_json::from_str(text).unwrap();
+            normalize(&mut schema);
+            assert_eq!(check(&schema, "parameters").is_ok(), accepted, "{text}");
         }
-        let bad = [
-            (json!({"type": "foo"}), "/type: not a JSON Schema type"),
-            (json!([1]), ": a schema is an object or a boolean"),
-            (
-                json!({"required": "a"}),
-                "/required: not a list of distinct strings",
+        let mut long = serde_json::Map::new();
+        long.insert("a/\u{1b}[31m".repeat(20), json!({"type": "nope"}));
+        // A key of the client's is quoted, escaped and cut: no control character reaches the
+        // terminal, and the line stays short.
+        let err = check(&json!({"properties": long}), "parameters").unwrap_err();
+        assert!(!err.contains('\u{1b}'), "{err}");
+        assert!(
+            err.starts_with("parameters/properties/\"a/\\u001b[31m"),
+            "{err}"
+        );
+        assert!(err.ends_with("…\"/type: not a JSON Schema type"), "{err}");
+        assert!(err.len() < 200, "{err}");
+        assert_eq!(
+            check(
+                &json!({"anyOf": [{"type": "object"}, {"items": {"required": 1}}]}),
+                "p"
             ),
-            (
-                json!({"required": ["a", "a"]}),
-                "/required: not a list of distinct strings",
-            ),
-            (json!({"type": []}), "/type: not a JSON Schema type"),
-            (
-                json!({"anyOf": []}),
-                "/anyOf: not a non-empty list of schemas",
-            ),
-            (
-                json!({"properties": {"a": {"type": "int"}}}),
-                "/properties/a/type: not a JSON Schema type",
-            ),
-            (
-                json!({"minLength": -1}),
-                "/minLength: not a non-negative integer",
-            ),
-            (json!({"description": 3}), "/description: not a string"),
-        ];
-        for (s, why) in bad {
-            assert_eq!(check(&s, ""), Err(why.to_string()), "{s}");
-        }
+            Err("p/anyOf/1/items/required: not a list of distinct strings".to_string())
+        );
     }
 }
