@@ -108,7 +108,8 @@ fn every_target_is_tested() {
             "template_methods",
             "parquet_rows",
             "gguf_metadata",
-            "corpus_partial"
+            "corpus_partial",
+            "server_request"
         ]
     );
 }
@@ -199,4 +200,9 @@ fn zmtp_frames_seeds_reach_messages_and_bounds() {
         run("own-greeting-small-limits.bin", small),
         (1, 0, Some(ErrorKind::OversizedMessage))
     );
+}
+
+#[test]
+fn server_request() {
+    replay("server_request");
 }

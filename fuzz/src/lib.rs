@@ -26,6 +26,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("parquet_rows", parquet_rows),
     ("gguf_metadata", gguf_metadata),
     ("corpus_partial", corpus_partial),
+    ("server_request", server_request),
 ];
 
 /// Equal, or both print the same (NaN timestamps and floats compare unequal to themselves).
@@ -626,4 +627,49 @@ fn scratch_file(name: &str, data: &[u8]) -> Option<std::path::PathBuf> {
     });
     let path = dir.join(name);
     std::fs::write(&path, data).ok().map(|()| path)
+}
+
+/// `{"messages": […], "tools": …, "kwargs": {…}, "server_kwargs": {…}}`: the request as every
+/// `--server` profile prepares it for a template that takes content as a string and for one
+/// that loops over content parts, as a prompt and as a reply. Refusals are fine; panics are not.
+pub fn server_request(data: &[u8]) {
+    use kvaudit::render::ServerProfile;
+    use kvaudit::render::server::{ContentFormats, Request};
+    use serde_json::{Map, Value as Json};
+    let Ok(v) = serde_json::from_slice::<Json>(data) else {
+        return;
+    };
+    let messages = v
+        .get("messages")
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let map = |key: &str| {
+        v.get(key)
+            .and_then(Json::as_object)
+            .cloned()
+            .unwrap_or_else(Map::new)
+    };
+    let (kwargs, server_kwargs) = (map("kwargs"), map("server_kwargs"));
+    let templates = [
+        "{% for m in messages %}{{ m.content }}{% endfor %}",
+        "{% for m in messages %}{% for c in m.content %}{{ c.text }}{% endfor %}{% endfor %}",
+    ];
+    for template in templates {
+        let formats = ContentFormats::detect(template);
+        for (_, profile, _) in ServerProfile::VALUES {
+            for reply in [false, true] {
+                let request = Request {
+                    messages: &messages,
+                    tools: v.get("tools"),
+                    documents: v.get("documents"),
+                    kwargs: &kwargs,
+                    server_kwargs: &server_kwargs,
+                    add_generation_prompt: !reply,
+                    reply,
+                };
+                let _ = profile.prepare(template, &formats, &request);
+            }
+        }
+    }
 }
