@@ -29,7 +29,6 @@ pub struct ModelSpec {
     pub progress: bool,
 }
 
-/// A directory wins over a Hub id of the same spelling, as in transformers.
 /// The model's tokenizer as `server` tokenizes prompts: llama.cpp without tokenizer.json's
 /// Unicode normalization ([`Tokenizer::from_file_as_llamacpp`]), the others as transformers;
 /// a GGUF's tokenizer, made as llama.cpp makes it, for every server.
@@ -109,6 +108,8 @@ fn not_a_model(spec: &str) -> String {
     text
 }
 
+/// The model's files: a directory (a directory wins over a Hub id of the same spelling, as in
+/// transformers), a GGUF file, or a Hub id fetched into the Hugging Face cache.
 pub fn resolve_model(spec: &ModelSpec) -> Result<ModelFiles> {
     let path = Path::new(&spec.model);
     let mut fetched = None;

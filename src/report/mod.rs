@@ -113,7 +113,6 @@ pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<St
     }
 }
 
-/// Bytes in binary units (KiB, MiB, ...) with one decimal, exact below 1 KiB.
 /// `n` with a comma between each group of three digits, as a reader scans large counts.
 pub fn thousands(n: u128) -> String {
     let digits = n.to_string();
@@ -127,6 +126,7 @@ pub fn thousands(n: u128) -> String {
     out
 }
 
+/// Bytes in binary units (KiB, MiB, ...) with one decimal, exact below 1 KiB.
 pub fn binary_bytes(n: u128) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if n < 1024 {

@@ -62,12 +62,8 @@ fn normalize_name(raw: &str) -> Option<&'static str> {
     if let Some(t) = STANDARD.iter().find(|t| **t == raw) {
         return Some(t);
     }
-    // Python's str.strip(): Unicode white space and the separators U+001C to U+001F.
-    let base = raw
-        .split('(')
-        .next()
-        .unwrap_or(raw)
-        .trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+    let before = raw.split('(').next().unwrap_or(raw);
+    let base = crate::render::env::python_strip(before, None, crate::render::env::Ends::Both)
         .to_lowercase();
     if let Some(t) = STANDARD.iter().find(|t| **t == base) {
         return Some(t);
