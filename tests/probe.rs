@@ -584,24 +584,14 @@ fn a_router_header_names_the_pod_and_a_short_reuse_is_reused_less() {
 const LLAMA_VERSION: &str = "11434";
 
 fn llama_server(test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("KVAUDIT_LLAMA_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            // Where .ci/llama-server.sh puts it by default.
-            common::user_cache().join(format!("kvaudit-llama/{LLAMA_VERSION}/bin/llama-server"))
-        });
-    if path.is_file() {
-        return Some(path);
-    }
-    let why = format!(
-        "llama-server not found at {} (set KVAUDIT_LLAMA_SERVER; .ci/run builds it)",
-        path.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}");
-    }
-    common::skipped(test, &why);
-    None
+    common::live::installed(
+        test,
+        "llama-server",
+        "KVAUDIT_LLAMA_SERVER",
+        common::user_cache().join(format!("kvaudit-llama/{LLAMA_VERSION}/bin/llama-server")),
+        Path::is_file,
+        ".ci/llama-server.sh",
+    )
 }
 
 /// The tiny GGUF (written once per checkout under target/, deterministic).

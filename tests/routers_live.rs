@@ -21,24 +21,8 @@ use std::process::Command;
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::{Value as Json, json};
 
-const VENV_KEY: &str = "dynamo-1.6.1+vllm-router-0.1.17+smg-1.13.0";
-
 fn venv(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("KVAUDIT_ROUTERS_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::user_cache().join(format!("kvaudit-routers/{VENV_KEY}")));
-    if dir.join(".complete").is_file() && dir.join("bin/python").is_file() {
-        return Some(dir);
-    }
-    let why = format!(
-        "the routers' environment is not at {} (set KVAUDIT_ROUTERS_VENV; .ci/routers.sh installs it)",
-        dir.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}");
-    }
-    common::skipped(test, &why);
-    None
+    common::live::routers_venv(test)
 }
 
 fn kvaudit() -> Command {

@@ -19,14 +19,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use common::live::{
-    self, RenderTally, Tokenizing, free_port, http, json_out, kvaudit, routers_venv, with_call_ids,
+    self, RenderTally, Tokenizing, free_port, http, json_out, kvaudit, routers_venv,
 };
 use serde_json::{Value as Json, json};
 
@@ -45,21 +45,14 @@ fn work_dir() -> PathBuf {
 
 /// The SGLang environment, or `None` (the test skips, saying why; under CI it fails).
 fn venv(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("KVAUDIT_SGLANG_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::user_cache().join(format!("kvaudit-sglang/{SGLANG_VERSION}")));
-    if dir.join(".complete").is_file() && dir.join("bin/python").is_file() {
-        return Some(dir);
-    }
-    let why = format!(
-        "SGLang {SGLANG_VERSION} not found at {} (set KVAUDIT_SGLANG_VENV; .ci/sglang.sh installs it)",
-        dir.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}");
-    }
-    common::skipped(test, &why);
-    None
+    live::installed(
+        test,
+        &format!("SGLang {SGLANG_VERSION}"),
+        "KVAUDIT_SGLANG_VENV",
+        common::user_cache().join(format!("kvaudit-sglang/{SGLANG_VERSION}")),
+        live::complete_venv("bin/python"),
+        ".ci/sglang.sh",
+    )
 }
 
 struct Server {
@@ -188,17 +181,7 @@ fn render_equals_sglang_tokenize_on_every_corpus_file() {
         model: &server.model_dir,
         tokenize: &tokenize,
     };
-    let dir = work_dir();
-    let mut tally = RenderTally::default();
-    let mut with_ids = RenderTally::default();
-    for (label, record) in common::sampled_corpus(&shared, Some(4)) {
-        live::compare_conversation(&with, &dir, &label, &record, &mut tally);
-        // Tool calls with ids and string arguments, as OpenAI clients send them.
-        if let Some(fixed) = with_call_ids(&record) {
-            let label = format!("{label}+ids");
-            live::compare_conversation(&with, &dir, &label, &fixed, &mut with_ids);
-        }
-    }
+    let (tally, with_ids) = live::compare_corpus(&with, &work_dir(), &shared, 4);
     let _ = writeln!(
         std::io::stderr(),
         "render vs SGLang {SGLANG_VERSION} /tokenize: {} conversations, {} prompts, {} identical \
@@ -263,22 +246,7 @@ fn sglang_main_rules_are_not_what_the_release_renders() {
 
 /// `kvaudit probe` against the server; the JSON report, exit code and stderr.
 fn probe(server: &Server, extra: &[&str]) -> (Json, i32, String) {
-    let out = kvaudit()
-        .args(["probe", "--format", "json", "--url"])
-        .arg(format!("{}/v1", server.root()))
-        .arg("-m")
-        .arg(&server.model_dir)
-        .args(extra)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "probe printed no JSON ({e}); stderr: {stderr}; SGLang log: {}",
-            server.engine.log.display()
-        )
-    });
-    (report, out.status.code().unwrap_or(-1), stderr)
+    live::probe(&server.engine, &server.model_dir, extra)
 }
 
 /// Probe finds SGLang behind the URL (`owned_by`), reads its page size and release from
@@ -362,61 +330,31 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         return;
     };
     let frames = work_dir().join("live.frames");
-    let _ = std::fs::remove_file(&frames);
-    let mut capture = kvaudit()
-        .args([
-            "capture",
-            "--bind",
-            &server.events,
-            "--duration",
-            "300s",
-            "--out",
-        ])
-        .arg(&frames)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // SGLang's publisher connects out to the endpoint; what it publishes before capture has
-    // joined is lost. A flush after joining starts the capture from an empty cache.
-    std::thread::sleep(Duration::from_secs(3));
-    let (status, body) = http(server.root(), "POST", "/flush_cache", None);
-    assert_eq!(status, 200, "/flush_cache: {body}");
     let saved = work_dir().join("capture-turn.json");
-    let (report, code, stderr) = probe(
-        server,
-        &[
-            "--template-kwarg",
-            "enable_thinking=false",
-            "--user",
-            QUESTION,
-            "--follow-up",
-            FOLLOW_UP,
-            "--turns",
-            "1",
-            "--max-tokens",
-            "100",
-            "--save-conversation",
-            saved.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{stderr}\n{report:#}");
-    std::thread::sleep(Duration::from_secs(2));
-    let _ = Command::new("kill")
-        .args(["-INT", &capture.id().to_string()])
-        .status();
-    let status = capture.wait().unwrap();
-    let mut err = String::new();
-    capture
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(
-        status.code().is_some_and(|c| c < 2),
-        "capture: {status}: {err}"
-    );
+    live::capture_while(&server.events, &frames, || {
+        // What SGLang published before capture joined is lost: a flush now starts the
+        // capture from an empty cache (it publishes AllBlocksCleared).
+        let (status, body) = http(server.root(), "POST", "/flush_cache", None);
+        assert_eq!(status, 200, "/flush_cache: {body}");
+        let (report, code, stderr) = probe(
+            server,
+            &[
+                "--template-kwarg",
+                "enable_thinking=false",
+                "--user",
+                QUESTION,
+                "--follow-up",
+                FOLLOW_UP,
+                "--turns",
+                "1",
+                "--max-tokens",
+                "100",
+                "--save-conversation",
+                saved.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, 0, "{stderr}\n{report:#}");
+    });
     let mut conv: Json = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     conv["messages"]
         .as_array_mut()

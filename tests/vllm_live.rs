@@ -17,15 +17,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use common::live::{
-    self, RenderTally, Tokenizing, free_port, http, json_out, kvaudit, routers_venv, with_call_ids,
-};
+use common::live::{self, Tokenizing, free_port, http, json_out, kvaudit, routers_venv};
 use serde_json::{Value as Json, json};
 
 /// The vLLM release .ci/vllm.sh installs.
@@ -65,21 +63,14 @@ impl Family {
 
 /// The vLLM environment, or `None` (the test skips, saying why; under CI it fails).
 fn venv(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("KVAUDIT_VLLM_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::user_cache().join(format!("kvaudit-vllm/{VLLM_VERSION}")));
-    if dir.join(".complete").is_file() && dir.join("bin/vllm").is_file() {
-        return Some(dir);
-    }
-    let why = format!(
-        "vLLM {VLLM_VERSION} not found at {} (set KVAUDIT_VLLM_VENV; .ci/vllm.sh installs it)",
-        dir.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{test}: {why}");
-    }
-    common::skipped(test, &why);
-    None
+    live::installed(
+        test,
+        &format!("vLLM {VLLM_VERSION}"),
+        "KVAUDIT_VLLM_VENV",
+        common::user_cache().join(format!("kvaudit-vllm/{VLLM_VERSION}")),
+        live::complete_venv("bin/vllm"),
+        ".ci/vllm.sh",
+    )
 }
 
 /// A running vLLM serving one tiny model.
@@ -192,8 +183,6 @@ fn render_equals_vllm_tokenize_on_every_corpus_file() {
     let Some((server, _turn, shared)) = server(test, Family::Qwen3) else {
         return;
     };
-    let mut tally = RenderTally::default();
-    let mut with_ids = RenderTally::default();
     let tokenize = |m: &[Json], t: Option<&Json>| live::tokenize_chat(&server.root, m, t);
     let with = Tokenizing {
         engine: "vLLM",
@@ -201,16 +190,7 @@ fn render_equals_vllm_tokenize_on_every_corpus_file() {
         model: &server.model_dir,
         tokenize: &tokenize,
     };
-    let dir = work_dir();
-    for (label, record) in common::sampled_corpus(&shared, Some(4)) {
-        live::compare_conversation(&with, &dir, &label, &record, &mut tally);
-        // Tool calls as sent (without ids, vLLM refuses) and with the ids vLLM requires:
-        // the tool definitions then reach the template as vLLM's request models keep them.
-        if let Some(fixed) = with_call_ids(&record) {
-            let label = format!("{label}+ids");
-            live::compare_conversation(&with, &dir, &label, &fixed, &mut with_ids);
-        }
-    }
+    let (tally, with_ids) = live::compare_corpus(&with, &work_dir(), &shared, 4);
     let _ = writeln!(
         std::io::stderr(),
         "render vs vLLM /tokenize: {} conversations, {} prompts, {} identical, {} refused by both; \
@@ -239,22 +219,8 @@ fn render_equals_vllm_tokenize_on_every_corpus_file() {
 
 /// `kvaudit probe` against `server`; the JSON report, exit code and stderr.
 fn probe(server: &Server, extra: &[&str]) -> (Json, i32, String) {
-    let out = kvaudit()
-        .args(["probe", "--server", "vllm", "--format", "json", "--url"])
-        .arg(format!("{}/v1", server.root))
-        .arg("-m")
-        .arg(&server.model_dir)
-        .args(extra)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "probe printed no JSON ({e}); stderr: {stderr}; vLLM log: {}",
-            server.engine.log.display()
-        )
-    });
-    (report, out.status.code().unwrap_or(-1), stderr)
+    let args = [&["--server", "vllm"], extra].concat();
+    live::probe(&server.engine, &server.model_dir, &args)
 }
 
 /// Every turn agrees: the server's prompt ids are kvaudit's, and from turn 2 on it reused
@@ -468,41 +434,11 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         return;
     };
     let frames = work_dir().join("live.frames");
-    let _ = std::fs::remove_file(&frames);
-    let mut capture = kvaudit()
-        .args([
-            "capture",
-            "--bind",
-            &server.events,
-            "--duration",
-            "300s",
-            "--out",
-        ])
-        .arg(&frames)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // vLLM's publisher connects to a host:port endpoint (it binds only `*`), so capture binds
-    // on loopback and waits for it; what is published before it joins is missed.
-    std::thread::sleep(Duration::from_secs(3));
-    let conv = one_turn(server, "capture-turn", 100);
-    std::thread::sleep(Duration::from_secs(2));
-    let _ = Command::new("kill")
-        .args(["-INT", &capture.id().to_string()])
-        .status();
-    let status = capture.wait().unwrap();
-    let mut err = String::new();
-    capture
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(
-        status.code().is_some_and(|c| c < 2),
-        "capture: {status}: {err}"
-    );
+    // on loopback.
+    let conv = live::capture_while(&server.events, &frames, || {
+        one_turn(server, "capture-turn", 100)
+    });
 
     // Turn 2's prompt ids, the lookup replay makes.
     let rendered = json_out(

@@ -349,6 +349,26 @@ pub fn compare_conversation(
     }
 }
 
+/// [`compare_conversation`] over `per_file` conversations of every ../shared/corpus file, as
+/// sent and (where it has tool calls) with the call ids and string arguments OpenAI clients
+/// send: the two tallies.
+pub fn compare_corpus(
+    with: &Tokenizing,
+    dir: &Path,
+    shared: &Path,
+    per_file: usize,
+) -> (RenderTally, RenderTally) {
+    let (mut tally, mut with_ids) = (RenderTally::default(), RenderTally::default());
+    for (label, record) in super::sampled_corpus(shared, Some(per_file)) {
+        compare_conversation(with, dir, &label, &record, &mut tally);
+        if let Some(fixed) = with_call_ids(&record) {
+            let label = format!("{label}+ids");
+            compare_conversation(with, dir, &label, &fixed, &mut with_ids);
+        }
+    }
+    (tally, with_ids)
+}
+
 /// A command's stdout as JSON (it must print some).
 pub fn json_out(cmd: &mut Command) -> Json {
     let out = cmd.output().unwrap();
@@ -361,18 +381,24 @@ pub fn json_out(cmd: &mut Command) -> Json {
     })
 }
 
-/// The real routers' environment (.ci/routers.sh), or `None` (the caller skips, saying why;
-/// under CI it fails).
-pub fn routers_venv(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("KVAUDIT_ROUTERS_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| super::user_cache().join(ROUTERS_CACHE));
-    if dir.join(".complete").is_file() {
-        return Some(dir);
+/// What a setup script installs outside the repository (an engine's environment, a built
+/// server): the path `var` names, else `default`, when `ready` finds it complete; else `None`,
+/// and the test says it skips and why (under CI=true it fails: CI installs everything).
+pub fn installed(
+    test: &str,
+    what: &str,
+    var: &str,
+    default: PathBuf,
+    ready: impl Fn(&Path) -> bool,
+    script: &str,
+) -> Option<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(default);
+    if ready(&path) {
+        return Some(path);
     }
     let why = format!(
-        "the routers' environment is not at {} (set KVAUDIT_ROUTERS_VENV; .ci/routers.sh installs it)",
-        dir.display()
+        "{what} not found at {} (set {var}; {script} installs it)",
+        path.display()
     );
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{test}: {why}");
@@ -381,5 +407,78 @@ pub fn routers_venv(test: &str) -> Option<PathBuf> {
     None
 }
 
-/// Where .ci/routers.sh caches its environment by default.
-const ROUTERS_CACHE: &str = "kvaudit-routers/dynamo-1.6.1+vllm-router-0.1.17+smg-1.13.0";
+/// A virtual environment a setup script marks complete when it is done, holding `program`.
+pub fn complete_venv(program: &'static str) -> impl Fn(&Path) -> bool {
+    move |dir: &Path| dir.join(".complete").is_file() && dir.join(program).is_file()
+}
+
+/// The set of router versions .ci/routers.sh installs (its cache folder's name).
+pub const ROUTERS_KEY: &str = "dynamo-1.6.1+vllm-router-0.1.17+smg-1.13.0";
+
+/// The real routers' environment (.ci/routers.sh), or `None` (the caller skips, saying why;
+/// under CI it fails).
+pub fn routers_venv(test: &str) -> Option<PathBuf> {
+    installed(
+        test,
+        "the routers' environment",
+        "KVAUDIT_ROUTERS_VENV",
+        super::user_cache().join(format!("kvaudit-routers/{ROUTERS_KEY}")),
+        complete_venv("bin/python"),
+        ".ci/routers.sh",
+    )
+}
+
+/// `kvaudit probe` of the engine at `root` with the model in `model` and `args`; the JSON
+/// report, exit code and stderr (the engine's log named if it printed no JSON).
+pub fn probe(engine: &Engine, model: &Path, args: &[&str]) -> (Json, i32, String) {
+    let out = kvaudit()
+        .args(["probe", "--format", "json", "--url"])
+        .arg(format!("{}/v1", engine.root))
+        .arg("-m")
+        .arg(model)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe printed no JSON ({e}); stderr: {stderr}; the engine's log: {}",
+            engine.log.display()
+        )
+    });
+    (report, out.status.code().unwrap_or(-1), stderr)
+}
+
+/// `kvaudit capture --bind events` into `frames` while `work` runs: the engine's publisher
+/// connects out, so capture binds first and is given time to be joined (what is published
+/// before that is lost) and, after `work`, time for the last messages; then it is stopped
+/// as Ctrl-C stops it and must have exited 0 or 1.
+pub fn capture_while<T>(events: &str, frames: &Path, work: impl FnOnce() -> T) -> T {
+    let _ = std::fs::remove_file(frames);
+    let mut capture = kvaudit()
+        .args(["capture", "--bind", events, "--duration", "300s", "--out"])
+        .arg(frames)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let done = work();
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = Command::new("kill")
+        .args(["-INT", &capture.id().to_string()])
+        .status();
+    let status = capture.wait().unwrap();
+    let mut err = String::new();
+    capture
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        status.code().is_some_and(|c| c < 2),
+        "capture: {status}: {err}"
+    );
+    done
+}

@@ -113,17 +113,18 @@ fn normalize_type(t: &mut Json) {
     }
 }
 
-/// Keywords whose value is a map of schemas, one schema, or a list of schemas.
-const SCHEMA_MAPS: [&str; 6] = [
+/// Keywords whose value is a map of schemas, one schema, or a list of schemas, where SGLang
+/// rewrites types. The metaschema also checks `dependencies` (a map of schemas or of name
+/// lists) and `contentSchema` (a schema), which the rewrite does not walk.
+const SCHEMA_MAPS: [&str; 5] = [
     "properties",
     "patternProperties",
     "$defs",
     "definitions",
     "dependentSchemas",
-    "dependencies",
 ];
 const SCHEMA_LISTS: [&str; 4] = ["anyOf", "oneOf", "allOf", "prefixItems"];
-const SCHEMAS: [&str; 11] = [
+const SCHEMAS: [&str; 10] = [
     "items",
     "additionalProperties",
     "not",
@@ -134,7 +135,6 @@ const SCHEMAS: [&str; 11] = [
     "propertyNames",
     "unevaluatedItems",
     "unevaluatedProperties",
-    "contentSchema",
 ];
 
 /// `normalize_json_schema_types`: rewrite `type` values in place, walking where SGLang walks.
@@ -145,9 +145,8 @@ pub fn normalize(schema: &mut Json) {
             if let Some(t) = map.get_mut("type") {
                 normalize_type(t);
             }
-            // SGLang walks `dependencies` only through the metaschema check, not here.
-            for key in &SCHEMA_MAPS[..5] {
-                if let Some(Json::Object(nested)) = map.get_mut(*key) {
+            for key in SCHEMA_MAPS {
+                if let Some(Json::Object(nested)) = map.get_mut(key) {
                     nested.values_mut().for_each(normalize);
                 }
             }
@@ -156,8 +155,8 @@ pub fn normalize(schema: &mut Json) {
                     nested.iter_mut().for_each(normalize);
                 }
             }
-            for key in &SCHEMAS[..10] {
-                if let Some(nested) = map.get_mut(*key) {
+            for key in SCHEMAS {
+                if let Some(nested) = map.get_mut(key) {
                     normalize(nested);
                 }
             }
@@ -356,7 +355,7 @@ fn check_at(schema: &Json) -> Result<(), Fault> {
                 Some(m) if m.values().all(Json::is_boolean) => {}
                 _ => return fail("not a map of booleans"),
             },
-            k if SCHEMA_MAPS.contains(&k) => {
+            k if SCHEMA_MAPS.contains(&k) || k == "dependencies" => {
                 let Some(m) = v.as_object() else {
                     return fail("not a map of schemas");
                 };
@@ -380,7 +379,9 @@ fn check_at(schema: &Json) -> Result<(), Fault> {
                 }
                 _ => return fail("not a non-empty list of schemas"),
             },
-            k if SCHEMAS.contains(&k) => check_at(v).map_err(|f| f.within(key))?,
+            k if SCHEMAS.contains(&k) || k == "contentSchema" => {
+                check_at(v).map_err(|f| f.within(key))?
+            }
             _ => {}
         }
     }
