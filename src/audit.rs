@@ -167,7 +167,7 @@ pub struct AuditSettings {
     pub template_name: Option<String>,
     pub fuel: u64,
     /// Simulate the router's view of every transition.
-    pub router: Option<crate::index::router::RouterSettings>,
+    pub router: Option<crate::routers::llm_d::view::RouterSettings>,
     /// The routers asked about (`--router`), each answering every transition; llm-d's reads
     /// the `router` simulation above when its settings are those.
     pub routers: Vec<(std::sync::Arc<str>, crate::routers::Spec)>,
@@ -223,7 +223,7 @@ pub struct ConversationAudit {
     pub template: String,
     pub transitions: Vec<Transition>,
     /// The router's view of each transition, when asked for.
-    pub routers: Vec<crate::index::router::RouterView>,
+    pub routers: Vec<crate::routers::llm_d::view::RouterView>,
     /// Per transition, each `--router`'s answer, in the order given.
     pub answers: Vec<Vec<crate::routers::Answer>>,
     /// Replies, and those whose generated text was derived from the model's reasoning
@@ -790,7 +790,7 @@ fn audit_planned(
     let refused = planned.plan.refused.clone();
     let routers = match &settings.router {
         Some(r) => {
-            let mut sim = crate::index::router::Simulator::new(r);
+            let mut sim = crate::routers::llm_d::view::Simulator::new(r);
             transitions
                 .iter()
                 .map(|t| sim.run(t.prompt_tokens, &t.held_ids, &t.next_ids))
@@ -822,17 +822,17 @@ fn audit_planned(
 /// `router` settings) when its settings are those, and runs its own simulation otherwise.
 fn router_answers(
     specs: &[(std::sync::Arc<str>, crate::routers::Spec)],
-    base: &crate::index::router::RouterSettings,
+    base: &crate::routers::llm_d::view::RouterSettings,
     plan: &crate::render::reply::TurnPlan,
     transitions: &[Transition],
-    views: &[crate::index::router::RouterView],
+    views: &[crate::routers::llm_d::view::RouterView],
 ) -> Vec<Vec<crate::routers::Answer>> {
-    use crate::routers::{Spec, Turn, answer};
-    let mut own: Vec<Option<crate::index::router::Simulator>> = specs
+    use crate::routers::{Spec, TransitionView};
+    let mut own: Vec<Option<crate::routers::llm_d::view::Simulator>> = specs
         .iter()
         .map(|(_, s)| match s {
-            Spec::LlmD(l) if l != &crate::routers::spec::LlmD(base.clone()) => {
-                Some(crate::index::router::Simulator::new(&l.0))
+            Spec::LlmD(l) if l != &crate::routers::llm_d::LlmD(base.clone()) => {
+                Some(crate::routers::llm_d::view::Simulator::new(&l.0))
             }
             _ => None,
         })
@@ -846,7 +846,7 @@ fn router_answers(
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let turn = Turn {
+            let turn = TransitionView {
                 prompt_tokens: t.prompt_tokens,
                 held: &t.held_ids,
                 next: &t.next_ids,
@@ -854,6 +854,7 @@ fn router_answers(
                 next_request: request(t.to_prompt - 1),
                 engine_block_size: base.engine_block_size,
                 model,
+                index_view: None,
             };
             specs
                 .iter()
@@ -862,7 +863,11 @@ fn router_answers(
                     let view = sim
                         .as_mut()
                         .map(|s| s.run(t.prompt_tokens, &t.held_ids, &t.next_ids));
-                    let mut a = answer(spec, &turn, view.as_ref().or(views.get(i)));
+                    let turn = TransitionView {
+                        index_view: view.as_ref().or(views.get(i)),
+                        ..turn
+                    };
+                    let mut a = spec.router().answer(&turn);
                     a.label = label.clone();
                     a
                 })

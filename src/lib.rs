@@ -9,7 +9,6 @@ pub mod corpus;
 pub mod events;
 pub mod finding;
 pub mod gate;
-pub mod index;
 pub mod input;
 pub mod model;
 pub mod names;

@@ -9,7 +9,7 @@ use crate::events::frames::{CaptureReader, MessageRef};
 use crate::events::msgpack::{DecodeError, DecodeErrorKind, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::finding::{Finding, FindingKind};
-use crate::index::{
+use crate::routers::llm_d::{
     Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, parse_topic,
 };
 use crate::tally::KindCounts;
@@ -226,14 +226,14 @@ pub struct LookupResult {
 
 pub struct ViewReport {
     pub config: IndexConfig,
-    pub stats: crate::index::Stats,
+    pub stats: crate::routers::llm_d::Stats,
 }
 
 /// A Dynamo indexer's replay: its block size (none when no stored event taught it one) and
 /// what it did with the events. Its lookups follow llm-d's views in `index_tokens`.
 pub struct DynamoReport {
     pub block_size: Option<usize>,
-    pub stats: crate::routers::dynamo::Stats,
+    pub stats: crate::routers::dynamo::TreeStats,
 }
 
 pub struct ReplayReport {
@@ -339,7 +339,7 @@ impl ReplayReport {
 pub struct Replayer {
     opts: ReplayOptions,
     views: Vec<Index>,
-    dynamo: Vec<crate::routers::dynamo::Index>,
+    dynamo: Vec<crate::routers::dynamo::RadixTree>,
     /// Every pod seen: name, topic model, the blocks its engine holds.
     pods: Vec<(String, String, PodTree)>,
     /// Pod name → its place in `pods` (a scan per new topic made many pods quadratic).
@@ -361,7 +361,7 @@ impl Replayer {
         let dynamo = opts
             .dynamo
             .iter()
-            .map(|&b| crate::routers::dynamo::Index::new(b))
+            .map(|&b| crate::routers::dynamo::RadixTree::new(b))
             .collect();
         Replayer {
             opts,
@@ -671,7 +671,7 @@ fn chain_tokens(tree: &PodTree, leaf: u64) -> Option<Vec<u32>> {
 mod tests {
     use super::*;
     use crate::events::{BatchWire, BlockRemoved, Event, EventWire, WireHash};
-    use crate::index::router::generation_events;
+    use crate::routers::llm_d::view::generation_events;
 
     fn batch(events: Vec<Event>) -> Batch {
         Batch {

@@ -91,7 +91,7 @@ fn lower_layers_never_import_higher_ones() {
         "events", "render", "model", "tokenize", "input", "output", "tally", "suggest",
     ];
     let higher = [
-        "align", "index", "replay", "audit", "gate", "capture", "report", "commands", "cli",
+        "align", "routers", "replay", "audit", "gate", "capture", "report", "commands", "cli",
     ];
     let mut wrong = Vec::new();
     for l in lower {

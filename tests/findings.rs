@@ -5,9 +5,9 @@ use kvaudit::events::encode::encode_batch;
 use kvaudit::events::frames::{CaptureReader, write_frame};
 use kvaudit::events::{Batch, BatchWire, Engine};
 use kvaudit::finding::FindingKind;
-use kvaudit::index::IndexConfig;
-use kvaudit::index::router::generation_events;
 use kvaudit::replay::ReplayOptions;
+use kvaudit::routers::llm_d::IndexConfig;
+use kvaudit::routers::llm_d::view::generation_events;
 
 /// A decode pod's events as vLLM emits them for a 40-token prompt and an 88-token reply at
 /// engine block 16: one BlockStored for the prompt's two full blocks, then one per block.

@@ -418,8 +418,8 @@ fn keys_of_rendered_prompts() {
 fn mutated_captures_never_panic() {
     use kvaudit::events::Engine;
     use kvaudit::events::frames::CaptureReader;
-    use kvaudit::index::{IndexConfig, Profile};
     use kvaudit::replay::ReplayOptions;
+    use kvaudit::routers::llm_d::{IndexConfig, Profile};
     let base = common::event_fixtures::seed_capture(80, 64);
     let mut rand = common::xorshift(0x9E37_79B9_7F4A_7C15);
     for case in 0..3000 {

@@ -7,8 +7,8 @@ use std::io::{Cursor, Read};
 
 use kvaudit::events::frames::CaptureReader;
 use kvaudit::events::{Engine, Pool, decode_batch_with};
-use kvaudit::index::IndexConfig;
 use kvaudit::replay::{ReplayOptions, Replayer};
+use kvaudit::routers::llm_d::IndexConfig;
 
 /// What a target runs on one input.
 pub type Target = fn(&[u8]);
@@ -170,8 +170,8 @@ fn replay_with(data: &[u8], keep_going: bool, configure: impl Fn(&mut IndexConfi
 pub fn replay_bytes(data: &[u8]) {
     replay_with(data, false, |_| {});
     replay_with(data, true, |c| {
-        c.algo = kvaudit::index::HashAlgo::Xxh64;
-        c.profile = kvaudit::index::Profile::Router202608;
+        c.algo = kvaudit::routers::llm_d::HashAlgo::Xxh64;
+        c.profile = kvaudit::routers::llm_d::Profile::Router202608;
         c.seed = "fuzz".into();
     });
 }

@@ -640,8 +640,8 @@ mod tests {
     #[test]
     fn live_replay_memory_does_not_grow_with_messages() {
         use crate::events::{Batch, BatchWire, encode::encode_batch};
-        use crate::index::IndexConfig;
-        use crate::index::router::generation_events;
+        use crate::routers::llm_d::IndexConfig;
+        use crate::routers::llm_d::view::generation_events;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.frames");
         let mut out = Recorder {

@@ -171,8 +171,8 @@ fn measured_cost(models: &[gate::ModelSummary]) -> String {
 }
 
 /// The llm-d settings a router config's wiring starts from.
-fn default_llm_d(args: &CheckArgs) -> crate::index::router::RouterSettings {
-    crate::index::router::RouterSettings {
+fn default_llm_d(args: &CheckArgs) -> crate::routers::llm_d::view::RouterSettings {
+    crate::routers::llm_d::view::RouterSettings {
         engine_block_size: args.engine_block_size,
         ..Default::default()
     }

@@ -20,18 +20,21 @@ use crate::replay::ReplayOptions;
 use crate::report::{Format, Style};
 
 /// llm-d's index settings from the flags diff-turns, replay, capture and keys share.
-pub fn index_config(args: &crate::cli::IndexArgs, block_size: usize) -> crate::index::IndexConfig {
+pub fn index_config(
+    args: &crate::cli::IndexArgs,
+    block_size: usize,
+) -> crate::routers::llm_d::IndexConfig {
     use crate::cli::{HashArg, ProfileArg};
-    let mut cfg = crate::index::IndexConfig::new(block_size);
+    let mut cfg = crate::routers::llm_d::IndexConfig::new(block_size);
     cfg.algo = match args.hash {
-        HashArg::CborFnv => crate::index::HashAlgo::CborFnv,
-        HashArg::Xxh64 => crate::index::HashAlgo::Xxh64,
+        HashArg::CborFnv => crate::routers::llm_d::HashAlgo::CborFnv,
+        HashArg::Xxh64 => crate::routers::llm_d::HashAlgo::Xxh64,
     };
     cfg.seed = args.hash_seed.clone();
     cfg.model_name = args.model_name.clone();
     cfg.profile = match args.llmd_profile {
-        ProfileArg::DigestFirst => crate::index::Profile::DigestFirst,
-        ProfileArg::Router202608 => crate::index::Profile::Router202608,
+        ProfileArg::DigestFirst => crate::routers::llm_d::Profile::DigestFirst,
+        ProfileArg::Router202608 => crate::routers::llm_d::Profile::Router202608,
     };
     cfg
 }
@@ -48,7 +51,7 @@ pub fn replay_options(
     let mut dynamo = Vec::new();
     // The llm-d settings a `--router llm-d:...` starts from (its engine block size and
     // decider do not apply to a capture).
-    let base = crate::index::router::RouterSettings {
+    let base = crate::routers::llm_d::view::RouterSettings {
         engine_block_size: 16,
         index: index_config(&args.index, args.index_block_size[0]),
         decider: Default::default(),
@@ -63,19 +66,21 @@ pub fn replay_options(
                     .map(|&b| index_config(&args.index, b)),
             ),
             crate::routers::Spec::LlmD(l) => views.push(l.0.index),
-            crate::routers::Spec::Dynamo {
+            crate::routers::Spec::Dynamo(crate::routers::dynamo::Dynamo {
                 block_size,
                 conditional: None,
-            } => dynamo.push(block_size),
+            }) => dynamo.push(block_size),
             other => bail!(
                 "--router {text:?}: {} on a capture is not emulated: {}",
                 other.name(),
                 match other {
-                    crate::routers::Spec::Dynamo { .. } => {
+                    crate::routers::Spec::Dynamo(crate::routers::dynamo::Dynamo { .. }) => {
                         "conditional_disagg is a routing setting; replay answers what the index holds"
                     }
-                    crate::routers::Spec::VllmRouter { .. }
-                    | crate::routers::Spec::Sglang { .. } => {
+                    crate::routers::Spec::VllmRouter(crate::routers::vllm_router::VllmRouter {
+                        ..
+                    })
+                    | crate::routers::Spec::Smg(crate::routers::smg::Smg { .. }) => {
                         "replay emulates llm-d and dynamo; for this router's view of a conversation use diff-turns or corpus --router"
                     }
                     _ =>
@@ -108,18 +113,18 @@ pub fn replay_options(
 pub fn router_settings(
     args: &crate::cli::RouterArgs,
     model: &str,
-) -> Result<crate::index::router::RouterSettings> {
+) -> Result<crate::routers::llm_d::view::RouterSettings> {
     for (flag, b) in [
         ("--engine-block-size", args.engine_block_size),
         ("--index-block-size", args.index_block_size),
     ] {
         crate::align::check_block_size(flag, b).map_err(anyhow::Error::msg)?;
     }
-    let decider = crate::index::decider::DeciderConfig::parse(&args.decider)
+    let decider = crate::routers::llm_d::decider::DeciderConfig::parse(&args.decider)
         .map_err(|e| anyhow::anyhow!("--decider {:?}: {e}", args.decider))?;
     let mut index = index_config(&args.index, args.index_block_size);
     index.model_name.get_or_insert_with(|| model.to_string());
-    Ok(crate::index::router::RouterSettings {
+    Ok(crate::routers::llm_d::view::RouterSettings {
         engine_block_size: args.engine_block_size,
         index,
         decider,
@@ -141,12 +146,12 @@ pub fn router_config(path: &std::path::Path) -> Result<(crate::routers::config::
 /// The routers `--router` asks about (llm-d's precise index when none is given).
 pub fn router_specs(
     args: &crate::cli::RouterArgs,
-    llm_d: &crate::index::router::RouterSettings,
+    llm_d: &crate::routers::llm_d::view::RouterSettings,
 ) -> Result<Vec<(std::sync::Arc<str>, crate::routers::Spec)>> {
     if args.routers.is_empty() && args.router_configs.is_empty() {
         return Ok(vec![(
             "llm-d".into(),
-            crate::routers::Spec::LlmD(crate::routers::spec::LlmD(llm_d.clone())),
+            crate::routers::Spec::LlmD(crate::routers::llm_d::LlmD(llm_d.clone())),
         )]);
     }
     let mut specs = Vec::new();

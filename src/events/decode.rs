@@ -739,7 +739,7 @@ mod tests {
 mod sglang_tests {
     use super::super::msgpack::Writer;
     use super::*;
-    use crate::index::{DropReason, Index, IndexConfig};
+    use crate::routers::llm_d::{DropReason, Index, IndexConfig};
 
     /// SGLang 0.5 publishes tagged maps with its own fields (cache_salt, no group_idx) and
     /// signed 64-bit hashes; llm-d's SGLang adapter only takes arrays.

@@ -118,7 +118,7 @@ pub struct ModelConfig {
 pub struct RouterConfig {
     pub engine_block_size: usize,
     pub index_block_size: usize,
-    pub decider: crate::index::decider::DeciderConfig,
+    pub decider: crate::routers::llm_d::decider::DeciderConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -404,7 +404,7 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
             .decider
             .clone()
             .unwrap_or_else(|| "non-cached-tokens=512,prompt-tokens=1024".into());
-        let decider = crate::index::decider::DeciderConfig::parse(&text)
+        let decider = crate::routers::llm_d::decider::DeciderConfig::parse(&text)
             .map_err(|e| loc.error(&span, format!("decider {text:?}: {e}")))?;
         gate.router = Some(RouterConfig {
             engine_block_size: engine,
@@ -413,7 +413,7 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
         });
     }
     if let Some(list) = &g.routers {
-        let base = crate::index::router::RouterSettings::default();
+        let base = crate::routers::llm_d::view::RouterSettings::default();
         for text in list.get_ref() {
             crate::routers::Spec::parse(text, &base)
                 .map_err(|e| loc.error(&list.span(), format!("router {text:?}: {e}")))?;

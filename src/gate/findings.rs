@@ -12,9 +12,9 @@ use crate::audit::{
     self, AuditSettings, ConversationAudit, ConversationRemedies, DiffTurnsReport, Remedy,
     RemedyKind,
 };
-use crate::index::decider::{Verdict, decide};
 use crate::model::ModelFiles;
 use crate::render::Conversation;
+use crate::routers::llm_d::decider::{Verdict, decide};
 use crate::tokenize::{Tokenizer, sha256_hex};
 
 /// One model, audited (or stopped by a template error, which is a finding, not a crash).

@@ -111,13 +111,13 @@ fn summary(a: &Audited, gate: &GateOptions) -> ModelSummary {
                 any = true;
                 s.engine_cached_tokens += r.engine_cached_tokens as u64;
                 s.index_visible_tokens += r.index_visible_tokens as u64;
-                let engine = crate::index::decider::decide(
+                let engine = crate::routers::llm_d::decider::decide(
                     &g.decider,
                     t.next_prompt_tokens,
                     r.engine_cached_tokens,
                     1,
                 );
-                let decode = crate::index::decider::Verdict::DecodeOnly;
+                let decode = crate::routers::llm_d::decider::Verdict::DecodeOnly;
                 s.decode_only_engine += u64::from(engine.verdict == decode);
                 s.decode_only_index += u64::from(r.decision.verdict == decode);
             }
@@ -240,9 +240,9 @@ fn audit_model(
     let router = gate
         .router
         .as_ref()
-        .map(|r| crate::index::router::RouterSettings {
+        .map(|r| crate::routers::llm_d::view::RouterSettings {
             engine_block_size: r.engine_block_size,
-            index: crate::index::IndexConfig::new(r.index_block_size),
+            index: crate::routers::llm_d::IndexConfig::new(r.index_block_size),
             decider: r.decider,
         })
         .or_else(|| (!gate.routers.is_empty()).then(Default::default))

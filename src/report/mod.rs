@@ -158,8 +158,8 @@ pub fn visible(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::IndexConfig;
     use crate::report::keys::KeysReport;
+    use crate::routers::llm_d::IndexConfig;
 
     #[test]
     fn a_format_a_report_lacks_names_the_ones_it_has() {

@@ -6,9 +6,15 @@ use std::collections::BTreeMap;
 
 use serde_json::Value as Json;
 
-use super::spec::{ApproxPolicy, Conditional, SglangMode, Spec, VllmRouterPolicy};
-use crate::index::decider::DeciderConfig;
-use crate::index::router::RouterSettings;
+use super::Spec;
+use super::dynamo::{Conditional, Dynamo};
+use super::dynamo_approx::{ApproxPolicy, DynamoApprox};
+use super::llm_d::LlmD;
+use super::llm_d_approx::LlmDApprox;
+use super::smg::{Smg, SmgMode};
+use super::vllm_router::{VllmRouter, VllmRouterPolicy};
+use crate::routers::llm_d::decider::DeciderConfig;
+use crate::routers::llm_d::view::RouterSettings;
 
 /// A config file is small; a larger one is refused before it is parsed.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -121,9 +127,9 @@ fn uint(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
     }
 }
 
-/// A token threshold: absent, or 0 to [`crate::index::decider::MAX_TOKENS`].
+/// A token threshold: absent, or 0 to [`crate::routers::llm_d::decider::MAX_TOKENS`].
 fn tokens(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
-    use crate::index::decider::MAX_TOKENS;
+    use crate::routers::llm_d::decider::MAX_TOKENS;
     match uint(v, what)? {
         Some(n) if n > MAX_TOKENS => Err(format!(
             "{what} {n}: expected a whole number from 0 to {MAX_TOKENS}"
@@ -298,16 +304,16 @@ impl Epp {
                 s.index.block_size = block_size;
                 s.index.seed = hash_seed;
                 s.index.algo = match hash_algo.as_str() {
-                    "xxh64" => crate::index::HashAlgo::Xxh64,
-                    _ => crate::index::HashAlgo::CborFnv,
+                    "xxh64" => crate::routers::llm_d::HashAlgo::Xxh64,
+                    _ => crate::routers::llm_d::HashAlgo::CborFnv,
                 };
                 s.decider = decider;
-                Ok(Spec::LlmD(super::spec::LlmD(s)))
+                Ok(Spec::LlmD(LlmD(s)))
             }
-            Producer::Approx { block_size, .. } => Ok(Spec::LlmDApprox {
+            Producer::Approx { block_size, .. } => Ok(Spec::LlmDApprox(LlmDApprox {
                 block_size,
                 decider,
-            }),
+            })),
             Producer::Other { name, kind } => Err(format!(
                 "the decider reads {name} ({kind}), which kvaudit does not model"
             )),
@@ -481,21 +487,21 @@ fn flags(text: &str) -> Result<Loaded, String> {
         }
         let block_size = number("--kv-cache-block-size")?.or(number("--block-size")?);
         if has("--no-router-kv-events") || has("--no-kv-events") {
-            Spec::DynamoApprox {
+            Spec::DynamoApprox(DynamoApprox {
                 policy: match value("--router-approximate-cache-policy") {
                     Some("lru") => ApproxPolicy::Lru,
                     _ => ApproxPolicy::Ttl,
                 },
                 block_size,
-            }
+            })
         } else {
-            Spec::Dynamo {
+            Spec::Dynamo(Dynamo {
                 block_size,
                 conditional: has("--router-conditional-disagg").then_some(Conditional {
                     isl_threshold: 2048,
                     ratio: 0.7,
                 }),
-            }
+            })
         }
     } else if first == "vllm-router" || has("--vllm-pd-disaggregation") || has("--kv-event-source")
     {
@@ -514,12 +520,12 @@ fn flags(text: &str) -> Result<Loaded, String> {
                 ));
             }
         };
-        Spec::VllmRouter {
+        Spec::VllmRouter(VllmRouter {
             policy,
             threshold: fraction("--cache-threshold")?.unwrap_or(0.3),
             block_size: number("--kv-event-block-size")?.unwrap_or(16),
             pd,
-        }
+        })
     } else if first == "smg" || has("--cache-threshold") || has("--policy") {
         if value("--policy").is_some_and(|p| p != "cache_aware") {
             return Err(format!(
@@ -527,11 +533,11 @@ fn flags(text: &str) -> Result<Loaded, String> {
                 value("--policy").unwrap_or("")
             ));
         }
-        Spec::Sglang {
-            mode: SglangMode::Http,
+        Spec::Smg(Smg {
+            mode: SmgMode::Http,
             threshold: fraction("--cache-threshold")?.unwrap_or(0.3),
             pd: has("--pd-disaggregation"),
-        }
+        })
     } else {
         return Err(
             "neither an EndpointPickerConfig nor the flags of dynamo, vllm-router or smg".into(),
@@ -663,20 +669,20 @@ pub fn lint(loaded: &Loaded, engine_block_size: usize) -> Vec<Lint> {
         }
         Loaded::Flags { spec, unknown } => {
             match spec {
-                Spec::Dynamo {
+                Spec::Dynamo(Dynamo {
                     block_size: Some(b),
                     ..
-                } if *b != eb => push(
+                }) if *b != eb => push(
                     LintKind::BlockSize,
                     format!(
                         "Dynamo's KV block size {b} is not the engine's {eb}: every event is converted to zero blocks and the worker is invisible to the router, prompt included"
                     ),
                 ),
-                Spec::VllmRouter {
+                Spec::VllmRouter(VllmRouter {
                     policy: VllmRouterPolicy::KvAware,
                     block_size,
                     ..
-                } if *block_size != eb => push(
+                }) if *block_size != eb => push(
                     LintKind::BlockSize,
                     format!(
                         "vllm-router's --kv-event-block-size {block_size} is not the engine's {eb}: every event batch is rejected and the source cleared"

@@ -4,6 +4,72 @@
 
 use serde_json::Value as Json;
 
+use super::spec::Params;
+use super::{Answer, Decision, Reason, Router, TransitionView, Units};
+
+/// GAIE's maxPrefixBlocksToMatch at most: 2^20 blocks is 64 M tokens at its smallest block.
+pub const MAX_BLOCKS: usize = 1 << 20;
+
+/// `--router gaie`. A block size left out is the engine's (the plugin's auto-tune).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gaie {
+    pub block_size: Option<usize>,
+    pub max_blocks: usize,
+}
+
+impl Gaie {
+    pub(crate) fn parse(params: &mut Params) -> Result<Self, String> {
+        Ok(Gaie {
+            block_size: params.block_size()?,
+            max_blocks: params.bounded("max_blocks", 1..=MAX_BLOCKS)?.unwrap_or(256),
+        })
+    }
+}
+
+impl Router for Gaie {
+    fn name(&self) -> &'static str {
+        "gaie"
+    }
+
+    fn version(&self) -> &'static str {
+        "gateway-api-inference-extension v1.5.0"
+    }
+
+    fn answer(&self, t: &TransitionView) -> Answer {
+        let block = self.block_size.unwrap_or(t.engine_block_size);
+        let m = matched_blocks(t.model, t.request, t.next_request, block, self.max_blocks);
+        let visible = (m.matched * block).min(t.next.len());
+        let decision = if m.matched > 0 {
+            Decision::Decode
+        } else {
+            Decision::Other
+        };
+        let rule = format!(
+            "prefix scorer {}/{} blocks of {} bytes: {} (a scorer, no P/D decider)",
+            m.matched,
+            m.total,
+            block * BYTES_PER_TOKEN,
+            if m.matched > 0 {
+                "the pod of turn k scores highest"
+            } else {
+                "no pod matches"
+            }
+        );
+        let why = match decision {
+            Decision::Decode => Reason::HighestPrefixScore,
+            Decision::Other => Reason::NoWholeBlock,
+        };
+        Answer {
+            units: Some(Units {
+                unit: "bytes",
+                matched: m.matched * block * BYTES_PER_TOKEN,
+                input: m.input_bytes,
+            }),
+            ..Answer::tokens(self, visible, decision, why, rule)
+        }
+    }
+}
+
 /// `averageCharactersPerToken`: a block of B "tokens" is 4·B bytes.
 pub const BYTES_PER_TOKEN: usize = 4;
 

@@ -1,6 +1,9 @@
 //! What each router a fleet runs believes the decode pod holds after a turn, and where it
-//! sends the next turn (reference/routers.md). llm-d's precise index is emulated event by
-//! event in [`crate::index`]; the others here, each from its own code at a pinned version.
+//! sends the next turn (reference/routers.md), each emulated from its own code at a pinned
+//! version, one file per router behind [`Router`]: llm-d's precise index event by event
+//! ([`llm_d`]), its approximate producer, Dynamo on KV events and without them, vllm-router,
+//! SGLang's gateway smg, GAIE's prefix plugin. Adding a router is adding a file, its
+//! [`Spec`] variant and its name in [`spec::NAMES`].
 //!
 //! Every router answers the same question for one transition: of prompt k+1, how much does
 //! it credit to the pod that served turn k, and does turn k+1 go back to that pod to be
@@ -8,22 +11,36 @@
 
 pub mod config;
 pub mod dynamo;
+pub mod dynamo_approx;
 pub mod gaie;
-pub mod sglang;
+pub mod llm_d;
+pub mod llm_d_approx;
+pub mod reason;
+pub mod smg;
 pub mod spec;
+pub mod vllm_router;
 
 use serde_json::Value as Json;
 
 use crate::align::common_prefix;
 
-use crate::index::decider::{Rule, Verdict, decide};
-use crate::index::router::RouterView;
+use llm_d::view::RouterView;
+pub use reason::Reason;
 pub use spec::Spec;
-use spec::{ApproxPolicy, SglangMode, VllmRouterPolicy};
 
-/// One transition as the routers see it.
+/// One router emulation with its settings: what it credits the pod of turn k with for
+/// prompt k+1, where turn k+1 goes, and why.
+pub trait Router: std::fmt::Debug + Send + Sync {
+    /// The `--router` name.
+    fn name(&self) -> &'static str;
+    /// The version of the router's code the emulation follows.
+    fn version(&self) -> &'static str;
+    fn answer(&self, t: &TransitionView) -> Answer;
+}
+
+/// One transition as the routers see it (the aligned one is [`crate::align::Transition`]).
 #[derive(Debug, Clone, Copy)]
-pub struct Turn<'a> {
+pub struct TransitionView<'a> {
     /// Tokens of prompt k (it starts `held`).
     pub prompt_tokens: usize,
     /// What the decode pod holds after turn k: prompt k and the reply, without the token
@@ -37,6 +54,9 @@ pub struct Turn<'a> {
     pub engine_block_size: usize,
     /// The served model's name (GAIE's hash root).
     pub model: &'a str,
+    /// llm-d's precise index simulated for this transition with this router's settings,
+    /// when it was (llm-d answers from it; the others ignore it).
+    pub index_view: Option<&'a RouterView>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -70,7 +90,7 @@ pub struct Answer {
     pub decision: Decision,
     /// Why, in a few words (the same for every transition it decides).
     #[serde(skip)]
-    pub why: &'static str,
+    pub why: Reason,
     /// The rule that decided, with its figures.
     pub rule: String,
 }
@@ -107,7 +127,7 @@ impl Totals {
         self.decode += u64::from(a.decision == Decision::Decode);
         self.visible_tokens += a.visible_tokens as u64;
         self.next_tokens += next_tokens as u64;
-        *self.reasons.entry(a.why).or_default() += 1;
+        *self.reasons.entry(a.why.text()).or_default() += 1;
         if let Some(u) = a.units {
             self.unit = Some(u.unit);
             self.matched_units += u.matched as u64;
@@ -188,20 +208,27 @@ pub fn answer_line(entries: &[LineEntry]) -> Option<String> {
     ))
 }
 
-fn whole_blocks(tokens: usize, block: usize) -> usize {
+pub(crate) fn whole_blocks(tokens: usize, block: usize) -> usize {
     tokens / block * block
 }
 
 /// What an index fed by the engine's events finds for prompt k+1, at the engine's block
 /// size: the full blocks of the holdings that prompt k+1 repeats.
-pub fn event_visible(t: &Turn) -> usize {
-    whole_blocks(
-        common_prefix(t.held, t.next).min(t.held.len()),
-        t.engine_block_size,
-    )
+pub fn event_visible(t: &TransitionView) -> usize {
+    whole_blocks(held_match(t), t.engine_block_size)
 }
 
-fn share(matched: usize, input: usize) -> f64 {
+/// What prompt k+1 repeats of the holdings.
+pub(crate) fn held_match(t: &TransitionView) -> usize {
+    common_prefix(t.held, t.next).min(t.held.len())
+}
+
+/// What prompt k alone gives: routers that record the request, not the reply.
+pub(crate) fn prompt_match(t: &TransitionView) -> usize {
+    held_match(t).min(t.prompt_tokens)
+}
+
+pub(crate) fn share(matched: usize, input: usize) -> f64 {
     if input == 0 {
         0.0
     } else {
@@ -209,14 +236,36 @@ fn share(matched: usize, input: usize) -> f64 {
     }
 }
 
+impl Answer {
+    /// An answer in tokens, labelled with the router's name.
+    pub(crate) fn tokens(
+        router: &dyn Router,
+        visible_tokens: usize,
+        decision: Decision,
+        why: Reason,
+        rule: String,
+    ) -> Answer {
+        Answer {
+            router: router.name(),
+            label: router.name().into(),
+            version: router.version(),
+            visible_tokens,
+            units: None,
+            decision,
+            why,
+            rule,
+        }
+    }
+}
+
 /// A cache-aware policy's choice: the pod with the match when its rate is over the
 /// threshold (`>`, as vllm-router and smg compare), else the least loaded pod.
-fn threshold_rule(
+pub(crate) fn threshold_rule(
     matched: usize,
     input: usize,
     threshold: f64,
     pd: bool,
-) -> (Decision, &'static str, String) {
+) -> (Decision, Reason, String) {
     let rate = share(matched, input);
     let over = rate > threshold;
     let text = format!(
@@ -231,338 +280,23 @@ fn threshold_rule(
     if pd {
         (
             Decision::Other,
-            "P/D: a prefill pod is always used",
+            Reason::PdPrefillAlways,
             format!("{text}; in P/D mode a prefill pod is always used"),
         )
     } else if over {
-        (Decision::Decode, "match rate over the threshold", text)
+        (Decision::Decode, Reason::MatchRateOver, text)
     } else {
-        (
-            Decision::Other,
-            "match rate at or under the threshold: the reply is not keyed",
-            text,
-        )
+        (Decision::Other, Reason::MatchRateNotOver, text)
     }
 }
 
-fn from_verdict(v: Verdict) -> Decision {
-    match v {
-        Verdict::DecodeOnly => Decision::Decode,
-        Verdict::PrefillDecode => Decision::Other,
-    }
-}
-
-/// Why the decider kept a turn on the decode pod, in a few words.
-fn decode_why(rule: Rule) -> &'static str {
-    match rule {
-        Rule::Disabled => "no P/D decider",
-        Rule::ShortPrompt => "prompt shorter than promptTokens",
-        Rule::BelowThreshold => "prompt shorter than nonCachedTokens",
-        _ => "few enough uncached tokens",
-    }
-}
-
-fn llm_d_answer(spec: &Spec, view: &RouterView) -> Answer {
-    let decision = from_verdict(view.decision.verdict);
-    let why = match decision {
-        Decision::Decode => decode_why(view.decision.rule),
-        Decision::Other if view.index_visible_tokens < view.engine_cached_tokens => {
-            "the index sees less than the pod holds"
-        }
-        Decision::Other => "too many uncached tokens",
-    };
-    Answer {
-        router: spec.name(),
-        label: spec.name().into(),
-        version: spec.version(),
-        visible_tokens: view.index_visible_tokens,
-        units: None,
-        decision,
-        why,
-        rule: format!(
-            "prefix-based-pd-decider: {} ({} uncached of {}; index block {})",
-            view.decision.rule,
-            view.decision.non_cached,
-            view.decision.input_tokens,
-            view.index_block_size
-        ),
-    }
-}
-
-/// The answer of `spec` for one transition. `llm_d` is the precise index's view of it,
-/// simulated event by event (llm-d's answer is read from it).
-pub fn answer(spec: &Spec, t: &Turn, llm_d: Option<&RouterView>) -> Answer {
-    let eb = t.engine_block_size;
-    let held_match = common_prefix(t.held, t.next).min(t.held.len());
-    // What prompt k alone gives: routers that record the request, not the reply.
-    let prompt_match = held_match.min(t.prompt_tokens);
-    let simple = |visible: usize, decision: Decision, why: &'static str, rule: String| Answer {
-        router: spec.name(),
-        label: spec.name().into(),
-        version: spec.version(),
-        visible_tokens: visible,
-        units: None,
-        decision,
-        why,
-        rule,
-    };
-    match spec {
-        Spec::LlmD(_) => match llm_d {
-            Some(view) => llm_d_answer(spec, view),
-            None => simple(0, Decision::Other, "not simulated", "not simulated".into()),
-        },
-        Spec::LlmDApprox {
-            block_size,
-            decider,
-        } => {
-            // The producer hashes prompt tokens in blocks of at least 64 (minBlockSizeTokens)
-            // and records requests only; prompt k's partial last block is hashed too, so it
-            // matches only a prompt k+1 that ends at the same place.
-            let block = block_size.unwrap_or(eb).max(64);
-            let visible = if t.next.len() == t.prompt_tokens && prompt_match == t.prompt_tokens {
-                t.prompt_tokens
-            } else {
-                whole_blocks(prompt_match, block)
-            }
-            .min(t.next.len());
-            let d = decide(decider, t.next.len(), visible / block, block);
-            let decision = from_verdict(d.verdict);
-            simple(
-                visible,
-                decision,
-                match decision {
-                    Decision::Decode => decode_why(d.rule),
-                    Decision::Other => "too many uncached tokens: the reply is not recorded",
-                },
-                format!(
-                    "prefix-based-pd-decider: {} ({} uncached of {}; block {block})",
-                    d.rule, d.non_cached, d.input_tokens
-                ),
-            )
-        }
-        Spec::Dynamo {
-            block_size,
-            conditional,
-        } => {
-            let block = block_size.unwrap_or(eb);
-            if block != eb {
-                return simple(
-                    0,
-                    Decision::Other,
-                    "router block size is not the engine's: the worker is invisible",
-                    format!(
-                        "router block {block} differs from the engine's {eb}: every event is converted to zero blocks, the worker is invisible"
-                    ),
-                );
-            }
-            let visible = event_visible(t);
-            match conditional {
-                None => simple(
-                    visible,
-                    Decision::Other,
-                    "decode chosen by load, conditional disaggregation off",
-                    "decode chosen by load: decode-side reuse is not a routing signal without --router-conditional-disagg".into(),
-                ),
-                Some(c) => {
-                    let n = t.next.len();
-                    let net_new = n - visible.min(n);
-                    let ratio = share(net_new, n);
-                    let keep = net_new < c.isl_threshold && ratio < c.ratio;
-                    simple(
-                        visible,
-                        if keep { Decision::Decode } else { Decision::Other },
-                        if keep {
-                            "remote prefill bypassed"
-                        } else {
-                            "too many net-new tokens"
-                        },
-                        format!(
-                            "conditional disaggregation: net new {net_new} {} {} and {ratio:.4} {} {}: {}",
-                            if net_new < c.isl_threshold { "<" } else { ">=" },
-                            c.isl_threshold,
-                            if ratio < c.ratio { "<" } else { ">=" },
-                            c.ratio,
-                            if keep {
-                                "remote prefill bypassed"
-                            } else {
-                                "prefill pod first"
-                            }
-                        ),
-                    )
-                }
-            }
-        }
-        Spec::DynamoApprox { policy, block_size } => {
-            let block = block_size.unwrap_or(eb);
-            let (visible, what) = match policy {
-                ApproxPolicy::Ttl => (
-                    whole_blocks(prompt_match, block),
-                    "ttl: routed prompts only, turn k+1 assumed within 120 s",
-                ),
-                ApproxPolicy::Lru => (
-                    whole_blocks(held_match, block),
-                    "lru: routed prompts and the streamed reply",
-                ),
-            };
-            simple(
-                visible,
-                Decision::Other,
-                "decode chosen by load, no conditional disaggregation without KV events",
-                format!(
-                    "{what}; without KV events there is no conditional disaggregation: decode chosen by load"
-                ),
-            )
-        }
-        Spec::VllmRouter {
-            policy: VllmRouterPolicy::CacheAware,
-            threshold,
-            pd,
-            ..
-        } => {
-            let (decision, why, rule) = threshold_rule(prompt_match, t.next.len(), *threshold, *pd);
-            simple(prompt_match, decision, why, rule)
-        }
-        Spec::VllmRouter {
-            policy: VllmRouterPolicy::KvAware,
-            block_size,
-            pd,
-            ..
-        } => {
-            if *block_size != eb {
-                return simple(
-                    0,
-                    Decision::Other,
-                    "event block size is not the engine's: every batch rejected",
-                    format!(
-                        "--kv-event-block-size {block_size} differs from the engine's {eb}: every batch is rejected and the source cleared"
-                    ),
-                );
-            }
-            let visible = event_visible(t);
-            if *pd {
-                simple(
-                    visible,
-                    Decision::Other,
-                    "P/D: decode chosen by occupancy",
-                    "P/D: decode is chosen by occupancy, never by placement; a prefill pod is always used".into(),
-                )
-            } else if visible > 0 {
-                simple(
-                    visible,
-                    Decision::Decode,
-                    "most matched blocks",
-                    "the pod with the most matched blocks".into(),
-                )
-            } else {
-                simple(
-                    0,
-                    Decision::Other,
-                    "no block matched",
-                    "no block matched: least-occupied pod".into(),
-                )
-            }
-        }
-        Spec::Sglang {
-            mode: SglangMode::Http,
-            threshold,
-            pd,
-        } => {
-            let before = sglang::routing_text(t.request);
-            let after = sglang::routing_text(t.next_request);
-            let matched = sglang::common_chars(&before, &after);
-            let input = after.chars().count();
-            let (decision, why, rule) = threshold_rule(matched, input, *threshold, *pd);
-            Answer {
-                router: spec.name(),
-                label: spec.name().into(),
-                version: spec.version(),
-                visible_tokens: scaled(matched, input, t.next.len()),
-                units: Some(Units {
-                    unit: "characters",
-                    matched,
-                    input,
-                }),
-                decision,
-                why,
-                rule,
-            }
-        }
-        Spec::Sglang {
-            mode: SglangMode::Events,
-            pd,
-            ..
-        } => {
-            // The router learns the block size from the first stored event: always the
-            // engine's.
-            let visible = event_visible(t);
-            if *pd {
-                simple(
-                    visible,
-                    Decision::Other,
-                    "P/D: a prefill pod is always used",
-                    "P/D: a prefill and a decode pod are always both chosen".into(),
-                )
-            } else if visible > 0 {
-                simple(
-                    visible,
-                    Decision::Decode,
-                    "highest overlap",
-                    "the pod with the highest overlap".into(),
-                )
-            } else {
-                simple(
-                    0,
-                    Decision::Other,
-                    "no overlap",
-                    "no overlap: least-loaded pod".into(),
-                )
-            }
-        }
-        Spec::Gaie {
-            block_size,
-            max_blocks,
-        } => {
-            let block = block_size.unwrap_or(eb);
-            let m = gaie::matched_blocks(t.model, t.request, t.next_request, block, *max_blocks);
-            let visible = (m.matched * block).min(t.next.len());
-            let decision = if m.matched > 0 {
-                Decision::Decode
-            } else {
-                Decision::Other
-            };
-            Answer {
-                router: spec.name(),
-                label: spec.name().into(),
-                version: spec.version(),
-                visible_tokens: visible,
-                units: Some(Units {
-                    unit: "bytes",
-                    matched: m.matched * block * gaie::BYTES_PER_TOKEN,
-                    input: m.input_bytes,
-                }),
-                decision,
-                why: match decision {
-                    Decision::Decode => "highest prefix score",
-                    Decision::Other => "no whole block of request k matches",
-                },
-                rule: format!(
-                    "prefix scorer {}/{} blocks of {} bytes: {} (a scorer, no P/D decider)",
-                    m.matched,
-                    m.total,
-                    block * gaie::BYTES_PER_TOKEN,
-                    if m.matched > 0 {
-                        "the pod of turn k scores highest"
-                    } else {
-                        "no pod matches"
-                    }
-                ),
-            }
-        }
-    }
+/// The answer of `spec` for one transition.
+pub fn answer(spec: &Spec, t: &TransitionView) -> Answer {
+    spec.router().answer(t)
 }
 
 /// `matched` of `input` units as the same share of `tokens`, rounded down.
-fn scaled(matched: usize, input: usize, tokens: usize) -> usize {
+pub(crate) fn scaled(matched: usize, input: usize, tokens: usize) -> usize {
     if input == 0 {
         0
     } else {

@@ -1,72 +1,28 @@
-//! `--router NAME[:key=value,...]`: which router to emulate, and its settings.
+//! `--router NAME[:key=value,...]`: which router to emulate, and its settings (each router's
+//! file reads its own).
 
-use crate::index::decider::{DeciderConfig, MAX_TOKENS};
-use crate::index::router::RouterSettings;
+use super::Router;
+use super::dynamo::Dynamo;
+use super::dynamo_approx::DynamoApprox;
+use super::gaie::Gaie;
+use super::llm_d::LlmD;
+use super::llm_d::decider::{DeciderConfig, MAX_TOKENS};
+use super::llm_d::view::RouterSettings;
+use super::llm_d_approx::LlmDApprox;
+use super::smg::Smg;
+use super::vllm_router::VllmRouter;
 
-/// Dynamo's conditional disaggregation (`--router-conditional-disagg`): the ISL-bounding
-/// policy's two limits.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Conditional {
-    pub isl_threshold: usize,
-    pub ratio: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApproxPolicy {
-    Ttl,
-    Lru,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VllmRouterPolicy {
-    CacheAware,
-    KvAware,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SglangMode {
-    Http,
-    Events,
-}
-
-/// One router emulation and its settings. A block size left out is the engine's, where the
-/// router learns it from the engine (Dynamo, smg's events, GAIE's auto-tune).
+/// One router emulation and its settings, each kept by the router's own file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Spec {
     LlmD(LlmD),
-    LlmDApprox {
-        block_size: Option<usize>,
-        decider: DeciderConfig,
-    },
-    Dynamo {
-        block_size: Option<usize>,
-        conditional: Option<Conditional>,
-    },
-    DynamoApprox {
-        policy: ApproxPolicy,
-        block_size: Option<usize>,
-    },
-    VllmRouter {
-        policy: VllmRouterPolicy,
-        threshold: f64,
-        /// `--kv-event-block-size` (kv_aware): 16 unless given.
-        block_size: usize,
-        pd: bool,
-    },
-    Sglang {
-        mode: SglangMode,
-        threshold: f64,
-        pd: bool,
-    },
-    Gaie {
-        block_size: Option<usize>,
-        max_blocks: usize,
-    },
+    LlmDApprox(LlmDApprox),
+    Dynamo(Dynamo),
+    DynamoApprox(DynamoApprox),
+    VllmRouter(VllmRouter),
+    Smg(Smg),
+    Gaie(Gaie),
 }
-
-/// llm-d's precise index and its decider (the settings of `index::router`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct LlmD(pub RouterSettings);
 
 /// The router names `--router` takes, with what each emulates.
 pub const NAMES: &[(&str, &str)] = &[
@@ -95,27 +51,26 @@ pub const NAMES: &[(&str, &str)] = &[
 ];
 
 impl Spec {
-    pub fn name(&self) -> &'static str {
+    /// The router this value configures.
+    pub fn router(&self) -> &dyn Router {
         match self {
-            Spec::LlmD(_) => "llm-d",
-            Spec::LlmDApprox { .. } => "llm-d-approx",
-            Spec::Dynamo { .. } => "dynamo",
-            Spec::DynamoApprox { .. } => "dynamo-approx",
-            Spec::VllmRouter { .. } => "vllm-router",
-            Spec::Sglang { .. } => "sglang",
-            Spec::Gaie { .. } => "gaie",
+            Spec::LlmD(r) => r,
+            Spec::LlmDApprox(r) => r,
+            Spec::Dynamo(r) => r,
+            Spec::DynamoApprox(r) => r,
+            Spec::VllmRouter(r) => r,
+            Spec::Smg(r) => r,
+            Spec::Gaie(r) => r,
         }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.router().name()
     }
 
     /// The version of the router's code the emulation follows.
     pub fn version(&self) -> &'static str {
-        match self {
-            Spec::LlmD(_) | Spec::LlmDApprox { .. } => "llm-d-router ebab687 (2026-08-21) + #2560",
-            Spec::Dynamo { .. } | Spec::DynamoApprox { .. } => "dynamo 1.6.1",
-            Spec::VllmRouter { .. } => "vllm-router 0.1.17",
-            Spec::Sglang { .. } => "smg 1.13.0",
-            Spec::Gaie { .. } => "gateway-api-inference-extension v1.5.0",
-        }
+        self.router().version()
     }
 
     /// Parse one `--router` value; `llm_d` holds the llm-d settings of the other flags
@@ -127,71 +82,13 @@ impl Spec {
         };
         let mut params = Params::parse(name, rest)?;
         let spec = match name {
-            "llm-d" => {
-                let mut s = llm_d.clone();
-                if let Some(b) = params.block_size()? {
-                    s.index.block_size = b;
-                }
-                s.decider = params.decider(s.decider)?;
-                Spec::LlmD(LlmD(s))
-            }
-            "llm-d-approx" => Spec::LlmDApprox {
-                block_size: params.block_size()?,
-                decider: params.decider(llm_d.decider)?,
-            },
-            "dynamo" => {
-                let on = params.flag("conditional_disagg")?.unwrap_or(false);
-                let isl = params.bounded("isl_threshold", 0..=MAX_TOKENS)?;
-                let ratio = params.fraction("ratio")?;
-                if !on && (isl.is_some() || ratio.is_some()) {
-                    return Err(
-                        "isl_threshold and ratio are settings of conditional_disagg=true".into(),
-                    );
-                }
-                Spec::Dynamo {
-                    block_size: params.block_size()?,
-                    conditional: on.then(|| Conditional {
-                        isl_threshold: isl.unwrap_or(2048),
-                        ratio: ratio.unwrap_or(0.7),
-                    }),
-                }
-            }
-            "dynamo-approx" => Spec::DynamoApprox {
-                policy: match params.word("policy")?.as_deref() {
-                    None | Some("ttl") => ApproxPolicy::Ttl,
-                    Some("lru") => ApproxPolicy::Lru,
-                    Some(o) => return Err(format!("policy={o}: expected ttl or lru")),
-                },
-                block_size: params.block_size()?,
-            },
-            "vllm-router" => {
-                let policy = match params.word("policy")?.as_deref() {
-                    None | Some("cache_aware") => VllmRouterPolicy::CacheAware,
-                    Some("kv_aware") => VllmRouterPolicy::KvAware,
-                    Some(o) => return Err(format!("policy={o}: expected cache_aware or kv_aware")),
-                };
-                Spec::VllmRouter {
-                    policy,
-                    threshold: params.fraction("threshold")?.unwrap_or(0.3),
-                    block_size: params.block_size()?.unwrap_or(16),
-                    pd: params.flag("pd")?.unwrap_or(false),
-                }
-            }
-            "sglang" | "smg" => Spec::Sglang {
-                mode: match params.word("mode")?.as_deref() {
-                    None | Some("http") => SglangMode::Http,
-                    Some("events") => SglangMode::Events,
-                    Some(o) => return Err(format!("mode={o}: expected http or events")),
-                },
-                threshold: params.fraction("threshold")?.unwrap_or(0.3),
-                pd: params.flag("pd")?.unwrap_or(false),
-            },
-            "gaie" => Spec::Gaie {
-                block_size: params.block_size()?,
-                max_blocks: params
-                    .bounded("max_blocks", 1..=MAX_GAIE_BLOCKS)?
-                    .unwrap_or(256),
-            },
+            "llm-d" => Spec::LlmD(LlmD::parse(&mut params, llm_d)?),
+            "llm-d-approx" => Spec::LlmDApprox(LlmDApprox::parse(&mut params, llm_d)?),
+            "dynamo" => Spec::Dynamo(Dynamo::parse(&mut params)?),
+            "dynamo-approx" => Spec::DynamoApprox(DynamoApprox::parse(&mut params)?),
+            "vllm-router" => Spec::VllmRouter(VllmRouter::parse(&mut params)?),
+            "sglang" | "smg" => Spec::Smg(Smg::parse(&mut params)?),
+            "gaie" => Spec::Gaie(Gaie::parse(&mut params)?),
             other => {
                 let known: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
                 let hint = crate::suggest::closest(other, known.iter().copied())
@@ -208,11 +105,8 @@ impl Spec {
     }
 }
 
-/// GAIE's maxPrefixBlocksToMatch at most: 2^20 blocks is 64 M tokens at its smallest block.
-pub const MAX_GAIE_BLOCKS: usize = 1 << 20;
-
 /// `key=value` pairs, each taken once by the router that reads it; what is left is unknown.
-struct Params {
+pub(crate) struct Params {
     pairs: Vec<(String, String)>,
 }
 
@@ -244,11 +138,11 @@ impl Params {
         Some(self.pairs.remove(at).1)
     }
 
-    fn word(&mut self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn word(&mut self, key: &str) -> Result<Option<String>, String> {
         Ok(self.take(key))
     }
 
-    fn number(&mut self, key: &str) -> Result<Option<usize>, String> {
+    pub(crate) fn number(&mut self, key: &str) -> Result<Option<usize>, String> {
         self.take(key)
             .map(|v| {
                 v.parse::<usize>()
@@ -257,14 +151,14 @@ impl Params {
             .transpose()
     }
 
-    fn block_size(&mut self) -> Result<Option<usize>, String> {
+    pub(crate) fn block_size(&mut self) -> Result<Option<usize>, String> {
         self.number("block_size")?
             .map(|b| crate::align::check_block_size("block_size", b))
             .transpose()
     }
 
     /// A count setting within `range`, named with its range when it is not.
-    fn bounded(
+    pub(crate) fn bounded(
         &mut self,
         key: &str,
         range: std::ops::RangeInclusive<usize>,
@@ -279,7 +173,7 @@ impl Params {
         }
     }
 
-    fn fraction(&mut self, key: &str) -> Result<Option<f64>, String> {
+    pub(crate) fn fraction(&mut self, key: &str) -> Result<Option<f64>, String> {
         self.take(key)
             .map(|v| match v.parse::<f64>() {
                 Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
@@ -288,7 +182,7 @@ impl Params {
             .transpose()
     }
 
-    fn flag(&mut self, key: &str) -> Result<Option<bool>, String> {
+    pub(crate) fn flag(&mut self, key: &str) -> Result<Option<bool>, String> {
         self.take(key)
             .map(|v| match v.as_str() {
                 "true" | "1" | "yes" | "on" => Ok(true),
@@ -298,7 +192,7 @@ impl Params {
             .transpose()
     }
 
-    fn decider(&mut self, mut d: DeciderConfig) -> Result<DeciderConfig, String> {
+    pub(crate) fn decider(&mut self, mut d: DeciderConfig) -> Result<DeciderConfig, String> {
         if let Some(n) = self.bounded("non_cached_tokens", 0..=MAX_TOKENS)? {
             d.non_cached_tokens = n;
         }
@@ -319,6 +213,8 @@ impl Params {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routers::dynamo::Conditional;
+    use crate::routers::vllm_router::VllmRouterPolicy;
 
     fn llm_d() -> RouterSettings {
         RouterSettings::default()
@@ -341,22 +237,22 @@ mod tests {
         );
         assert_eq!(
             Spec::parse("dynamo:conditional_disagg=true", &d).unwrap(),
-            Spec::Dynamo {
+            Spec::Dynamo(Dynamo {
                 block_size: None,
                 conditional: Some(Conditional {
                     isl_threshold: 2048,
                     ratio: 0.7
                 })
-            }
+            })
         );
         assert_eq!(
             Spec::parse("vllm-router:policy=kv_aware", &d).unwrap(),
-            Spec::VllmRouter {
+            Spec::VllmRouter(VllmRouter {
                 policy: VllmRouterPolicy::KvAware,
                 threshold: 0.3,
                 block_size: 16,
                 pd: false
-            }
+            })
         );
         assert_eq!(Spec::parse("smg:mode=events", &d).unwrap().name(), "sglang");
     }

@@ -11,7 +11,7 @@ use kvaudit::events::encode::encode_batch;
 use kvaudit::events::frames::write_frame;
 use kvaudit::events::msgpack::IntWidth;
 use kvaudit::events::{Batch, BatchWire, BlockRemoved, Event, EventKind, EventWire, WireHash};
-use kvaudit::index::router::generation_events;
+use kvaudit::routers::llm_d::view::generation_events;
 
 /// Where the fixtures live, from the repository root.
 pub const DIR: &str = "fixtures/events";

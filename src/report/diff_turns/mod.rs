@@ -9,7 +9,7 @@ use super::markdown::Markdown;
 use super::{Exporter, Format, Report, View};
 use crate::align::{Drift, Rewrite, Transition, Uncached};
 use crate::audit::{ConversationAudit, DiffTurnsReport, Remedy, RolloverShift};
-use crate::index::router::RouterView;
+use crate::routers::llm_d::view::RouterView;
 
 /// The JSON shape of the diff-turns report.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::json::Json;
 use super::{Exporter, Format, Report, View};
 
-use crate::index::{IndexConfig, KeyHasher};
+use crate::routers::llm_d::{IndexConfig, KeyHasher};
 
 /// The JSON shape of the `keys` report (its own schema version).
 pub const SCHEMA_VERSION: u32 = 1;

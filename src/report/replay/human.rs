@@ -5,10 +5,10 @@ use std::fmt::Write;
 use owo_colors::{OwoColorize, Stream};
 
 use super::{InputInfo, ReplayOutput};
-use crate::index::{DropReason, Reason};
 use crate::replay::ReplayReport;
 use crate::report::layout::{Column, Table, wrap_long_lines};
 use crate::report::{Exporter, Style};
+use crate::routers::llm_d::{DropReason, Reason};
 
 pub struct Human;
 

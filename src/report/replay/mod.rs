@@ -10,8 +10,8 @@ use serde::ser::SerializeMap;
 
 use super::json::Json;
 use super::{Exporter, Format, Report, View};
-use crate::index::{Counts, DropReason, SkipReason};
 use crate::replay::{EventCounts, MalformedCounts, ReplayReport};
+use crate::routers::llm_d::{Counts, DropReason, SkipReason};
 
 /// The JSON shape of the replay report.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::index::IndexConfig;
+use crate::routers::llm_d::IndexConfig;
 
 fn fixture(name: &str) -> Loaded {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,7 +25,7 @@ fn the_recommended_wiring_passes_and_is_emulated_as_written() {
     let l = fixture("recommended.yaml");
     assert_eq!(kinds(&l), vec![]);
     match l.spec(&base()).unwrap() {
-        Spec::LlmD(super::super::spec::LlmD(s)) => {
+        Spec::LlmD(LlmD(s)) => {
             assert_eq!(s.index.block_size, 16);
             assert_eq!(s.decider.non_cached_tokens, 512);
             assert_eq!(s.decider.prompt_tokens, 0);
@@ -49,7 +49,7 @@ fn the_precise_sample_at_block_64_is_flagged() {
     );
     // No P/D decider: the emulation never disaggregates, and the index is at 64.
     match l.spec(&base()).unwrap() {
-        Spec::LlmD(super::super::spec::LlmD(s)) => {
+        Spec::LlmD(LlmD(s)) => {
             assert_eq!((s.index.block_size, s.decider.non_cached_tokens), (64, 0));
         }
         other => panic!("{other:?}"),
@@ -71,13 +71,13 @@ fn the_pd_sample_reads_the_approximate_producer_with_a_threshold_of_16() {
     );
     assert_eq!(
         l.spec(&base()).unwrap(),
-        Spec::LlmDApprox {
+        Spec::LlmDApprox(LlmDApprox {
             block_size: None,
             decider: DeciderConfig {
                 non_cached_tokens: 16,
                 prompt_tokens: 0
             }
-        }
+        })
     );
 }
 
@@ -87,25 +87,25 @@ fn flag_files_select_the_routers_emulation() {
     assert_eq!(
         d,
         Loaded::Flags {
-            spec: Spec::Dynamo {
+            spec: Spec::Dynamo(Dynamo {
                 block_size: Some(64),
                 conditional: Some(Conditional {
                     isl_threshold: 2048,
                     ratio: 0.7
                 })
-            },
+            }),
             unknown: vec![]
         }
     );
     assert_eq!(kinds(&d), vec![LintKind::BlockSize]);
     assert_eq!(
         fixture("vllm-router.args").spec(&base()).unwrap(),
-        Spec::VllmRouter {
+        Spec::VllmRouter(VllmRouter {
             policy: VllmRouterPolicy::CacheAware,
             threshold: 0.5,
             block_size: 16,
             pd: false
-        }
+        })
     );
 }
 

@@ -1,21 +1,16 @@
 //! llm-d's precise prefix index, emulated: how KV events become index entries, what is
 //! skipped and why, and what a lookup finds (reference/llm-d.md §1–§5).
 
-pub mod decider;
-pub mod hash;
-pub mod reasons;
-pub mod router;
-pub mod stats;
-
 use rustc_hash::FxHashMap;
 
+use super::hash::{HashAlgo, KeyHasher, KeyMemo};
+use super::reasons::{DropReason, SkipReason};
+use super::stats;
+use super::stats::Stats;
 use crate::events::msgpack::{IntWidth, short_eq};
 use crate::events::{
     Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash,
 };
-pub use hash::{HashAlgo, KeyHasher, KeyMemo};
-pub use reasons::{DropReason, Reason, SkipReason};
-pub use stats::{Counts, Stats};
 
 /// Which llm-d behaviour to reproduce for events shorter than one index block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -94,7 +94,7 @@ impl fmt::Display for Rule {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decision {
+pub struct Outcome {
     pub verdict: Verdict,
     pub rule: Rule,
     pub input_tokens: usize,
@@ -108,7 +108,7 @@ pub fn decide(
     input_tokens: usize,
     cached_block_count: usize,
     block_size: usize,
-) -> Decision {
+) -> Outcome {
     let cached_tokens = cached_block_count * block_size;
     let non_cached = input_tokens.saturating_sub(cached_tokens);
     let (verdict, rule) = if cfg.non_cached_tokens == 0 {
@@ -122,7 +122,7 @@ pub fn decide(
     } else {
         (Verdict::PrefillDecode, Rule::TooManyUncached)
     };
-    Decision {
+    Outcome {
         verdict,
         rule,
         input_tokens,

@@ -1,4 +1,4 @@
-//! NVIDIA Dynamo 1.6.1's KV index fed by vLLM's events (reference/routers.md §1): per
+//! NVIDIA Dynamo 1.6.1's KV index (its radix tree) fed by vLLM's events (reference/routers.md §1): per
 //! worker, a tree of blocks keyed by a position-independent hash of each block's tokens,
 //! parents resolved through the engine's own block hashes. A block whose event's block
 //! size is not the router's ends the store (`create_stored_blocks`), and a store whose
@@ -79,7 +79,7 @@ impl Worker {
 
 /// What happened to the events, as Dynamo's normalizer and tree count them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Stats {
+pub struct TreeStats {
     pub stores_applied: u64,
     pub stores_skipped: BTreeMap<&'static str, u64>,
     pub blocks_indexed: u64,
@@ -92,24 +92,24 @@ pub struct Stats {
 
 /// One Dynamo indexer at one block size.
 #[derive(Debug)]
-pub struct Index {
+pub struct RadixTree {
     /// Its block size; none until the first stored event gives the engine's, when it was
     /// not set (Dynamo's publisher takes the engine's).
     pub block_size: Option<usize>,
     workers: FxHashMap<String, Worker>,
-    pub stats: Stats,
+    pub stats: TreeStats,
 }
 
-fn skip(stats: &mut Stats, reason: &'static str) {
+fn skip(stats: &mut TreeStats, reason: &'static str) {
     *stats.stores_skipped.entry(reason).or_default() += 1;
 }
 
-impl Index {
-    pub fn new(block_size: Option<usize>) -> Index {
-        Index {
+impl RadixTree {
+    pub fn new(block_size: Option<usize>) -> RadixTree {
+        RadixTree {
             block_size,
             workers: FxHashMap::default(),
-            stats: Stats::default(),
+            stats: TreeStats::default(),
         }
     }
 
@@ -193,7 +193,7 @@ fn device(medium: Option<&str>) -> bool {
     medium.is_none_or(|m| m.is_empty() || m.eq_ignore_ascii_case("gpu"))
 }
 
-fn store(w: &mut Worker, stats: &mut Stats, block_size: usize, s: &BlockStored) {
+fn store(w: &mut Worker, stats: &mut TreeStats, block_size: usize, s: &BlockStored) {
     if let Some(kind) = s.kv_cache_spec_kind.as_deref()
         && !matches!(
             kind,
@@ -254,7 +254,7 @@ fn store(w: &mut Worker, stats: &mut Stats, block_size: usize, s: &BlockStored) 
 mod tests {
     use super::*;
     use crate::events::{Event, EventWire};
-    use crate::index::router::generation_events;
+    use crate::routers::llm_d::view::generation_events;
 
     #[test]
     fn local_hash_test_vector() {
@@ -263,8 +263,8 @@ mod tests {
         assert_eq!(local_hash(&tokens), 16_863_443_419_780_771_464);
     }
 
-    fn fed(block: usize, prompt: usize, held: &[u32], engine: usize) -> Index {
-        let mut index = Index::new(Some(block));
+    fn fed(block: usize, prompt: usize, held: &[u32], engine: usize) -> RadixTree {
+        let mut index = RadixTree::new(Some(block));
         for ev in generation_events(prompt, held, engine) {
             let batch = Batch {
                 ts: 0.0,
@@ -308,7 +308,7 @@ mod tests {
             let mut after = held[..keep].to_vec();
             after.extend((0..next() % 40).map(|_| (next() % 7) as u32));
             let index = fed(16, prompt, &held, 16);
-            let t = crate::routers::Turn {
+            let t = crate::routers::TransitionView {
                 prompt_tokens: prompt,
                 held: &held,
                 next: &after,
@@ -316,6 +316,7 @@ mod tests {
                 next_request: &[],
                 engine_block_size: 16,
                 model: "m",
+                index_view: None,
             };
             assert_eq!(
                 index.lookup_tokens("w", &after),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::decider::{DeciderConfig, Decision, decide};
+use super::decider::{DeciderConfig, Outcome, decide};
 use super::{Index, IndexConfig};
 use crate::events::msgpack::IntWidth;
 use crate::events::{
@@ -40,7 +40,7 @@ pub struct RouterView {
     pub index_visible_tokens: usize,
     pub events_emitted: usize,
     pub events_skipped: BTreeMap<&'static str, u64>,
-    pub decision: Decision,
+    pub decision: Outcome,
 }
 
 const POD: &str = "decode-0";
@@ -205,7 +205,7 @@ impl<'s> Simulator<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::Profile;
+    use crate::routers::llm_d::Profile;
 
     #[test]
     fn engine_hash_is_the_xxh3_of_the_parent_and_token_bytes() {
