@@ -268,6 +268,24 @@ pub struct DiffTurnsReport {
 }
 
 impl DiffTurnsReport {
+    /// The run's error when a conversation could not be audited: the first one's, alone when
+    /// it is the only error and its conversation is reported up to the refused request, else
+    /// with the count.
+    pub fn first_error(&self) -> Option<anyhow::Error> {
+        let e = self.errors.first()?;
+        if self.errors.len() == 1 && e.partial {
+            return Some(anyhow::anyhow!("{}: {}", e.source, e.message));
+        }
+        let unaudited = self.errors.iter().filter(|e| !e.partial).count();
+        Some(anyhow::anyhow!(
+            "{} of {} conversations could not be audited; the first, {}: {}",
+            self.errors.len(),
+            unaudited + self.conversations.len(),
+            e.source,
+            e.message
+        ))
+    }
+
     /// A rewrite point per diverging transition, and a date-rollover finding per transition
     /// whose next prompt diverges when rendered a day later.
     pub fn findings(&self) -> Vec<Finding> {

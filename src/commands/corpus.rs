@@ -4,44 +4,16 @@ use std::sync::OnceLock;
 use anyhow::{Result, bail};
 
 use super::Outcome;
-use super::settings::{audit_settings, corpus_settings, router_settings, row_format, style};
+use super::settings::{CorpusRun, style};
 use crate::audit::{self, Auditor};
 use crate::cli::CorpusArgs;
-use crate::corpus::input::{Rows, Selection};
+use crate::corpus::input::Rows;
 use crate::corpus::{self, Hooks, PerTransition};
 use crate::{output, report};
 
 pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    super::settings::stdin_at_most_once(&args.files, "-")?;
-    let mut settings = audit_settings(&args.rendering, args.model.template_name.clone())?;
-    let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
-    super::note_cached_model(&files, args.model.offline);
-    // Outputs over inputs are refused before any output is opened (the corpus itself, a
-    // model file, or the HTML and per-transition files on each other).
-    let inputs = super::settings::model_inputs(&args.model, &files)
-        .into_iter()
-        .chain(args.files.iter().cloned());
-    output::check_outputs(
-        inputs,
-        args.per_transition
-            .iter()
-            .chain(&args.html)
-            .chain(&args.partial),
-    )?;
-    if args.partial.is_some() {
-        corpus::partial::check_selection(args.sample.is_some(), args.limit.is_some())?;
-    }
-    let corpus_settings = corpus_settings(args, &files)?;
-    settings.align.block_sizes = corpus_settings.block_sizes.clone();
-    settings.align.sides = crate::align::Sides::Skip;
-    settings.remedies = args.remedies;
-    if !args.no_router {
-        let llm_d = router_settings(&args.router, &args.model.model)?;
-        settings.routers = super::settings::router_specs(&args.router, &llm_d)?;
-        settings.router = Some(llm_d);
-    } else if !args.router.routers.is_empty() {
-        bail!("--router and --no-router ask for opposite things: give one");
-    }
+    let run = CorpusRun::from_args(args, &mut super::terminal::stderr_line)?;
+    let (settings, files, corpus_settings) = (&run.audit, &run.files, &run.corpus);
     // Without a per-transition file, the tokenizer loads on a thread of its own while the
     // workers render the first rows. With one, it loads first (which once kept a model that
     // fails to load from leaving an emptied file; the atomic output does that now, but the
@@ -49,15 +21,15 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let ahead = args
         .per_transition
         .is_none()
-        .then(|| audit::PlanAhead::new(&files, &settings));
+        .then(|| audit::PlanAhead::new(files, settings));
     let tok_slot = OnceLock::new();
     let auditor_slot: OnceLock<Result<Auditor>> = OnceLock::new();
     let make_auditor = || {
-        let tok = audit::tokenizer_for(&files, settings.plan.server)?;
+        let tok = audit::tokenizer_for(files, settings.plan.server)?;
         let tok = tok_slot.get_or_init(|| tok);
         // Built here rather than by the first row to need them, while the workers render.
         tok.prepare_encoders();
-        Auditor::adopting(&files, tok, &settings, ahead.as_ref())
+        Auditor::adopting(files, tok, settings, ahead.as_ref())
     };
     if ahead.is_none() {
         let _ = auditor_slot.set(make_auditor());
@@ -65,15 +37,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             return Err(take_error(auditor_slot));
         }
     }
-    let rows = Rows::new(
-        args.files.clone(),
-        row_format(args.format_in),
-        Selection {
-            limit: args.limit,
-            sample: args.sample.map(|n| (n, args.seed)),
-            parquet: corpus_settings.parquet_limits,
-        },
-    );
+    let rows = Rows::new(args.files.clone(), run.row_format, run.selection);
     if let Some(e) = rows.open_error.as_ref() {
         bail!("{e}: {}", e.source);
     }
@@ -113,7 +77,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
                 corpus::AuditorAt::Ready(auditor),
                 rows,
                 summary,
-                &corpus_settings,
+                corpus_settings,
                 hooks,
             )
         }
@@ -136,7 +100,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
                 },
                 rows,
                 summary,
-                &corpus_settings,
+                corpus_settings,
                 hooks,
             )
         }),
@@ -154,14 +118,16 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     // skipped rows count in the merge.
     let nothing = (report.tally.conversations == 0).then(|| nothing_audited(&report));
     if let Some(path) = &args.partial {
-        let run = partial_run_settings(&settings, &files);
-        let partial = corpus::partial::Partial::new(&report, run)?;
+        let partial = corpus::partial::Partial::new(
+            &report,
+            corpus::partial::RunSettings::new(settings, files),
+        )?;
         output::write(path, &partial.to_bytes()?)?;
     }
     if let Some(e) = nothing.as_ref().filter(|_| args.partial.is_some()) {
         // Only this shard: the merge decides whether the run audited anything.
         super::terminal::stderr_line(&format!("note: {e}; its partial is written"));
-        return print_report(&report, args.format.into(), out, None);
+        return print_report(&report, run.format, out, None);
     }
     if nothing.is_none() {
         let mut html = match &args.html {
@@ -187,7 +153,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             file.commit()?;
         }
     }
-    print_report(&report, args.format.into(), out, nothing)
+    print_report(&report, run.format, out, nothing)
 }
 
 /// The report on standard output in `format`, then the outcome: `nothing` (no conversation
@@ -208,45 +174,6 @@ pub(super) fn print_report(
     } else {
         Outcome::Clean
     })
-}
-
-/// What a shard's numbers depend on beyond the corpus settings (see
-/// [`corpus::partial::RunSettings`]).
-fn partial_run_settings(
-    settings: &audit::AuditSettings,
-    files: &crate::model::ModelFiles,
-) -> corpus::partial::RunSettings {
-    use crate::model::ChatTemplates;
-    let texts: Vec<&str> = match &files.templates {
-        ChatTemplates::None => Vec::new(),
-        ChatTemplates::Single { text, .. } => vec![text],
-        ChatTemplates::Named { templates, .. } => templates.iter().map(|(_, t)| &**t).collect(),
-    };
-    let clock_read = texts
-        .iter()
-        .any(|t| crate::render::inspect_switches(t).1.strftime_now);
-    let clock = format!("{:?}", settings.clock);
-    let model_files = {
-        use sha2::{Digest, Sha256};
-        let described = serde_json::json!({
-            "templates": match &files.templates {
-                ChatTemplates::None => serde_json::Value::Null,
-                ChatTemplates::Single { text, .. } => serde_json::json!(text),
-                ChatTemplates::Named { templates, .. } => serde_json::json!(templates),
-            },
-            "special_tokens": files.special_tokens,
-            "stop_token_ids": files.stop_token_ids,
-        });
-        format!("{:x}", Sha256::digest(described.to_string().as_bytes()))
-    };
-    let mut without_clock = settings.clone();
-    without_clock.clock = crate::render::Clock::Fixed(Default::default());
-    corpus::partial::RunSettings {
-        audit: format!("{without_clock:?}"),
-        clock,
-        clock_read,
-        model_files,
-    }
 }
 
 /// The error a failed auditor left in its slot, whole.
@@ -356,19 +283,14 @@ mod tests {
         let Command::Corpus(args) = cli.command else {
             panic!("not the corpus command");
         };
-        let mut settings = audit_settings(&args.rendering, None).unwrap();
-        let files = audit::resolve_model(&super::super::settings::model_spec(&args.model)).unwrap();
-        let corpus_settings = corpus_settings(&args, &files).unwrap();
-        settings.align.block_sizes = corpus_settings.block_sizes.clone();
-        settings.align.sides = crate::align::Sides::Skip;
-        let llm_d = router_settings(&args.router, &args.model.model).unwrap();
-        settings.routers = super::super::settings::router_specs(&args.router, &llm_d).unwrap();
-        settings.router = Some(llm_d);
+        let corpus_run = CorpusRun::from_args(&args, &mut |line| panic!("{line}")).unwrap();
+        let (settings, files, corpus_settings) =
+            (&corpus_run.audit, &corpus_run.files, &corpus_run.corpus);
         let rows = || {
             Rows::new(
                 args.files.clone(),
-                row_format(args.format_in),
-                Selection::default(),
+                corpus_run.row_format,
+                corpus_run.selection,
             )
         };
         let export = |r: Result<corpus::CorpusReport>| {
@@ -384,18 +306,18 @@ mod tests {
                 rows: rows(),
                 taken_all,
             };
-            corpus::run(at, rows, summary, &corpus_settings, no_hooks())
+            corpus::run(at, rows, summary, corpus_settings, no_hooks())
         };
         let taken_all = AtomicBool::new(false);
         let tok = crate::tokenize::Tokenizer::from_file(&files.tokenizer_path).unwrap();
-        let auditor = Auditor::new(&files, &tok, &settings).unwrap();
+        let auditor = Auditor::new(files, &tok, settings).unwrap();
         let ready = export(run(corpus::AuditorAt::Ready(&auditor), &taken_all));
         assert!(ready.contains("\"not_json\": 2"), "{ready}");
 
         // The auditor arrives only once every row has been taken: all were taken ahead, and
         // all but the tool-call rows rendered.
         let taken_all = AtomicBool::new(false);
-        let ahead = audit::PlanAhead::new(&files, &settings);
+        let ahead = audit::PlanAhead::new(files, settings);
         let conv = |text: &str| {
             crate::corpus::input::Raw {
                 source: "row".into(),
@@ -415,7 +337,7 @@ mod tests {
                     std::thread::yield_now();
                 }
                 let guard = SetOnDrop(&slot);
-                let _ = slot.set(Auditor::adopting(&files, &tok, &settings, Some(&ahead)));
+                let _ = slot.set(Auditor::adopting(files, &tok, settings, Some(&ahead)));
                 drop(guard);
             });
             let at = corpus::AuditorAt::Loading {

@@ -48,15 +48,21 @@ pub fn color_wanted(
 /// On stderr, when a Hub id was answered from the cache without asking the Hub: the user
 /// should know the revision may have moved since (`kvaudit fetch --force` checks).
 pub fn note_cached_model(files: &crate::model::ModelFiles, offline_flag: bool) {
-    if let Some(f) = files.fetched.as_ref().filter(|f| f.from_cache) {
-        let offline =
-            crate::model::HubSettings::from_env(offline_flag).map_or(offline_flag, |s| s.offline);
-        let id = files
-            .source
-            .split_once('@')
-            .map_or(&*files.source, |(id, _)| id);
-        terminal::stderr_line(&format!("note: {}", fetch::resolution(id, f, offline)));
+    if let Some(note) = cached_model_note(files, offline_flag) {
+        terminal::stderr_line(&format!("note: {note}"));
     }
+}
+
+/// What [`note_cached_model`] prints, for a command that prints its notes itself.
+pub fn cached_model_note(files: &crate::model::ModelFiles, offline_flag: bool) -> Option<String> {
+    let f = files.fetched.as_ref().filter(|f| f.from_cache)?;
+    let offline =
+        crate::model::HubSettings::from_env(offline_flag).map_or(offline_flag, |s| s.offline);
+    let id = files
+        .source
+        .split_once('@')
+        .map_or(&*files.source, |(id, _)| id);
+    Some(fetch::resolution(id, f, offline))
 }
 
 #[cfg(test)]

@@ -49,6 +49,46 @@ pub struct RunSettings {
     pub model_files: String,
 }
 
+impl RunSettings {
+    /// What a shard's numbers depend on beyond the corpus settings.
+    pub fn new(
+        settings: &crate::audit::AuditSettings,
+        files: &crate::model::ModelFiles,
+    ) -> RunSettings {
+        use crate::model::ChatTemplates;
+        let texts: Vec<&str> = match &files.templates {
+            ChatTemplates::None => Vec::new(),
+            ChatTemplates::Single { text, .. } => vec![text],
+            ChatTemplates::Named { templates, .. } => templates.iter().map(|(_, t)| &**t).collect(),
+        };
+        let clock_read = texts
+            .iter()
+            .any(|t| crate::render::inspect_switches(t).1.strftime_now);
+        let clock = format!("{:?}", settings.clock);
+        let model_files = {
+            use sha2::{Digest, Sha256};
+            let described = serde_json::json!({
+                "templates": match &files.templates {
+                    ChatTemplates::None => serde_json::Value::Null,
+                    ChatTemplates::Single { text, .. } => serde_json::json!(text),
+                    ChatTemplates::Named { templates, .. } => serde_json::json!(templates),
+                },
+                "special_tokens": files.special_tokens,
+                "stop_token_ids": files.stop_token_ids,
+            });
+            format!("{:x}", Sha256::digest(described.to_string().as_bytes()))
+        };
+        let mut without_clock = settings.clone();
+        without_clock.clock = crate::render::Clock::Fixed(Default::default());
+        RunSettings {
+            audit: format!("{without_clock:?}"),
+            clock,
+            clock_read,
+            model_files,
+        }
+    }
+}
+
 /// One shard's result. Only kvaudit writes partials: a field it does not write is refused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
