@@ -1,7 +1,9 @@
 //! The diff-turns pipeline: model files → rendered turns → tokens → alignment.
 
+mod error;
 mod remedies;
 
+pub use error::{AuditError, FailureKind, hit_limit};
 pub use remedies::{ConversationRemedies, Remedy, RemedyKind, TransitionRemedies};
 
 use std::path::{Path, PathBuf};
@@ -250,14 +252,6 @@ pub struct ConversationError {
     /// The server refuses one of its requests: the ones before it are audited (the
     /// conversation is also in the report's conversations).
     pub partial: bool,
-}
-
-/// Whether `e` is, or was caused by, a render that went past one of kvaudit's limits.
-pub fn hit_limit(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<crate::render::RenderError>()
-            .is_some_and(crate::render::RenderError::is_limit)
-    })
 }
 
 #[derive(Debug, Clone)]
@@ -530,13 +524,9 @@ pub fn diff_turns_with_progress(
             }
             Err(e) => errors.push(ConversationError {
                 source: conv.source.clone(),
-                limit: hit_limit(&e),
+                limit: e.hit_limit(),
                 partial: false,
-                message: e
-                    .chain()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(": "),
+                message: e.message(),
             }),
         }
     }
@@ -638,8 +628,13 @@ impl<'a> Auditor<'a> {
     }
 
     /// One conversation, exactly as `diff-turns` audits it.
-    pub fn audit(&self, conv: &Conversation) -> Result<ConversationAudit> {
-        audit_conversation(&self.planner, self.tok, conv, self.settings)
+    pub fn audit(&self, conv: &Conversation) -> Result<ConversationAudit, AuditError> {
+        Ok(audit_conversation(
+            &self.planner,
+            self.tok,
+            conv,
+            self.settings,
+        )?)
     }
 
     /// [`audit`](Self::audit) of a conversation [`PlanAhead`] has rendered already.
@@ -647,8 +642,14 @@ impl<'a> Auditor<'a> {
         &self,
         conv: &Conversation,
         planned: Planned,
-    ) -> Result<ConversationAudit> {
-        audit_planned(&self.planner, self.tok, conv, planned, self.settings)
+    ) -> Result<ConversationAudit, AuditError> {
+        Ok(audit_planned(
+            &self.planner,
+            self.tok,
+            conv,
+            planned,
+            self.settings,
+        )?)
     }
 
     /// The request a client sends for a conversation that ends with the prompt to send

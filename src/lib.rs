@@ -6,6 +6,7 @@ pub mod capture;
 pub mod cli;
 pub mod commands;
 pub mod corpus;
+pub mod error;
 pub mod events;
 pub mod finding;
 pub mod gate;

@@ -89,13 +89,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            // Each error in the chain says only its own part (none prints its source), so
-            // the chain joined is the whole story, once.
-            let line = e
-                .chain()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(": ");
+            let line = kvaudit::error::chain_text(&e);
             terminal::stderr_line(&format!("error: {line}"));
             ExitCode::from(2)
         }

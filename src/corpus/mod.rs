@@ -288,40 +288,6 @@ pub struct PerTransition<'h> {
     pub out: &'h mut (dyn Write + Send),
 }
 
-/// The reason a conversation that was read could not be audited, from the error's type.
-fn failure_reason(e: &anyhow::Error) -> &'static str {
-    use crate::align::AlignError;
-    use crate::render::reply::PlanError;
-    use crate::tokenize::TokenizeError;
-    for cause in e.chain() {
-        if let Some(p) = cause.downcast_ref::<PlanError>() {
-            return match p {
-                PlanError::TooLarge { .. } => "too_large",
-                PlanError::Server { .. } => "server_refused",
-                PlanError::Shape(_) => "invalid_conversation",
-                PlanError::Render { .. } => "template_error",
-            };
-        }
-        if cause.is::<TokenizeError>() {
-            return "tokenizer_error";
-        }
-        if let Some(a) = cause.downcast_ref::<AlignError>() {
-            return match a {
-                AlignError::Tokenize(_) => "tokenizer_error",
-                _ => "reply_ids_mismatch",
-            };
-        }
-    }
-    "audit_error"
-}
-
-fn error_text(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
-}
-
 impl Tally {
     fn new(settings: &CorpusSettings) -> Tally {
         Tally {
@@ -819,7 +785,7 @@ where
             }
             Err(e) => tally
                 .skipped
-                .add(failure_reason(&e), order, source, Some(error_text(&e))),
+                .add(e.kind().as_str(), order, source, Some(e.message())),
         }
         finish(tally, order, out_lines);
     };

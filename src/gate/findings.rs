@@ -79,7 +79,7 @@ pub fn audit_with(
         limit: None,
     };
     if let Err(e) = audit::check_special_tokens(files, tok) {
-        a.fatal = Some((Code::SpecialTokenMissing, chain(&e)));
+        a.fatal = Some((Code::SpecialTokenMissing, crate::error::chain_text(&e)));
         return a;
     }
     match audit::diff_turns(files, tok, conversations, settings) {
@@ -91,17 +91,10 @@ pub fn audit_with(
                 .map(|e| format!("{}: {}", e.source, e.message));
             a.report = Some(r);
         }
-        Err(e) if audit::hit_limit(&e) => a.limit = Some(chain(&e)),
-        Err(e) => a.fatal = Some((Code::TemplateError, chain(&e))),
+        Err(e) if audit::hit_limit(&e) => a.limit = Some(crate::error::chain_text(&e)),
+        Err(e) => a.fatal = Some((Code::TemplateError, crate::error::chain_text(&e))),
     }
     a
-}
-
-fn chain(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
 }
 
 impl Audited {

@@ -1,0 +1,108 @@
+//! Why a conversation could not be audited, decided where the audit fails and carried with
+//! the error, so that reports count it without reading the error again.
+
+use crate::align::AlignError;
+use crate::render::RenderError;
+use crate::render::reply::PlanError;
+use crate::tokenize::TokenizeError;
+
+/// The kind of a failed audit: the first cause in the error's chain kvaudit knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The conversation is past one of kvaudit's size limits.
+    TooLarge,
+    /// The server profile refuses a request.
+    ServerRefused,
+    InvalidConversation,
+    TemplateError,
+    TokenizerError,
+    /// The reply's ids do not come back from its text.
+    ReplyIdsMismatch,
+    Other,
+}
+
+impl FailureKind {
+    /// The name reports count it under.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::TooLarge => "too_large",
+            FailureKind::ServerRefused => "server_refused",
+            FailureKind::InvalidConversation => "invalid_conversation",
+            FailureKind::TemplateError => "template_error",
+            FailureKind::TokenizerError => "tokenizer_error",
+            FailureKind::ReplyIdsMismatch => "reply_ids_mismatch",
+            FailureKind::Other => "audit_error",
+        }
+    }
+}
+
+/// A conversation's audit that failed: the error as it was, its kind, and whether a render
+/// went past one of kvaudit's limits.
+#[derive(Debug)]
+pub struct AuditError {
+    kind: FailureKind,
+    limit: bool,
+    error: anyhow::Error,
+}
+
+impl AuditError {
+    pub fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// kvaudit refused to evaluate the template ([`RenderError::is_limit`]).
+    pub fn hit_limit(&self) -> bool {
+        self.limit
+    }
+
+    /// The error and its causes, as a person reads them.
+    pub fn message(&self) -> String {
+        crate::error::chain_text(&self.error)
+    }
+
+    /// The error as it was raised, every cause in place.
+    pub fn into_inner(self) -> anyhow::Error {
+        self.error
+    }
+}
+
+impl From<anyhow::Error> for AuditError {
+    fn from(error: anyhow::Error) -> AuditError {
+        AuditError {
+            kind: kind_of(&error),
+            limit: hit_limit(&error),
+            error,
+        }
+    }
+}
+
+fn kind_of(e: &anyhow::Error) -> FailureKind {
+    for cause in e.chain() {
+        if let Some(p) = cause.downcast_ref::<PlanError>() {
+            return match p {
+                PlanError::TooLarge { .. } => FailureKind::TooLarge,
+                PlanError::Server { .. } => FailureKind::ServerRefused,
+                PlanError::Shape(_) => FailureKind::InvalidConversation,
+                PlanError::Render { .. } => FailureKind::TemplateError,
+            };
+        }
+        if cause.is::<TokenizeError>() {
+            return FailureKind::TokenizerError;
+        }
+        if let Some(a) = cause.downcast_ref::<AlignError>() {
+            return match a {
+                AlignError::Tokenize(_) => FailureKind::TokenizerError,
+                _ => FailureKind::ReplyIdsMismatch,
+            };
+        }
+    }
+    FailureKind::Other
+}
+
+/// Whether `e` is, or was caused by, a render that went past one of kvaudit's limits.
+pub fn hit_limit(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<RenderError>()
+            .is_some_and(RenderError::is_limit)
+    })
+}
