@@ -62,9 +62,10 @@ fn replay_findings_carry_their_counts() {
 
 #[test]
 fn diff_turns_findings_are_rewrite_points() {
-    use kvaudit::audit::{self, AuditSettings, ModelSpec};
+    use kvaudit::audit::{self, AuditSettings};
+    use kvaudit::model::{ModelSpec, resolve_model};
     let dir = env!("CARGO_MANIFEST_DIR");
-    let files = audit::resolve_model(&ModelSpec {
+    let files = resolve_model(&ModelSpec {
         model: format!("{dir}/fixtures/models/tiny-think"),
         ..ModelSpec::default()
     })

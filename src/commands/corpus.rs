@@ -25,7 +25,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let tok_slot = OnceLock::new();
     let auditor_slot: OnceLock<Result<Auditor>> = OnceLock::new();
     let make_auditor = || {
-        let tok = audit::tokenizer_for(files, settings.plan.server)?;
+        let tok = crate::model::tokenizer_for(files, settings.plan.server)?;
         let tok = tok_slot.get_or_init(|| tok);
         // Built here rather than by the first row to need them, while the workers render.
         tok.prepare_encoders();

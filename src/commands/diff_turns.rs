@@ -8,7 +8,7 @@ use crate::report;
 
 pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let s = DiffTurnsSettings::from_args(args, &mut super::terminal::stderr_line)?;
-    let tok = audit::tokenizer_for(&s.files, s.audit.plan.server)?;
+    let tok = crate::model::tokenizer_for(&s.files, s.audit.plan.server)?;
     let spinner = super::progress::Spinner::start("rendering");
     let n = s.conversations.len();
     let report =

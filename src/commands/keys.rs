@@ -4,8 +4,9 @@ use anyhow::{Result, bail};
 
 use super::Outcome;
 use super::settings::{audit_settings, conversations, ignored_input_warnings, index_config};
-use crate::audit::{self, ModelSpec};
+use crate::audit;
 use crate::cli::KeysArgs;
+use crate::model::ModelSpec;
 use crate::report::keys::KeysReport;
 
 pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
@@ -19,7 +20,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         .clone()
         .map(|n| (n, "--model-name".to_string()));
     let sequences: Vec<(String, Vec<u32>)> = if let Some(model) = &args.model {
-        let files = audit::resolve_model(&ModelSpec {
+        let files = crate::model::resolve_model(&ModelSpec {
             model: model.clone(),
             offline: args.offline,
             template: args.template.clone(),
@@ -32,7 +33,7 @@ pub fn run(args: &KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             super::terminal::stderr_line(&format!("warning: {warning}"));
         }
         let settings = audit_settings(&args.conversation.rendering, None)?;
-        let tok = audit::tokenizer_for(&files, settings.plan.server)?;
+        let tok = crate::model::tokenizer_for(&files, settings.plan.server)?;
         if model_name.is_none() {
             model_name = files.served_name(model);
         }

@@ -14,9 +14,9 @@ pub fn run(args: &RenderArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     )?;
     let selection = render_selection(args.prompt, args.held)?;
     let conversations = conversations(&args.conversation)?;
-    let files = audit::resolve_model(&super::settings::model_spec(&args.model))?;
+    let files = crate::model::resolve_model(&super::settings::model_spec(&args.model))?;
     super::note_cached_model(&files, args.model.offline);
-    let tok = audit::tokenizer_for(&files, settings.plan.server)?;
+    let tok = crate::model::tokenizer_for(&files, settings.plan.server)?;
     let rendered = audit::render_conversations(
         &files,
         &tok,

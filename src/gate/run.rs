@@ -12,7 +12,8 @@ use super::findings::{self, Audited};
 use super::lock::Lock;
 use super::{BaselineSummary, CheckReport, ModelSummary};
 use crate::align::AlignOptions;
-use crate::audit::{self, AuditSettings, ModelSpec};
+use crate::audit::{self, AuditSettings};
+use crate::model::ModelSpec;
 use crate::render::reply::PlanOptions;
 use crate::render::{Clock, Conversation};
 
@@ -225,7 +226,7 @@ fn audit_model(
     {
         return Err(anyhow!("template {}: not a readable file", t.display())).with_context(context);
     }
-    let files = audit::resolve_model(&ModelSpec {
+    let files = crate::model::resolve_model(&ModelSpec {
         model: m.source.clone(),
         revision: None,
         offline: options.offline,
@@ -234,7 +235,7 @@ fn audit_model(
         progress: options.progress,
     })
     .with_context(context)?;
-    let tok = audit::tokenizer_for(&files, m.server).with_context(context)?;
+    let tok = crate::model::tokenizer_for(&files, m.server).with_context(context)?;
     // Routers asked about need the simulated events too: the llm-d settings configured, or
     // llm-d's defaults (whose own findings stay off without [gate] router).
     let router = gate

@@ -3,6 +3,7 @@
 
 pub mod gguf;
 mod hub;
+mod resolve;
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,7 @@ pub use hub::{
     Fetched, HubSettings, fetch as fetch_from_hub, fetch_detailed, is_hub_id, redact_url,
     transport_words,
 };
+pub use resolve::{ModelSpec, resolve_model, tokenizer_for};
 
 /// Files kvaudit reads from a model repository; the first two are required.
 pub const MODEL_FILES: [&str; 6] = [

@@ -363,8 +363,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Where the model's files come from (`--model`, `--revision`, `--offline`, overrides).
-pub fn model_spec(args: &crate::cli::ModelArgs) -> audit::ModelSpec {
-    audit::ModelSpec {
+pub fn model_spec(args: &crate::cli::ModelArgs) -> crate::model::ModelSpec {
+    crate::model::ModelSpec {
         model: args.model.clone(),
         revision: args.revision.clone(),
         offline: args.offline,
