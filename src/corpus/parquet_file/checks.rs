@@ -1,25 +1,15 @@
-//! Parquet corpus files (Hugging Face datasets: `messages`, WildChat/LMSYS `conversation`,
-//! ShareGPT `conversations` columns), read a row at a time through the parquet crate's record
-//! reader (no Arrow): a row group's pages are read and decompressed as its rows are taken, so
-//! memory follows the pages of one row group, not the file. Each row becomes the JSON object
-//! of its columns, which the corpus reads as it reads a JSONL row.
-//!
-//! A Parquet file is untrusted like any input. Before the crate reads it, its footer length
-//! is checked against the file, and every page header of every column chunk is read here (a
-//! small reader of Thrift's compact protocol) and checked: sizes within the chunk and below
-//! the limits, so no page makes the crate allocate past them, and a gzip page does not
-//! inflate past the size its header states (the crate inflates gzip to the end). Whatever the
-//! crate still meets (a bad encoding deep in a page) is an error of the file, panics included.
+//! The checks a Parquet file passes before the crate reads a row of it: its footer, its
+//! schema and every page header, against [`Limits`].
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 
 use parquet::basic::Compression as Codec;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use parquet::record::reader::RowIter;
 
-/// The first and last four bytes of every Parquet file.
-pub const MAGIC: &[u8; 4] = b"PAR1";
+use super::thrift::{Compact, Encoded, MAX_PAGE_HEADER_BYTES, PageKind};
+use super::{Limits, MAGIC, invalid};
+
 /// The footer (the file's metadata, Thrift-encoded) is read whole before anything else, and
 /// the crate builds a structure per column chunk from it: real footers are kilobytes to a few
 /// megabytes.
@@ -34,158 +24,11 @@ const VALUE_OVERHEAD: u64 = 64;
 /// What one row costs besides its values (its assembly, its JSON text, its audit or skip),
 /// counted as bytes of work: a file of tiny rows reaches its budget by rows.
 const ROW_OVERHEAD: u64 = 512;
-
-/// How much one Parquet file may make kvaudit do, each checked from the footer and the page
-/// headers before any row is read (`corpus --parquet-limit KEY=SIZE` raises one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// All the file's pages decompressed plus the rows made of them, counting each dictionary
-    /// reference at its longest entry: the work the file asks for.
-    pub file_bytes: u64,
-    /// The same for one row group, which bounds one row (a row never spans row groups), and
-    /// its pages decompressed: what reading it may hold at once.
-    pub row_group_bytes: u64,
-    /// Fields its schema declares (the crate builds a column reader per leaf).
-    pub columns: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            file_bytes: 4 << 30,
-            row_group_bytes: 256 << 20,
-            columns: 4096,
-        }
-    }
-}
-
-impl Limits {
-    /// The keys `--parquet-limit` takes, with what each bounds.
-    pub const KEYS: [(&'static str, &'static str); 3] = [
-        (
-            "file_bytes",
-            "pages decompressed plus rows made, in one file",
-        ),
-        (
-            "row_group_bytes",
-            "the same in one row group (bounds one row)",
-        ),
-        ("columns", "fields the schema declares"),
-    ];
-
-    /// Sets one limit from `KEY=VALUE` (a size like 8GiB, or a count).
-    pub fn set(&mut self, text: &str) -> Result<(), String> {
-        let (key, value) = text
-            .split_once('=')
-            .ok_or_else(|| format!("{text:?}: expected KEY=VALUE, e.g. file_bytes=8GiB"))?;
-        let n = crate::input::parse_size(value.trim())
-            .ok_or_else(|| format!("{key}={value}: expected a size like 8GiB or a count"))?;
-        let slot = match key.trim() {
-            "file_bytes" => &mut self.file_bytes,
-            "row_group_bytes" => &mut self.row_group_bytes,
-            "columns" => &mut self.columns,
-            other => {
-                let keys: Vec<&str> = Limits::KEYS.iter().map(|(k, _)| *k).collect();
-                return Err(format!(
-                    "no Parquet limit {other:?} (known: {})",
-                    keys.join(", ")
-                ));
-            }
-        };
-        if n == 0 {
-            return Err(format!("{key}={value}: a limit of 0 reads nothing"));
-        }
-        *slot = n;
-        Ok(())
-    }
-}
 /// Nesting of the schema (the crate builds it recursively); real schemas nest a few levels.
 const MAX_SCHEMA_DEPTH: usize = 64;
-/// A page header: its statistics may carry a value, so give it room, but not without end.
-const MAX_PAGE_HEADER_BYTES: u64 = 16 << 20;
-/// Nesting of Thrift structs and lists in a page header (the real ones nest three deep).
-const MAX_THRIFT_DEPTH: u32 = 32;
-
-fn invalid(message: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
-}
-
-/// The rows of one Parquet file.
-pub struct ParquetRows {
-    rows: RowIter<'static>,
-    /// The codecs of its column chunks, e.g. `snappy` or `zstd+gzip`.
-    pub codecs: &'static str,
-    /// Rows the footer says the file has, and its size (progress is counted per row).
-    pub total_rows: u64,
-    pub file_bytes: u64,
-}
-
-impl ParquetRows {
-    /// Checks `file`'s footer and page headers, then opens it for reading row by row.
-    pub fn open(file: File, limits: &Limits) -> std::io::Result<ParquetRows> {
-        let file_bytes = file.metadata()?.len();
-        check_footer(&file, file_bytes, limits)?;
-        // The page headers are read through a handle of their own (the reader owns the file).
-        let headers = file.try_clone()?;
-        let reader = crate::panics::quietly_catching(|| SerializedFileReader::new(file))
-            .map_err(|p| invalid(format!("the parquet reader failed on this file: {p}")))?
-            .map_err(|e| invalid(format!("not a readable Parquet file: {e}")))?;
-        let meta = reader.metadata();
-        let codecs = check_pages(&headers, file_bytes, &reader, limits)?;
-        let total_rows = meta
-            .row_groups()
-            .iter()
-            .map(|g| u64::try_from(g.num_rows()).unwrap_or(0))
-            .sum();
-        let rows = RowIter::from_file_into(Box::new(reader));
-        Ok(ParquetRows {
-            rows,
-            codecs,
-            total_rows,
-            file_bytes,
-        })
-    }
-
-    /// The next row as JSON text (`None` inside when that text would be over `max_bytes`: the
-    /// row is then never written out), an error that ends the file, or `None` at its end.
-    pub fn next_json(&mut self, max_bytes: u64) -> Option<Result<Option<String>, String>> {
-        let row = match crate::panics::quietly_catching(|| self.rows.next()) {
-            Ok(row) => row?,
-            Err(panic) => return Some(Err(format!("the parquet reader failed: {panic}"))),
-        };
-        Some(match row {
-            // The text is at least the row's strings and names: a row past the limit on those
-            // alone is not copied twice more (as a JSON value, then as text) to find out.
-            Ok(row) if text_at_least(&row) > max_bytes => Ok(None),
-            Ok(row) => crate::panics::quietly_catching(|| row.to_json_value().to_string())
-                .map(Some)
-                .map_err(|p| format!("a value of this row cannot be written as JSON: {p}")),
-            Err(e) => Err(format!("cannot read the next row: {e}")),
-        })
-    }
-}
-
-/// Bytes the row's JSON text has at least: its names, strings and binary values (written as
-/// base64, longer than the bytes).
-fn text_at_least(row: &parquet::record::Row) -> u64 {
-    use parquet::record::Field;
-    fn field(f: &Field) -> u64 {
-        match f {
-            Field::Str(s) => s.len() as u64,
-            Field::Bytes(b) => b.len() as u64,
-            Field::Group(r) => text_at_least(r),
-            Field::ListInternal(l) => l.elements().iter().map(field).sum(),
-            Field::MapInternal(m) => m.entries().iter().map(|(k, v)| field(k) + field(v)).sum(),
-            _ => 1,
-        }
-    }
-    row.get_column_iter()
-        .map(|(name, f)| name.len() as u64 + field(f))
-        .sum()
-}
 
 /// The footer's length is within the file and within bounds (the crate reads it whole).
-fn check_footer(mut file: &File, len: u64, limits: &Limits) -> std::io::Result<()> {
+pub(super) fn check_footer(mut file: &File, len: u64, limits: &Limits) -> std::io::Result<()> {
     if len < 12 {
         return Err(invalid(format!(
             "{len} bytes: too short for a Parquet file"
@@ -285,7 +128,7 @@ fn check_schema(footer: &[u8], limits: &Limits) -> std::io::Result<()> {
 /// row is read; the codecs used. No two column chunks may share bytes (a footer that points
 /// many row groups at one page would have it decompressed once for each), so the work follows
 /// the bytes the file carries.
-fn check_pages(
+pub(super) fn check_pages(
     file: &File,
     file_bytes: u64,
     reader: &SerializedFileReader<File>,
@@ -493,16 +336,6 @@ struct Page {
     kind: PageKind,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum PageKind {
-    Dictionary,
-    /// A data page, and how its values are encoded.
-    Data(Encoded),
-    /// An index page (or a kind this reader does not know): it makes no values.
-    #[default]
-    Other,
-}
-
 /// The page header at `at` (its chunk ends at `end`), checked.
 fn read_page(mut file: &File, at: u64, end: u64, codec: Codec) -> std::io::Result<Page> {
     file.seek(SeekFrom::Start(at))?;
@@ -558,302 +391,9 @@ fn read_page(mut file: &File, at: u64, end: u64, codec: Codec) -> std::io::Resul
     })
 }
 
-/// What kvaudit reads of a page header.
-#[derive(Default)]
-struct PageHeader {
-    uncompressed_size: i64,
-    compressed_size: i64,
-    /// Values the page holds (levels included): each becomes a value of a row.
-    values: i64,
-    /// A v2 data page's level bytes, which precede the compressed values uncompressed.
-    levels_bytes: u64,
-    /// Whether the values are compressed (a v2 page can say they are not).
-    values_compressed: bool,
-    kind: PageKind,
-}
-
-/// How a data page's values are encoded, as far as what they make when rows are made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Encoded {
-    /// Each value is its own bytes in the page (PLAIN, DELTA_LENGTH_BYTE_ARRAY, …).
-    Itself,
-    /// PLAIN_DICTIONARY, RLE_DICTIONARY: references into the chunk's dictionary.
-    Dictionary,
-    /// DELTA_BYTE_ARRAY: each value may repeat the one before as its prefix, so a value is
-    /// at most the page's bytes long.
-    Prefixed,
-}
-
-impl Encoded {
-    fn of(encoding: i64) -> Encoded {
-        match encoding {
-            2 | 8 => Encoded::Dictionary,
-            7 => Encoded::Prefixed,
-            _ => Encoded::Itself,
-        }
-    }
-}
-
-/// A reader of Thrift's compact protocol, as much of it as a page header needs, counting the
-/// bytes it reads.
-struct Compact<'r> {
-    r: &'r mut dyn BufRead,
-    used: u64,
-}
-
-impl Compact<'_> {
-    fn byte(&mut self) -> std::io::Result<u8> {
-        let mut b = [0u8; 1];
-        self.r.read_exact(&mut b).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => invalid(format!(
-                "Thrift data cut short (a page header is at most {MAX_PAGE_HEADER_BYTES} bytes, \
-                 within its chunk)"
-            )),
-            _ => e,
-        })?;
-        self.used += 1;
-        Ok(b[0])
-    }
-
-    fn varint(&mut self) -> std::io::Result<u64> {
-        let mut out = 0u64;
-        for shift in (0..70).step_by(7) {
-            let b = self.byte()?;
-            out |= u64::from(b & 0x7f) << shift.min(63);
-            if b & 0x80 == 0 {
-                return Ok(out);
-            }
-        }
-        Err(invalid("a varint over ten bytes".into()))
-    }
-
-    fn zigzag(&mut self) -> std::io::Result<i64> {
-        let v = self.varint()?;
-        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
-    }
-
-    fn skip_bytes(&mut self, n: u64) -> std::io::Result<()> {
-        let copied = std::io::copy(&mut (&mut self.r).take(n), &mut std::io::sink())?;
-        self.used += copied;
-        if copied < n {
-            return Err(invalid("a page header cut short".into()));
-        }
-        Ok(())
-    }
-
-    /// Skips one value of compact type `ty`.
-    fn skip(&mut self, ty: u8, depth: u32) -> std::io::Result<()> {
-        if depth > MAX_THRIFT_DEPTH {
-            return Err(invalid("a page header nested too deep".into()));
-        }
-        match ty {
-            1 | 2 => Ok(()),
-            3 => self.byte().map(drop),
-            4..=6 => self.varint().map(drop),
-            7 => self.skip_bytes(8),
-            8 => {
-                let n = self.varint()?;
-                self.skip_bytes(n)
-            }
-            9 | 10 => {
-                let head = self.byte()?;
-                let n = match head >> 4 {
-                    15 => self.varint()?,
-                    n => u64::from(n),
-                };
-                let elem = head & 0x0f;
-                for _ in 0..n {
-                    self.element(elem, depth + 1)?;
-                }
-                Ok(())
-            }
-            11 => {
-                let n = self.varint()?;
-                if n > 0 {
-                    let kinds = self.byte()?;
-                    for _ in 0..n {
-                        self.element(kinds >> 4, depth + 1)?;
-                        self.element(kinds & 0x0f, depth + 1)?;
-                    }
-                }
-                Ok(())
-            }
-            12 => self.each_field(depth + 1, &mut |t, _, ty, d| t.skip(ty, d)),
-            other => Err(invalid(format!("a page header with Thrift type {other}"))),
-        }
-    }
-
-    /// Skips one element of a list, set or map: a bool is a byte of its own there (in a
-    /// struct its value is in the field's type), so every element takes at least a byte and a
-    /// count cannot make the loop outlast the header's bytes.
-    fn element(&mut self, ty: u8, depth: u32) -> std::io::Result<()> {
-        if ty == 1 || ty == 2 {
-            return self.byte().map(drop);
-        }
-        self.skip(ty, depth)
-    }
-
-    /// Calls `f(self, field id, type, depth)` for each field of the struct at the reader.
-    fn each_field(
-        &mut self,
-        depth: u32,
-        f: &mut dyn FnMut(&mut Self, i16, u8, u32) -> std::io::Result<()>,
-    ) -> std::io::Result<()> {
-        if depth > MAX_THRIFT_DEPTH {
-            return Err(invalid("a page header nested too deep".into()));
-        }
-        let mut last: i16 = 0;
-        loop {
-            let head = self.byte()?;
-            if head == 0 {
-                return Ok(());
-            }
-            let ty = head & 0x0f;
-            let id = match head >> 4 {
-                0 => i16::try_from(self.zigzag()?)
-                    .map_err(|_| invalid("a field id out of range".into()))?,
-                delta => last.wrapping_add(i16::from(delta)),
-            };
-            last = id;
-            f(self, id, ty, depth)?;
-        }
-    }
-
-    fn i32_field(&mut self, ty: u8) -> std::io::Result<i64> {
-        if ty != 5 {
-            return Err(invalid(format!("a size field of Thrift type {ty}")));
-        }
-        let v = self.zigzag()?;
-        i32::try_from(v)
-            .map(i64::from)
-            .map_err(|_| invalid("a size field out of range".into()))
-    }
-
-    fn page_header(&mut self) -> std::io::Result<PageHeader> {
-        let mut h = PageHeader {
-            values_compressed: true,
-            ..PageHeader::default()
-        };
-        let (mut seen_u, mut seen_c) = (false, false);
-        self.each_field(0, &mut |t, id, ty, depth| match id {
-            2 => {
-                h.uncompressed_size = t.i32_field(ty)?;
-                seen_u = true;
-                Ok(())
-            }
-            3 => {
-                h.compressed_size = t.i32_field(ty)?;
-                seen_c = true;
-                Ok(())
-            }
-            // DataPageHeader, DictionaryPageHeader: num_values first, then the encoding.
-            5 | 7 if ty == 12 => {
-                let mut encoding = 0i64;
-                t.each_field(depth + 1, &mut |t, id, ty, d| match id {
-                    1 => {
-                        h.values = t.i32_field(ty)?;
-                        Ok(())
-                    }
-                    2 => {
-                        encoding = t.i32_field(ty)?;
-                        Ok(())
-                    }
-                    _ => t.skip(ty, d),
-                })?;
-                h.kind = if id == 7 {
-                    PageKind::Dictionary
-                } else {
-                    PageKind::Data(Encoded::of(encoding))
-                };
-                Ok(())
-            }
-            // DataPageHeaderV2: num_values, level lengths, is_compressed.
-            8 if ty == 12 => {
-                let (mut def, mut rep, mut encoding) = (0i64, 0i64, 0i64);
-                t.each_field(depth + 1, &mut |t, id, ty, d| match id {
-                    1 => {
-                        h.values = t.i32_field(ty)?;
-                        Ok(())
-                    }
-                    4 => {
-                        encoding = t.i32_field(ty)?;
-                        Ok(())
-                    }
-                    5 => {
-                        def = t.i32_field(ty)?;
-                        Ok(())
-                    }
-                    6 => {
-                        rep = t.i32_field(ty)?;
-                        Ok(())
-                    }
-                    7 if ty == 1 || ty == 2 => {
-                        h.values_compressed = ty == 1;
-                        Ok(())
-                    }
-                    _ => t.skip(ty, d),
-                })?;
-                h.levels_bytes = u64::try_from(def.max(0) + rep.max(0)).unwrap_or(0);
-                h.kind = PageKind::Data(Encoded::of(encoding));
-                Ok(())
-            }
-            _ => t.skip(ty, depth),
-        })?;
-        if !(seen_u && seen_c) {
-            return Err(invalid("a page header without its sizes".into()));
-        }
-        Ok(h)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn header(bytes: &[u8]) -> std::io::Result<(PageHeader, u64)> {
-        let mut r: &[u8] = bytes;
-        let mut c = Compact { r: &mut r, used: 0 };
-        let h = c.page_header()?;
-        Ok((h, c.used))
-    }
-
-    #[test]
-    fn compact_page_headers() {
-        // type=0 (i32 field 1: 0x15 0x00), uncompressed=100 (field 2: 0x15, zigzag 200 =
-        // 0xc8 0x01), compressed=60 (field 3: 0x15, 120 = 0x78), stop.
-        let (h, used) = header(&[0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, 0x00]).unwrap();
-        assert_eq!((h.uncompressed_size, h.compressed_size, used), (100, 60, 8));
-        assert!(h.values_compressed);
-        // The same with a DataPageHeaderV2 (field 8, delta 5 from 3: 0x5c) whose levels take
-        // 3 + 4 bytes and whose values are not compressed (field 7 false: 0x12).
-        let v2 = [
-            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, // sizes
-            0x5c, // field 8, struct
-            0x55, 0x06, // field 5: 3
-            0x15, 0x08, // field 6: 4
-            0x12, // field 7: false
-            0x00, 0x00,
-        ];
-        let (h, used) = header(&v2).unwrap();
-        assert_eq!((h.levels_bytes, h.values_compressed, used), (7, false, 15));
-        // Other fields are skipped whatever their type: a binary (field 4 as type 8, 3 bytes)
-        // and a list of two i32 (field 5, type 9: 0x25 list head).
-        let skipped = [
-            0x15, 0x00, 0x15, 0xc8, 0x01, 0x15, 0x78, 0x18, 0x03, b'a', b'b', b'c', 0x19, 0x25,
-            0x02, 0x04, 0x00,
-        ];
-        assert_eq!(header(&skipped).unwrap().1, 17);
-        // Cut short, sizes missing (field 1 a binary), a size of the wrong type (an i64),
-        // nesting without end.
-        assert!(header(&[0x15, 0x00, 0x15]).is_err());
-        assert!(header(&[0x15, 0x00, 0x00]).is_err());
-        assert!(header(&[0x18, 0x00, 0x00]).is_err());
-        assert!(header(&[0x26, 0x02, 0x00]).is_err());
-        assert!(header(&[0x1c; 200]).is_err());
-        // A field id given in full (0x05 = i32 with id to follow, zigzag 4 = id 2).
-        let (h, _) = header(&[0x05, 0x04, 0x0a, 0x15, 0x02, 0x00]).unwrap();
-        assert_eq!((h.uncompressed_size, h.compressed_size), (5, 1));
-    }
 
     fn zigzag(v: i64) -> Vec<u8> {
         let mut v = ((v << 1) ^ (v >> 63)) as u64;
@@ -878,25 +418,6 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(&bytes).unwrap();
         (f, bytes.len() as u64)
-    }
-
-    #[test]
-    fn counts_in_a_header_cannot_outlast_its_bytes() {
-        // A map of bools claiming 2^63 entries (its bools a byte each): cut short at once.
-        let mut map = vec![0x1b];
-        map.extend([0xff; 9]);
-        map.extend([0x01, 0x11]);
-        assert!(header(&map).is_err());
-        // A list of 2^32 empty structs, the same.
-        let mut list = vec![0x19, 0xfc, 0xff, 0xff, 0xff, 0x0f];
-        list.push(0x00);
-        assert!(header(&list).is_err());
-        // A data page header's num_values (field 5, struct, field 1) is read.
-        let data = [
-            0x15, 0x00, 0x15, 0x02, 0x15, 0x02, 0x2c, 0x15, 0x80, 0x80, 0x01, 0x00, 0x00,
-        ];
-        let (h, _) = header(&data).unwrap();
-        assert_eq!(h.values, 8192);
     }
 
     /// A footer (FileMetaData) whose schema (field 2) is `depth` nested single-child groups.
