@@ -8,118 +8,14 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
+use super::error::{LimitExceeded, NotSupported, RenderError};
+use super::limits::{
+    MAX_TEMPLATE_SOURCE, items_fit, max_output, reserve_str_within, reserve_within, too_large,
+};
 use super::pyjson::tojson_filter;
 use super::pymethods::unknown_method;
 
-/// Fuel one render may burn. minijinja charges one fuel per instruction and one per 64 bytes
-/// of data created (strings built by `~`/`+`/`*`, filter results, output), so this bounds both
-/// time and the bytes a hostile template can make the renderer allocate (4 M fuel = 256 MB).
-/// Measured need: the 15 models on the longest conversation of each corpus source burn at
-/// most 8,050 fuel (Qwen3.5 on a 43-message SWE-agent run), so this is 500 times that.
-pub const DEFAULT_FUEL: u64 = 4_000_000;
-
-/// The longest prompt one render may produce, and the largest result of kvaudit's own filters
-/// (`indent`, `tojson`): a hostile template stops with a clear error here instead of growing
-/// until the process aborts. Real prompts are kilobytes; a million-token context is ~4 MB.
-pub const MAX_OUTPUT: usize = 16 << 20;
-
-/// The output limit in force on this thread: [`MAX_OUTPUT`], or a smaller one a test or fuzz
-/// target set (`test-hooks`), so that inputs asking for the most output stay fast to run.
-pub fn max_output() -> usize {
-    #[cfg(any(test, feature = "test-hooks"))]
-    {
-        OUTPUT_LIMIT.with(std::cell::Cell::get)
-    }
-    #[cfg(not(any(test, feature = "test-hooks")))]
-    {
-        MAX_OUTPUT
-    }
-}
-
-#[cfg(any(test, feature = "test-hooks"))]
-thread_local! {
-    static OUTPUT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_OUTPUT) };
-}
-
-/// Sets [`max_output`] for renders on this thread (test switch: compiled out of the tool).
-#[cfg(any(test, feature = "test-hooks"))]
-pub fn set_output_limit(limit: usize) {
-    OUTPUT_LIMIT.with(|l| l.set(limit));
-}
-
 const TEMPLATE_NAME: &str = "chat_template";
-
-/// Why a template could not be rendered.
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    #[error("the chat template does not compile: {0}")]
-    Syntax(String),
-    #[error("the chat template raised an exception: {0}")]
-    Raised(String),
-    #[error(
-        "the chat template ran out of fuel ({0}: more instructions or data than any real template needs): it may loop forever or build huge strings"
-    )]
-    OutOfFuel(u64),
-    #[error("the chat template failed: {0}")]
-    Failed(String),
-    #[error("kvaudit cannot render this template exactly as transformers does: {0}")]
-    Unsupported(String),
-    #[error("the chat template's output exceeds {0} bytes")]
-    TooLarge(usize),
-    #[error("the chat template is {0} bytes, more than the {1} allowed")]
-    SourceTooLarge(usize, usize),
-    #[error("the chat template nests too deeply: {0}")]
-    TooDeep(String),
-    #[error("the chat template goes past a limit of kvaudit: {0}")]
-    Limit(String),
-}
-
-impl RenderError {
-    /// Whether kvaudit refused to evaluate the template (a bound on time, size or depth that
-    /// protects the process), as opposed to the template failing on its own terms.
-    pub fn is_limit(&self) -> bool {
-        matches!(
-            self,
-            RenderError::OutOfFuel(_)
-                | RenderError::TooLarge(_)
-                | RenderError::SourceTooLarge(..)
-                | RenderError::TooDeep(_)
-                | RenderError::Limit(_)
-        )
-    }
-}
-
-/// The source of a minijinja error that one of kvaudit's bounds raised (a result's size, a
-/// kept value's depth): the render reports it as [`RenderError::Limit`], which callers can tell
-/// from the template's own failures without reading the message.
-#[derive(Debug)]
-pub struct LimitExceeded;
-
-impl std::fmt::Display for LimitExceeded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a limit of kvaudit")
-    }
-}
-
-impl std::error::Error for LimitExceeded {}
-
-/// The source of a minijinja error for something kvaudit does not render exactly as
-/// transformers does ([`RenderError::Unsupported`]).
-#[derive(Debug)]
-pub struct NotSupported;
-
-impl std::fmt::Display for NotSupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("not supported by kvaudit")
-    }
-}
-
-impl std::error::Error for NotSupported {}
-
-/// An error of one of kvaudit's bounds (see [`LimitExceeded`]).
-pub fn limit_error(text: String) -> Error {
-    Error::new(ErrorKind::InvalidOperation, text).with_source(LimitExceeded)
-}
 
 /// Whether `e` carries the source `T` (see [`LimitExceeded`], [`NotSupported`]).
 fn caused_by<T: std::error::Error + 'static>(e: &Error) -> bool {
@@ -132,9 +28,6 @@ fn caused_by<T: std::error::Error + 'static>(e: &Error) -> bool {
     }
     false
 }
-
-/// The largest template source accepted: real chat templates are at most tens of kilobytes.
-pub const MAX_TEMPLATE_SOURCE: usize = 4 << 20;
 
 /// What one render passes to the environment's functions and gets back from them: the clock
 /// of `strftime_now` and the message of `raise_exception`. Kept per thread, set by `render`
@@ -356,60 +249,6 @@ impl std::io::Write for LimitedOutput {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// Makes room for `additional` more bytes in `out`, growing it as a `Vec` would (doubling)
-/// but never past `limit` unless the bytes themselves need it: a result refused at the limit
-/// must not have asked for twice the limit on the way.
-pub fn reserve_within(out: &mut Vec<u8>, additional: usize, limit: usize) {
-    let needed = out.len().saturating_add(additional);
-    if needed > out.capacity() {
-        let target = out
-            .capacity()
-            .saturating_mul(2)
-            .max(needed)
-            .min(limit.max(needed));
-        out.reserve_exact(target - out.len());
-    }
-}
-
-/// [`reserve_within`] for a `String`.
-pub fn reserve_str_within(out: &mut String, additional: usize, limit: usize) {
-    let needed = out.len().saturating_add(additional);
-    if needed > out.capacity() {
-        let target = out
-            .capacity()
-            .saturating_mul(2)
-            .max(needed)
-            .min(limit.max(needed));
-        out.reserve_exact(target - out.len());
-    }
-}
-
-/// The most items a method or filter of ours makes into one list: a list of a million takes
-/// ~24 MB of values where its text took a few (`('ab' * 5000000).split('a')`), so lists are
-/// bounded by count as text is by size.
-pub fn max_items() -> usize {
-    max_output() / 16
-}
-
-/// Refuses a list of `n` items past [`max_items`], before it is made.
-pub fn items_fit(n: usize, what: &str) -> Result<(), Error> {
-    if n > max_items() {
-        return Err(limit_error(format!(
-            "{what} would make more than {} items",
-            max_items()
-        )));
-    }
-    Ok(())
-}
-
-/// The error a filter of ours returns instead of building a result past [`MAX_OUTPUT`].
-pub fn too_large(filter: &str) -> Error {
-    limit_error(format!(
-        "{filter} would produce more than {} bytes",
-        max_output()
-    ))
 }
 
 /// The error, where it happened in the template (the line, and the source around the failing
@@ -843,6 +682,7 @@ pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::limits::DEFAULT_FUEL;
     use minijinja::context;
 
     fn at() -> NaiveDateTime {

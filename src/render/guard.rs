@@ -22,7 +22,7 @@
 use minijinja::machinery::{Span, Token, tokenize};
 use minijinja::syntax::SyntaxConfig;
 
-use super::RenderError;
+use super::error::RenderError;
 
 /// The deepest expression accepted, counted from its tokens (an upper bound on the depth of
 /// its syntax tree). transformers' Jinja2 itself stops near here (Python's recursion limit:

@@ -15,8 +15,8 @@
 use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, Expression, Value};
 
-use super::RenderError;
-use super::env::{max_output, too_large};
+use super::error::RenderError;
+use super::limits::{max_output, too_large};
 
 /// The function every `+` of a template that makes `Markup` values becomes.
 pub const ADD_FUNCTION: &str = "__kvaudit_markup_add";

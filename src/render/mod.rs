@@ -3,7 +3,9 @@
 mod bounded;
 pub mod conversation;
 mod env;
+mod error;
 mod guard;
+mod limits;
 mod markup;
 mod namespace;
 mod pyjson;
@@ -14,9 +16,11 @@ mod source;
 mod switches;
 
 pub use conversation::{Clock, Conversation, ConversationError, entry, field, parse_time};
+pub use env::{TemplateEngine, strftime};
+pub use error::RenderError;
 #[cfg(any(test, feature = "test-hooks"))]
-pub use env::set_output_limit;
-pub use env::{DEFAULT_FUEL, MAX_OUTPUT, RenderError, TemplateEngine, max_output, strftime};
+pub use limits::set_output_limit;
+pub use limits::{DEFAULT_FUEL, MAX_OUTPUT, max_output};
 pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
 pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};
 pub use server::{ServerError, ServerProfile};

@@ -24,7 +24,7 @@ use minijinja::value::{
 };
 use minijinja::{Error, ErrorKind, State, Value};
 
-use super::env::{max_output, too_large};
+use super::limits::{max_output, too_large};
 use super::pyjson::python_float_repr;
 
 /// The deepest value a template may keep. Python's own `repr` and `json.dumps` stop near 1000
@@ -216,7 +216,7 @@ fn walk(
     visited: &mut u64,
 ) -> Result<(), Error> {
     if level > MAX_VALUE_DEPTH {
-        return Err(super::env::limit_error(format!(
+        return Err(super::limits::limit_error(format!(
             "the template keeps a value nested more than {MAX_VALUE_DEPTH} levels deep"
         )));
     }
@@ -232,7 +232,7 @@ fn walk(
             Some(target) if !std::ptr::eq(Arc::as_ptr(target), ns) => Err(type_error(
                 "kvaudit does not render a namespace stored inside another namespace",
             )
-            .with_source(super::env::NotSupported)),
+            .with_source(super::error::NotSupported)),
             _ => Ok(()),
         };
     }
@@ -429,7 +429,7 @@ pub fn write_str(value: &Value, what: &str, limit: usize, out: &mut String) -> R
             if s.len() > room {
                 return Err(too_large(what));
             }
-            super::env::reserve_str_within(out, s.len(), limit);
+            super::limits::reserve_str_within(out, s.len(), limit);
             out.push_str(s);
             Ok(())
         }
@@ -438,7 +438,7 @@ pub fn write_str(value: &Value, what: &str, limit: usize, out: &mut String) -> R
             // Measured first, then made at its size: a string grown to the limit by doubling
             // would ask for twice the limit.
             let size = repr_len(value, room).ok_or_else(|| too_large(what))?;
-            super::env::reserve_str_within(out, size, limit);
+            super::limits::reserve_str_within(out, size, limit);
             write_repr(value, out)
                 .map_err(|_| Error::new(ErrorKind::WriteFailure, "formatting failed"))
         }

@@ -7,7 +7,7 @@
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
-use super::env::{max_output, too_large};
+use super::limits::{max_output, too_large};
 
 /// Options of Python's `json.dumps` that chat templates pass.
 #[derive(Debug, Clone)]
@@ -268,7 +268,7 @@ fn write_string(s: &str, ensure_ascii: bool, out: &mut String) -> Result<(), Err
     if out.len().saturating_add(s.len()) > max_output() {
         return Err(too_large("tojson"));
     }
-    super::env::reserve_str_within(out, s.len() + 2, max_output());
+    super::limits::reserve_str_within(out, s.len() + 2, max_output());
     out.push('"');
     for (i, c) in s.chars().enumerate() {
         if i % 4096 == 4095 && out.len() > max_output() {

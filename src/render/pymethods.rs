@@ -8,9 +8,8 @@ use minijinja::{Error, ErrorKind, State, Value};
 use minijinja_contrib::pycompat;
 
 use super::bounded::{Style, check_format, python_replace};
-use super::env::{
-    Ends, is_python_space, items_fit, max_output, python_lines, python_strip, too_large,
-};
+use super::env::{Ends, is_python_space, python_lines, python_strip};
+use super::limits::{items_fit, max_output, too_large};
 use super::namespace::python_type;
 
 pub fn unknown_method(
@@ -345,7 +344,7 @@ fn python_join(sep_value: &Value, sep: &str, items: &Value) -> Result<Value, Err
         if out.len().saturating_add(piece) > max_output() {
             return Err(too_large("join"));
         }
-        super::env::reserve_str_within(&mut out, piece, max_output());
+        super::limits::reserve_str_within(&mut out, piece, max_output());
         out.push_str(sep);
         out.push_str(text);
     }
