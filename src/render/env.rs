@@ -13,7 +13,7 @@ use super::limits::{
     MAX_TEMPLATE_SOURCE, items_fit, max_output, reserve_str_within, reserve_within, too_large,
 };
 use super::pyjson::tojson_filter;
-use super::pymethods::unknown_method;
+use super::pymethods::{Ends, python_splitlines, python_strip, strip_arg_error, unknown_method};
 
 const TEMPLATE_NAME: &str = "chat_template";
 
@@ -104,7 +104,7 @@ impl TemplateEngine {
             "raise_exception",
             |message: Value| -> Result<Value, Error> {
                 // str(message), as Jinja2's TemplateError gives it: its size is checked first.
-                let text = python_str(&message, "raise_exception")?;
+                let text = super::namespace::py_str(&message, "raise_exception")?;
                 RENDER_STATE.with_borrow_mut(|s| s.raised = Some(text.clone()));
                 Err(Error::new(ErrorKind::InvalidOperation, text))
             },
@@ -327,12 +327,6 @@ fn python_formatter(
     minijinja::escape_formatter(out, state, value)
 }
 
-/// A value as Python's `str()` prints it where kvaudit knows how (floats; the rest as the
-/// template would print them).
-pub fn python_str(value: &Value, what: &str) -> Result<String, Error> {
-    super::namespace::py_str(value, what)
-}
-
 /// Jinja2's `indent`: it appends a newline before splitting into lines, so a trailing newline
 /// survives (minijinja drops it), and it splits on every line boundary Python knows. Indenting
 /// a `Markup` value gives `Markup`.
@@ -462,85 +456,6 @@ fn attribute_of(item: &Value, path: &Value) -> Result<Value, Error> {
         };
     }
     Ok(at)
-}
-
-/// Python's `str.splitlines()` (without keepends).
-pub fn python_splitlines(s: &str) -> Vec<&str> {
-    python_lines(s).map(|(line, _)| line).collect()
-}
-
-/// The lines of `s` as Python's `str.splitlines` cuts them: each line without its break, and
-/// the line with its break (a text's last line may have none).
-pub fn python_lines(s: &str) -> impl Iterator<Item = (&str, &str)> {
-    let mut start = 0;
-    std::iter::from_fn(move || {
-        let rest = &s[start..];
-        if rest.is_empty() {
-            return None;
-        }
-        let (at, len) = rest
-            .char_indices()
-            .find(|&(_, c)| is_python_line_break(c))
-            .map_or((rest.len(), 0), |(i, c)| {
-                let crlf = c == '\r' && rest[i + 1..].starts_with('\n');
-                (i, if crlf { 2 } else { c.len_utf8() })
-            });
-        start += at + len;
-        Some((&rest[..at], &rest[..at + len]))
-    })
-}
-
-/// The characters Python's `str.splitlines` breaks at (CR LF is one break).
-fn is_python_line_break(c: char) -> bool {
-    matches!(
-        c,
-        '\n' | '\r'
-            | '\u{0b}'
-            | '\u{0c}'
-            | '\u{1c}'
-            | '\u{1d}'
-            | '\u{1e}'
-            | '\u{85}'
-            | '\u{2028}'
-            | '\u{2029}'
-    )
-}
-
-/// Whitespace as Python's `str.isspace`, `strip()` and `split()` know it: Rust's (Unicode
-/// White_Space) plus the four separators U+001C..U+001F, which Python counts and Rust does not.
-pub fn is_python_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Which ends of a string Python's `strip`, `lstrip` and `rstrip` take characters from.
-#[derive(Clone, Copy)]
-pub enum Ends {
-    Both,
-    Start,
-    End,
-}
-
-/// Python's `str.strip(chars)` (and `lstrip`, `rstrip`): whitespace when `chars` is None, else
-/// any of its characters.
-pub fn python_strip<'s>(s: &'s str, chars: Option<&str>, ends: Ends) -> &'s str {
-    let strip = |c: char| match chars {
-        None => is_python_space(c),
-        Some(set) => set.contains(c),
-    };
-    match ends {
-        Ends::Both => s.trim_matches(strip),
-        Ends::Start => s.trim_start_matches(strip),
-        Ends::End => s.trim_end_matches(strip),
-    }
-}
-
-/// The TypeError `str.strip` (or `lstrip`, `rstrip`) raises for a `chars` that is neither None
-/// nor a string.
-pub fn strip_arg_error(method: &str) -> Error {
-    Error::new(
-        ErrorKind::InvalidOperation,
-        format!("{method} arg must be None or str"),
-    )
 }
 
 /// Jinja2's `trim(value, chars=None)`, which is `str(value).strip(chars)` (minijinja's own trims

@@ -51,7 +51,7 @@ fn text_of(value: &Value) -> Result<String, Error> {
     }
     Ok(match value.as_str() {
         Some(s) => s.to_string(),
-        None => super::env::python_str(value, "a Markup filter")?,
+        None => super::namespace::py_str(value, "a Markup filter")?,
     })
 }
 
