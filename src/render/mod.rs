@@ -21,7 +21,8 @@ pub use error::RenderError;
 #[cfg(any(test, feature = "test-hooks"))]
 pub use limits::set_output_limit;
 pub use limits::{DEFAULT_FUEL, MAX_OUTPUT, max_output};
-pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
+pub use namespace::python_float_repr;
+pub use pyjson::{DumpOptions, dump as dump_json};
 pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};
 pub use server::{ServerError, ServerProfile};
 pub use switches::{DateSource, SWITCH_WORDS, Switch, inspect as inspect_switches};
