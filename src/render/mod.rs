@@ -4,6 +4,7 @@ mod bounded;
 pub mod conversation;
 mod env;
 mod error;
+mod filters;
 mod guard;
 mod limits;
 mod markup;
