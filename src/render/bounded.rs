@@ -260,7 +260,7 @@ fn add(a: Value, b: Value) -> Result<Value, Error> {
     minijinja_binop(BinOp::Add, a, b)
 }
 
-/// A chain `a + b - c` (see `guard::wrap_sums`): `args` are the operands with each
+/// A chain `a + b - c` (see `guard::operators::wrap_sums`): `args` are the operands with each
 /// operator between them, evaluated left to right.
 pub fn sum(args: Rest<Value>) -> Result<Value, Error> {
     fold(args, |op, a, b| match op {
@@ -269,7 +269,7 @@ pub fn sum(args: Rest<Value>) -> Result<Value, Error> {
     })
 }
 
-/// A chain `a * b / c` (see `guard::wrap_products`), as [`sum`].
+/// A chain `a * b / c` (see `guard::operators::wrap_products`), as [`sum`].
 pub fn product(state: &State, args: Rest<Value>) -> Result<Value, Error> {
     fold(args, |op, a, b| match op {
         "*" => mul(state, a, b),

@@ -500,9 +500,10 @@ pub fn str_function(value: Value) -> Result<Value, Error> {
     py_str(&value, "~").map(Value::from)
 }
 
-/// `needle in haystack` (see `guard::rewrite_containment`), as Python's `in`: a string holds
-/// only strings; a list or other iterable holds what equals an item; a mapping its keys; an
-/// undefined value nothing. Visiting items costs fuel, as minijinja's own `in` does.
+/// `needle in haystack` (see `guard::operators::rewrite_containment`), as Python's `in`: a
+/// string holds only strings; a list or other iterable holds what equals an item; a mapping
+/// its keys; an undefined value nothing. Visiting items costs fuel, as minijinja's own `in`
+/// does.
 pub fn contains(state: &State, needle: Value, haystack: Value) -> Result<bool, Error> {
     match haystack.kind() {
         ValueKind::String => {
