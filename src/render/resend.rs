@@ -38,8 +38,8 @@ pub fn clean(m: &Json) -> Json {
 
 const REASONING_KEYS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
 
-/// The assistant message as the client sends it back: what [`plan_turns`](super::plan_turns) puts in the history
-/// (and `probe` sends to a live server).
+/// The assistant message as the client sends it back: what
+/// [`plan_turns`](super::plan_turns) puts in the history (and `probe` sends to a live server).
 pub fn history_message(
     obj: &Map<String, Json>,
     mode: ResendMode,

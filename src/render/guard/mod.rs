@@ -14,10 +14,10 @@
 //! iteration from the variables outside it, a macro's from those it was defined with), so
 //! [`check_depth`] bounds what all `set` statements together can nest. What is fed back, a
 //! namespace attribute set in a loop, a macro or `caller` argument in a recursion, a recursive
-//! loop's item, [`instrument`] routes through a function that checks the value when it is
-//! kept (see `namespace.rs`). It also routes every operand of `~` through Python's `str()` with
-//! a bound on its size (minijinja formats a list operand into one string with no limit: a list
-//! that repeats a long string made gigabytes).
+//! loop's item, [`instrument`](fn@instrument) routes through a function that checks the
+//! value when it is kept (see `namespace.rs`). It also routes every operand of `~` through
+//! Python's `str()` with a bound on its size (minijinja formats a list operand into one
+//! string with no limit: a list that repeats a long string made gigabytes).
 
 mod depth;
 mod edits;
