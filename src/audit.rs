@@ -539,7 +539,7 @@ impl<'a> Auditor<'a> {
                 messages: conv
                     .messages
                     .iter()
-                    .map(crate::render::reply::clean)
+                    .map(crate::render::resend::clean)
                     .collect(),
                 kwargs,
                 tools,
@@ -565,7 +565,7 @@ impl<'a> Auditor<'a> {
                     let turn = turns
                         .next()
                         .context("the plan has fewer replies than the conversation")?;
-                    messages.push(crate::render::reply::history_message(
+                    messages.push(crate::render::resend::history_message(
                         obj,
                         conv.resend,
                         self.planner.options.server,
@@ -573,7 +573,7 @@ impl<'a> Auditor<'a> {
                         turn.reasoning.as_deref(),
                     ));
                 }
-                _ => messages.push(crate::render::reply::clean(m)),
+                _ => messages.push(crate::render::resend::clean(m)),
             }
         }
         Ok(NextRequest {

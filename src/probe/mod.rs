@@ -2,7 +2,7 @@
 //! prompt and cached-token counts beside kvaudit's render and prediction for the same messages.
 //!
 //! Each turn sends the conversation so far (temperature 0, a fixed seed), takes the reply as a
-//! client resends it ([`crate::render::reply::history_message`], the `--resend` modes), and
+//! client resends it ([`crate::render::resend::history_message`], the `--resend` modes), and
 //! renders the same request with kvaudit ([`crate::audit::Auditor::next_request`]: the
 //! diff-turns pipeline, so the common prefix, held tokens and drift are diff-turns' numbers for
 //! the recorded conversation). The prediction of what the server reuses on turn k+1:
@@ -335,7 +335,7 @@ pub fn user_segments(conv: &Conversation) -> Result<Vec<Vec<Json>>, ProbeError> 
             }
         } else {
             if let Some(last) = segments.last_mut() {
-                last.push(crate::render::reply::clean(m));
+                last.push(crate::render::resend::clean(m));
             }
         }
     }

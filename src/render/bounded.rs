@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use minijinja::value::{Kwargs, Rest, StringInput, ValueKind, ValueOrKwargs};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
-use super::env::{limit_error, max_output, too_large};
+use super::limits::{limit_error, max_output, too_large};
 use super::namespace::{py_str, repr_len, write_repr};
 
 pub fn add_filters(env: &mut Environment<'static>) {
@@ -45,7 +45,7 @@ pub fn add_filters(env: &mut Environment<'static>) {
     );
     env.add_filter("list", |state: &State, v: Value| {
         if let Some(s) = v.as_str().filter(|_| v.kind() == ValueKind::String) {
-            super::env::items_fit(s.chars().count(), "list")?;
+            super::limits::items_fit(s.chars().count(), "list")?;
         }
         minijinja::filters::list(state, v)
     });
@@ -214,7 +214,7 @@ fn mul(state: &State, a: Value, b: Value) -> Result<Value, Error> {
     // stand for a hundred million items that printing, joining or `~` then went through).
     let items: Vec<Value> = seq.try_iter()?.collect();
     let total = items.len().saturating_mul(n);
-    super::env::items_fit(total, "*")?;
+    super::limits::items_fit(total, "*")?;
     state.consume_fuel(total as u64 / 2)?;
     let mut out = Vec::with_capacity(total);
     for _ in 0..n {
@@ -255,12 +255,12 @@ fn add(a: Value, b: Value) -> Result<Value, Error> {
         _ => None,
     };
     if let (Some(n), Some(m)) = (items(&a), items(&b)) {
-        super::env::items_fit(n.saturating_add(m), "+")?;
+        super::limits::items_fit(n.saturating_add(m), "+")?;
     }
     minijinja_binop(BinOp::Add, a, b)
 }
 
-/// A chain `a + b - c` (see `guard::wrap_sums`): `args` are the operands with each
+/// A chain `a + b - c` (see `guard::operators::wrap_sums`): `args` are the operands with each
 /// operator between them, evaluated left to right.
 pub fn sum(args: Rest<Value>) -> Result<Value, Error> {
     fold(args, |op, a, b| match op {
@@ -269,7 +269,7 @@ pub fn sum(args: Rest<Value>) -> Result<Value, Error> {
     })
 }
 
-/// A chain `a * b / c` (see `guard::wrap_products`), as [`sum`].
+/// A chain `a * b / c` (see `guard::operators::wrap_products`), as [`sum`].
 pub fn product(state: &State, args: Rest<Value>) -> Result<Value, Error> {
     fold(args, |op, a, b| match op {
         "*" => mul(state, a, b),
@@ -345,7 +345,7 @@ fn check_format_keys(spec: &str, style: Style) -> Result<(), Error> {
             ErrorKind::InvalidOperation,
             "kvaudit cannot format a field whose key is not ASCII",
         )
-        .with_source(super::env::NotSupported)
+        .with_source(super::error::NotSupported)
     };
     // Whether bytes[from..] holds a non-ASCII byte before `close` (or the end).
     let non_ascii_before = |from: usize, close: u8| {

@@ -5,7 +5,7 @@ use std::path::Path;
 use chrono::{Duration, NaiveDate, NaiveDateTime, NaiveTime};
 use serde_json::{Map, Value as Json};
 
-use super::reply::ResendMode;
+use super::resend::ResendMode;
 
 /// `v[key]` of a JSON object, found by comparing the keys in order: a message has a handful,
 /// and serde_json's map would hash the key with SipHash for each lookup (most of a lookup's

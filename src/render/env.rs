@@ -6,120 +6,15 @@ use chrono::NaiveDateTime;
 use chrono::format::{Item, StrftimeItems};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::ValueKind;
-use minijinja::{Environment, Error, ErrorKind, State, Value};
+use minijinja::{Environment, Error, ErrorKind, Value};
 
+use super::error::{LimitExceeded, NotSupported, RenderError};
+use super::filters::{bounded_join, jinja_indent, jinja_trim, python_iter};
+use super::limits::{MAX_TEMPLATE_SOURCE, max_output, reserve_within, too_large};
 use super::pyjson::tojson_filter;
 use super::pymethods::unknown_method;
 
-/// Fuel one render may burn. minijinja charges one fuel per instruction and one per 64 bytes
-/// of data created (strings built by `~`/`+`/`*`, filter results, output), so this bounds both
-/// time and the bytes a hostile template can make the renderer allocate (4 M fuel = 256 MB).
-/// Measured need: the 15 models on the longest conversation of each corpus source burn at
-/// most 8,050 fuel (Qwen3.5 on a 43-message SWE-agent run), so this is 500 times that.
-pub const DEFAULT_FUEL: u64 = 4_000_000;
-
-/// The longest prompt one render may produce, and the largest result of kvaudit's own filters
-/// (`indent`, `tojson`): a hostile template stops with a clear error here instead of growing
-/// until the process aborts. Real prompts are kilobytes; a million-token context is ~4 MB.
-pub const MAX_OUTPUT: usize = 16 << 20;
-
-/// The output limit in force on this thread: [`MAX_OUTPUT`], or a smaller one a test or fuzz
-/// target set (`test-hooks`), so that inputs asking for the most output stay fast to run.
-pub fn max_output() -> usize {
-    #[cfg(any(test, feature = "test-hooks"))]
-    {
-        OUTPUT_LIMIT.with(std::cell::Cell::get)
-    }
-    #[cfg(not(any(test, feature = "test-hooks")))]
-    {
-        MAX_OUTPUT
-    }
-}
-
-#[cfg(any(test, feature = "test-hooks"))]
-thread_local! {
-    static OUTPUT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_OUTPUT) };
-}
-
-/// Sets [`max_output`] for renders on this thread (test switch: compiled out of the tool).
-#[cfg(any(test, feature = "test-hooks"))]
-pub fn set_output_limit(limit: usize) {
-    OUTPUT_LIMIT.with(|l| l.set(limit));
-}
-
 const TEMPLATE_NAME: &str = "chat_template";
-
-/// Why a template could not be rendered.
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    #[error("the chat template does not compile: {0}")]
-    Syntax(String),
-    #[error("the chat template raised an exception: {0}")]
-    Raised(String),
-    #[error(
-        "the chat template ran out of fuel ({0}: more instructions or data than any real template needs): it may loop forever or build huge strings"
-    )]
-    OutOfFuel(u64),
-    #[error("the chat template failed: {0}")]
-    Failed(String),
-    #[error("kvaudit cannot render this template exactly as transformers does: {0}")]
-    Unsupported(String),
-    #[error("the chat template's output exceeds {0} bytes")]
-    TooLarge(usize),
-    #[error("the chat template is {0} bytes, more than the {1} allowed")]
-    SourceTooLarge(usize, usize),
-    #[error("the chat template nests too deeply: {0}")]
-    TooDeep(String),
-    #[error("the chat template goes past a limit of kvaudit: {0}")]
-    Limit(String),
-}
-
-impl RenderError {
-    /// Whether kvaudit refused to evaluate the template (a bound on time, size or depth that
-    /// protects the process), as opposed to the template failing on its own terms.
-    pub fn is_limit(&self) -> bool {
-        matches!(
-            self,
-            RenderError::OutOfFuel(_)
-                | RenderError::TooLarge(_)
-                | RenderError::SourceTooLarge(..)
-                | RenderError::TooDeep(_)
-                | RenderError::Limit(_)
-        )
-    }
-}
-
-/// The source of a minijinja error that one of kvaudit's bounds raised (a result's size, a
-/// kept value's depth): the render reports it as [`RenderError::Limit`], which callers can tell
-/// from the template's own failures without reading the message.
-#[derive(Debug)]
-pub struct LimitExceeded;
-
-impl std::fmt::Display for LimitExceeded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a limit of kvaudit")
-    }
-}
-
-impl std::error::Error for LimitExceeded {}
-
-/// The source of a minijinja error for something kvaudit does not render exactly as
-/// transformers does ([`RenderError::Unsupported`]).
-#[derive(Debug)]
-pub struct NotSupported;
-
-impl std::fmt::Display for NotSupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("not supported by kvaudit")
-    }
-}
-
-impl std::error::Error for NotSupported {}
-
-/// An error of one of kvaudit's bounds (see [`LimitExceeded`]).
-pub fn limit_error(text: String) -> Error {
-    Error::new(ErrorKind::InvalidOperation, text).with_source(LimitExceeded)
-}
 
 /// Whether `e` carries the source `T` (see [`LimitExceeded`], [`NotSupported`]).
 fn caused_by<T: std::error::Error + 'static>(e: &Error) -> bool {
@@ -132,9 +27,6 @@ fn caused_by<T: std::error::Error + 'static>(e: &Error) -> bool {
     }
     false
 }
-
-/// The largest template source accepted: real chat templates are at most tens of kilobytes.
-pub const MAX_TEMPLATE_SOURCE: usize = 4 << 20;
 
 /// What one render passes to the environment's functions and gets back from them: the clock
 /// of `strftime_now` and the message of `raise_exception`. Kept per thread, set by `render`
@@ -211,7 +103,7 @@ impl TemplateEngine {
             "raise_exception",
             |message: Value| -> Result<Value, Error> {
                 // str(message), as Jinja2's TemplateError gives it: its size is checked first.
-                let text = python_str(&message, "raise_exception")?;
+                let text = super::namespace::py_str(&message, "raise_exception")?;
                 RENDER_STATE.with_borrow_mut(|s| s.raised = Some(text.clone()));
                 Err(Error::new(ErrorKind::InvalidOperation, text))
             },
@@ -358,60 +250,6 @@ impl std::io::Write for LimitedOutput {
     }
 }
 
-/// Makes room for `additional` more bytes in `out`, growing it as a `Vec` would (doubling)
-/// but never past `limit` unless the bytes themselves need it: a result refused at the limit
-/// must not have asked for twice the limit on the way.
-pub fn reserve_within(out: &mut Vec<u8>, additional: usize, limit: usize) {
-    let needed = out.len().saturating_add(additional);
-    if needed > out.capacity() {
-        let target = out
-            .capacity()
-            .saturating_mul(2)
-            .max(needed)
-            .min(limit.max(needed));
-        out.reserve_exact(target - out.len());
-    }
-}
-
-/// [`reserve_within`] for a `String`.
-pub fn reserve_str_within(out: &mut String, additional: usize, limit: usize) {
-    let needed = out.len().saturating_add(additional);
-    if needed > out.capacity() {
-        let target = out
-            .capacity()
-            .saturating_mul(2)
-            .max(needed)
-            .min(limit.max(needed));
-        out.reserve_exact(target - out.len());
-    }
-}
-
-/// The most items a method or filter of ours makes into one list: a list of a million takes
-/// ~24 MB of values where its text took a few (`('ab' * 5000000).split('a')`), so lists are
-/// bounded by count as text is by size.
-pub fn max_items() -> usize {
-    max_output() / 16
-}
-
-/// Refuses a list of `n` items past [`max_items`], before it is made.
-pub fn items_fit(n: usize, what: &str) -> Result<(), Error> {
-    if n > max_items() {
-        return Err(limit_error(format!(
-            "{what} would make more than {} items",
-            max_items()
-        )));
-    }
-    Ok(())
-}
-
-/// The error a filter of ours returns instead of building a result past [`MAX_OUTPUT`].
-pub fn too_large(filter: &str) -> Error {
-    limit_error(format!(
-        "{filter} would produce more than {} bytes",
-        max_output()
-    ))
-}
-
 /// The error, where it happened in the template (the line, and the source around the failing
 /// expression: real templates are often one long line, where a line number says little).
 fn describe(e: &Error, shown: Option<&Shown>) -> String {
@@ -488,316 +326,6 @@ fn python_formatter(
     minijinja::escape_formatter(out, state, value)
 }
 
-/// A value as Python's `str()` prints it where kvaudit knows how (floats; the rest as the
-/// template would print them).
-pub fn python_str(value: &Value, what: &str) -> Result<String, Error> {
-    super::namespace::py_str(value, what)
-}
-
-/// Jinja2's `indent`: it appends a newline before splitting into lines, so a trailing newline
-/// survives (minijinja drops it), and it splits on every line boundary Python knows. Indenting
-/// a `Markup` value gives `Markup`.
-fn jinja_indent(
-    value: &Value,
-    width: Option<Value>,
-    first: Option<bool>,
-    blank: Option<bool>,
-    kwargs: minijinja::value::Kwargs,
-) -> Result<Value, Error> {
-    let width = kwargs.get::<Option<Value>>("width")?.or(width);
-    let first = kwargs
-        .get::<Option<bool>>("first")?
-        .or(first)
-        .unwrap_or(false);
-    let blank = kwargs
-        .get::<Option<bool>>("blank")?
-        .or(blank)
-        .unwrap_or(false);
-    kwargs.assert_all_used()?;
-    let indention = match width {
-        None => "    ".to_string(),
-        Some(w) if w.kind() == ValueKind::String => w.as_str().unwrap_or_default().to_string(),
-        Some(w) => {
-            let n = w.as_i64().unwrap_or(4).max(0);
-            if n > max_output() as i64 {
-                return Err(too_large("indent"));
-            }
-            " ".repeat(n as usize)
-        }
-    };
-    let Some(value_text) = value.as_str() else {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!("indent needs a string, not {}", value.kind()),
-        ));
-    };
-    let text = format!("{value_text}\n");
-    let lines = python_splitlines(&text);
-    let projected = lines
-        .len()
-        .checked_mul(indention.len().saturating_add(1))
-        .and_then(|n| n.checked_add(text.len()));
-    if projected.is_none_or(|n| n > max_output()) {
-        return Err(too_large("indent"));
-    }
-    let mut rv = if blank {
-        lines.join(&format!("\n{indention}"))
-    } else {
-        let mut it = lines.into_iter();
-        let mut rv = it.next().unwrap_or_default().to_string();
-        let rest: Vec<String> = it
-            .map(|l| {
-                if l.is_empty() {
-                    String::new()
-                } else {
-                    format!("{indention}{l}")
-                }
-            })
-            .collect();
-        if !rest.is_empty() {
-            rv.push('\n');
-            rv.push_str(&rest.join("\n"));
-        }
-        rv
-    };
-    if first {
-        rv = format!("{indention}{rv}");
-    }
-    Ok(if value.is_safe() {
-        Value::from_safe_string(rv)
-    } else {
-        Value::from(rv)
-    })
-}
-
-/// Jinja2's `join(d='', attribute=None)`, checking the result's size before it grows:
-/// minijinja's own checks it only for a non-empty joiner, so `[big]*100|join` grew until the
-/// process aborted.
-fn bounded_join(
-    value: &Value,
-    joiner: Option<Value>,
-    attribute: Option<Value>,
-    kwargs: minijinja::value::Kwargs,
-) -> Result<String, Error> {
-    let joiner = kwargs.get::<Option<Value>>("d")?.or(joiner);
-    let attribute = kwargs.get::<Option<Value>>("attribute")?.or(attribute);
-    kwargs.assert_all_used()?;
-    let joiner = match &joiner {
-        None => String::new(),
-        Some(j) if j.is_none() || j.is_undefined() => String::new(),
-        Some(j) => j.to_string(),
-    };
-    if value.is_none() || value.is_undefined() {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!("cannot join value of type {}", value.kind()),
-        ));
-    }
-    let mut out = String::new();
-    for (i, item) in value.try_iter()?.enumerate() {
-        let item = match &attribute {
-            Some(path) => attribute_of(&item, path)?,
-            None => item,
-        };
-        let sep = if i > 0 { joiner.as_str() } else { "" };
-        if out.len().saturating_add(sep.len()) > max_output() {
-            return Err(too_large("join"));
-        }
-        reserve_str_within(&mut out, sep.len(), max_output());
-        out.push_str(sep);
-        super::namespace::write_str(&item, "join", max_output(), &mut out)?;
-    }
-    Ok(out)
-}
-
-/// Jinja2's attribute getter: a dotted path whose integer parts index sequences.
-fn attribute_of(item: &Value, path: &Value) -> Result<Value, Error> {
-    if path.is_integer() {
-        return item.get_item(path);
-    }
-    let mut at = item.clone();
-    for part in path.to_string().split('.') {
-        at = match part.parse::<i64>() {
-            Ok(n) => at.get_item(&Value::from(n))?,
-            Err(_) => at.get_attr(part)?,
-        };
-    }
-    Ok(at)
-}
-
-/// Python's `str.splitlines()` (without keepends).
-pub fn python_splitlines(s: &str) -> Vec<&str> {
-    python_lines(s).map(|(line, _)| line).collect()
-}
-
-/// The lines of `s` as Python's `str.splitlines` cuts them: each line without its break, and
-/// the line with its break (a text's last line may have none).
-pub fn python_lines(s: &str) -> impl Iterator<Item = (&str, &str)> {
-    let mut start = 0;
-    std::iter::from_fn(move || {
-        let rest = &s[start..];
-        if rest.is_empty() {
-            return None;
-        }
-        let (at, len) = rest
-            .char_indices()
-            .find(|&(_, c)| is_python_line_break(c))
-            .map_or((rest.len(), 0), |(i, c)| {
-                let crlf = c == '\r' && rest[i + 1..].starts_with('\n');
-                (i, if crlf { 2 } else { c.len_utf8() })
-            });
-        start += at + len;
-        Some((&rest[..at], &rest[..at + len]))
-    })
-}
-
-/// The characters Python's `str.splitlines` breaks at (CR LF is one break).
-fn is_python_line_break(c: char) -> bool {
-    matches!(
-        c,
-        '\n' | '\r'
-            | '\u{0b}'
-            | '\u{0c}'
-            | '\u{1c}'
-            | '\u{1d}'
-            | '\u{1e}'
-            | '\u{85}'
-            | '\u{2028}'
-            | '\u{2029}'
-    )
-}
-
-/// Whitespace as Python's `str.isspace`, `strip()` and `split()` know it: Rust's (Unicode
-/// White_Space) plus the four separators U+001C..U+001F, which Python counts and Rust does not.
-pub fn is_python_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Which ends of a string Python's `strip`, `lstrip` and `rstrip` take characters from.
-#[derive(Clone, Copy)]
-pub enum Ends {
-    Both,
-    Start,
-    End,
-}
-
-/// Python's `str.strip(chars)` (and `lstrip`, `rstrip`): whitespace when `chars` is None, else
-/// any of its characters.
-pub fn python_strip<'s>(s: &'s str, chars: Option<&str>, ends: Ends) -> &'s str {
-    let strip = |c: char| match chars {
-        None => is_python_space(c),
-        Some(set) => set.contains(c),
-    };
-    match ends {
-        Ends::Both => s.trim_matches(strip),
-        Ends::Start => s.trim_start_matches(strip),
-        Ends::End => s.trim_end_matches(strip),
-    }
-}
-
-/// The TypeError `str.strip` (or `lstrip`, `rstrip`) raises for a `chars` that is neither None
-/// nor a string.
-pub fn strip_arg_error(method: &str) -> Error {
-    Error::new(
-        ErrorKind::InvalidOperation,
-        format!("{method} arg must be None or str"),
-    )
-}
-
-/// Jinja2's `trim(value, chars=None)`, which is `str(value).strip(chars)` (minijinja's own trims
-/// Rust's whitespace, which lacks U+001C..U+001F). A value that is not a string is printed as
-/// the template prints it; an undefined `chars` raises Python's TypeError, as `str.strip` does
-/// in Jinja2 (minijinja's own trim reads it as None). A string with nothing to strip is
-/// returned as it is, not copied: templates trim every message's content in every prompt.
-fn jinja_trim(
-    state: &State,
-    value: &Value,
-    args: minijinja::value::Rest<minijinja::value::ValueOrKwargs>,
-) -> Result<Value, Error> {
-    // Read raw: minijinja's optional arguments take an undefined value for a missing one.
-    let type_error = |text: String| Error::new(ErrorKind::InvalidOperation, text);
-    let args = args.into_values();
-    let mut positional = args.as_slice();
-    let mut keyword = None;
-    if let Some((last, rest)) = positional.split_last()
-        && last.is_kwargs()
-    {
-        let kwargs = minijinja::value::Kwargs::try_from(last.clone())?;
-        if let Some(other) = kwargs.args().find(|&k| k != "chars") {
-            return Err(type_error(format!(
-                "do_trim() got an unexpected keyword argument '{other}'"
-            )));
-        }
-        if kwargs.has("chars") {
-            keyword = Some(kwargs.get::<Value>("chars")?);
-        }
-        positional = rest;
-    }
-    let given = match (positional, keyword) {
-        ([], chars) => chars,
-        ([chars], None) => Some(chars.clone()),
-        ([_], Some(_)) => {
-            return Err(type_error(
-                "do_trim() got multiple values for argument 'chars'".into(),
-            ));
-        }
-        (more, _) => {
-            return Err(type_error(format!(
-                "do_trim() takes from 1 to 2 positional arguments but {} were given",
-                more.len() + 1
-            )));
-        }
-    };
-    // Jinja2 passes `chars` on to `str.strip`, which raises for anything but None and a
-    // string, an undefined value included.
-    let chars = match &given {
-        Some(c) if c.is_none() => None,
-        Some(c) => Some(c.as_str().ok_or_else(|| strip_arg_error("strip"))?),
-        None => None,
-    };
-    if value.kind() != ValueKind::String {
-        // str(value) first, refused past the output limit before it is built.
-        super::bounded::fits(value, "trim")?;
-    }
-    let input = minijinja::value::StringInput::new(state, value)?;
-    let text = input.as_str();
-    let kept = python_strip(text, chars, Ends::Both);
-    if kept.len() == text.len() && value.kind() == ValueKind::String {
-        return Ok(value.clone());
-    }
-    Ok(input.preserve_safety(kept.to_string()))
-}
-
-/// Python's `iter()` as a `for` loop applies it: None and numbers raise, a string yields its
-/// characters (minijinja would iterate None as empty and a string with an unknown length).
-fn python_iter(value: Value) -> Result<Value, Error> {
-    match value.kind() {
-        ValueKind::None => Err(Error::new(
-            ErrorKind::InvalidOperation,
-            "'NoneType' object is not iterable",
-        )),
-        ValueKind::Number | ValueKind::Bool => Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!("'{}' object is not iterable", value.kind()),
-        )),
-        _ if super::namespace::is_namespace(&value) => Err(Error::new(
-            ErrorKind::InvalidOperation,
-            "'Namespace' object is not iterable",
-        )),
-        ValueKind::String => Ok(Value::from(
-            {
-                let text = value.as_str().unwrap_or_default();
-                items_fit(text.chars().count(), "iterating a string")?;
-                text
-            }
-            .chars()
-            .map(|c| Value::from(c.to_string()))
-            .collect::<Vec<_>>(),
-        )),
-        _ => Ok(value),
-    }
-}
-
 /// Python's `datetime.strftime`, refusing specifiers chrono does not know (it would panic).
 pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
     // chrono formats the whole text before writing it anywhere; no specifier writes more
@@ -843,6 +371,7 @@ pub fn strftime(now: NaiveDateTime, format: &str) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::limits::DEFAULT_FUEL;
     use minijinja::context;
 
     fn at() -> NaiveDateTime {

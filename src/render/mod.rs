@@ -3,22 +3,32 @@
 mod bounded;
 pub mod conversation;
 mod env;
+mod error;
+mod filters;
 mod guard;
+mod limits;
 mod markup;
 mod namespace;
 mod pyjson;
 mod pymethods;
 pub mod reply;
+mod reply_format;
+pub mod resend;
 pub mod server;
 mod source;
 mod switches;
 
 pub use conversation::{Clock, Conversation, ConversationError, entry, field, parse_time};
+pub use env::{TemplateEngine, strftime};
+pub use error::RenderError;
 #[cfg(any(test, feature = "test-hooks"))]
-pub use env::set_output_limit;
-pub use env::{DEFAULT_FUEL, MAX_OUTPUT, RenderError, TemplateEngine, max_output, strftime};
-pub use pyjson::{DumpOptions, dump as dump_json, python_float_repr};
-pub use reply::{ReplyFormat, ResendMode, Turn, TurnPlan, plan_turns};
+pub use limits::set_output_limit;
+pub use limits::{DEFAULT_FUEL, MAX_OUTPUT, max_output};
+pub use namespace::python_float_repr;
+pub use pyjson::{DumpOptions, dump as dump_json};
+pub use reply::{Turn, TurnPlan, plan_turns};
+pub use reply_format::ReplyFormat;
+pub use resend::ResendMode;
 pub use server::{ServerError, ServerProfile};
 pub use switches::{DateSource, SWITCH_WORDS, Switch, inspect as inspect_switches};
 
@@ -170,7 +180,7 @@ pub struct ChatRenderer {
     formats: std::sync::OnceLock<server::ContentFormats>,
     /// The reply layout and stop strings the template's markers imply: looked up in its text
     /// once, not for every conversation of a corpus.
-    reply_format: std::sync::OnceLock<reply::ReplyFormat>,
+    reply_format: std::sync::OnceLock<reply_format::ReplyFormat>,
     stops: std::sync::OnceLock<Vec<String>>,
 }
 
@@ -206,11 +216,11 @@ impl ChatRenderer {
         &self.source
     }
 
-    /// [`reply::ReplyFormat::detect`] of the template.
-    pub fn reply_format(&self) -> reply::ReplyFormat {
+    /// [`reply_format::ReplyFormat::detect`] of the template.
+    pub fn reply_format(&self) -> reply_format::ReplyFormat {
         *self
             .reply_format
-            .get_or_init(|| reply::ReplyFormat::detect(&self.source))
+            .get_or_init(|| reply_format::ReplyFormat::detect(&self.source))
     }
 
     /// [`reply::stop_strings`] of the template.

@@ -24,8 +24,7 @@ use minijinja::value::{
 };
 use minijinja::{Error, ErrorKind, State, Value};
 
-use super::env::{max_output, too_large};
-use super::pyjson::python_float_repr;
+use super::limits::{max_output, too_large};
 
 /// The deepest value a template may keep. Python's own `repr` and `json.dumps` stop near 1000
 /// levels (its recursion limit); real templates keep values a few levels deep. Walks over a
@@ -216,7 +215,7 @@ fn walk(
     visited: &mut u64,
 ) -> Result<(), Error> {
     if level > MAX_VALUE_DEPTH {
-        return Err(super::env::limit_error(format!(
+        return Err(super::limits::limit_error(format!(
             "the template keeps a value nested more than {MAX_VALUE_DEPTH} levels deep"
         )));
     }
@@ -232,7 +231,7 @@ fn walk(
             Some(target) if !std::ptr::eq(Arc::as_ptr(target), ns) => Err(type_error(
                 "kvaudit does not render a namespace stored inside another namespace",
             )
-            .with_source(super::env::NotSupported)),
+            .with_source(super::error::NotSupported)),
             _ => Ok(()),
         };
     }
@@ -411,6 +410,38 @@ pub fn write_repr(value: &Value, out: &mut dyn fmt::Write) -> fmt::Result {
     Printer::default().value(value, out)
 }
 
+/// Python's `repr(float)`: shortest round-trip digits, scientific notation when the decimal
+/// exponent is below -4 or at least 16, with a signed two-digit exponent.
+pub fn python_float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
+    }
+    let sci = format!("{:e}", f);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..16).contains(&exp) {
+        let fixed = format!("{}", f);
+        if fixed.contains('.') {
+            fixed
+        } else {
+            format!("{fixed}.0")
+        }
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
 /// Python's `str()` of `value` (what `~`, `|string` and `join` make of it), refused past
 /// [`MAX_OUTPUT`] bytes: a list that repeats one long string is small but prints as
 /// gigabytes.
@@ -429,7 +460,7 @@ pub fn write_str(value: &Value, what: &str, limit: usize, out: &mut String) -> R
             if s.len() > room {
                 return Err(too_large(what));
             }
-            super::env::reserve_str_within(out, s.len(), limit);
+            super::limits::reserve_str_within(out, s.len(), limit);
             out.push_str(s);
             Ok(())
         }
@@ -438,7 +469,7 @@ pub fn write_str(value: &Value, what: &str, limit: usize, out: &mut String) -> R
             // Measured first, then made at its size: a string grown to the limit by doubling
             // would ask for twice the limit.
             let size = repr_len(value, room).ok_or_else(|| too_large(what))?;
-            super::env::reserve_str_within(out, size, limit);
+            super::limits::reserve_str_within(out, size, limit);
             write_repr(value, out)
                 .map_err(|_| Error::new(ErrorKind::WriteFailure, "formatting failed"))
         }
@@ -469,9 +500,10 @@ pub fn str_function(value: Value) -> Result<Value, Error> {
     py_str(&value, "~").map(Value::from)
 }
 
-/// `needle in haystack` (see `guard::rewrite_containment`), as Python's `in`: a string holds
-/// only strings; a list or other iterable holds what equals an item; a mapping its keys; an
-/// undefined value nothing. Visiting items costs fuel, as minijinja's own `in` does.
+/// `needle in haystack` (see `guard::operators::rewrite_containment`), as Python's `in`: a
+/// string holds only strings; a list or other iterable holds what equals an item; a mapping
+/// its keys; an undefined value nothing. Visiting items costs fuel, as minijinja's own `in`
+/// does.
 pub fn contains(state: &State, needle: Value, haystack: Value) -> Result<bool, Error> {
     match haystack.kind() {
         ValueKind::String => {
@@ -536,4 +568,26 @@ pub fn python_type(value: &Value) -> &'static str {
 /// Whether `value` is a namespace (which Python's JSON encoder refuses, by its type name).
 pub fn is_namespace(value: &Value) -> bool {
     value.downcast_object_ref::<Namespace>().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_matches_python() {
+        for (f, want) in [
+            (1.0, "1.0"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (0.0001, "0.0001"),
+            (1.5e-7, "1.5e-07"),
+            (-2.5, "-2.5"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1.23e100, "1.23e+100"),
+        ] {
+            assert_eq!(python_float_repr(f), want, "{f}");
+        }
+    }
 }

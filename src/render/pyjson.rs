@@ -1,4 +1,4 @@
-//! Python-compatible JSON and float text.
+//! Python-compatible JSON.
 //!
 //! transformers replaces Jinja's `tojson` with `json.dumps(x, ensure_ascii=False, indent=None,
 //! separators=None, sort_keys=False)`; minijinja's own filter escapes HTML characters and writes
@@ -7,7 +7,8 @@
 use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
-use super::env::{max_output, too_large};
+use super::limits::{max_output, too_large};
+use super::namespace::python_float_repr;
 
 /// Options of Python's `json.dumps` that chat templates pass.
 #[derive(Debug, Clone)]
@@ -268,7 +269,7 @@ fn write_string(s: &str, ensure_ascii: bool, out: &mut String) -> Result<(), Err
     if out.len().saturating_add(s.len()) > max_output() {
         return Err(too_large("tojson"));
     }
-    super::env::reserve_str_within(out, s.len() + 2, max_output());
+    super::limits::reserve_str_within(out, s.len() + 2, max_output());
     out.push('"');
     for (i, c) in s.chars().enumerate() {
         if i % 4096 == 4095 && out.len() > max_output() {
@@ -311,58 +312,9 @@ fn python_json_float(f: f64) -> String {
     }
 }
 
-/// Python's `repr(float)`: shortest round-trip digits, scientific notation when the decimal
-/// exponent is below -4 or at least 16, with a signed two-digit exponent.
-pub fn python_float_repr(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
-    }
-    let sci = format!("{:e}", f);
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-4..16).contains(&exp) {
-        let fixed = format!("{}", f);
-        if fixed.contains('.') {
-            fixed
-        } else {
-            format!("{fixed}.0")
-        }
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.abs())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn float_repr_matches_python() {
-        for (f, want) in [
-            (1.0, "1.0"),
-            (1e16, "1e+16"),
-            (1e15, "1000000000000000.0"),
-            (1e-5, "1e-05"),
-            (0.0001, "0.0001"),
-            (1.5e-7, "1.5e-07"),
-            (-2.5, "-2.5"),
-            (0.1 + 0.2, "0.30000000000000004"),
-            (1.23e100, "1.23e+100"),
-        ] {
-            assert_eq!(python_float_repr(f), want, "{f}");
-        }
-    }
 
     #[test]
     fn strings_escape_like_python() {

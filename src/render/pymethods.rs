@@ -2,15 +2,17 @@
 //!
 //! Anything not handled here is delegated to pycompat; methods neither knows fail the render,
 //! which kvaudit reports instead of guessing.
+//!
+//! Python's rules for `str` that these methods follow (what is whitespace, where lines break,
+//! what `strip` takes away) are kept here for the filters (`trim`, `indent`) and the server
+//! profiles that apply them too, so that they all strip and split alike.
 
 use minijinja::value::{ValueKind, from_args};
 use minijinja::{Error, ErrorKind, State, Value};
 use minijinja_contrib::pycompat;
 
 use super::bounded::{Style, check_format, python_replace};
-use super::env::{
-    Ends, is_python_space, items_fit, max_output, python_lines, python_strip, too_large,
-};
+use super::limits::{items_fit, max_output, too_large};
 use super::namespace::python_type;
 
 pub fn unknown_method(
@@ -74,7 +76,7 @@ fn undefined_argument(method: &str, at: usize, args: usize) -> Option<Error> {
     };
     let text = match (method, at) {
         _ if args > most => too_many,
-        ("strip" | "lstrip" | "rstrip", _) => return Some(super::env::strip_arg_error(method)),
+        ("strip" | "lstrip" | "rstrip", _) => return Some(strip_arg_error(method)),
         ("split" | "rsplit", 0) => "must be str or None, not Undefined".to_string(),
         ("split" | "rsplit" | "splitlines" | "zfill", _) | ("ljust" | "rjust" | "center", 0) => {
             NOT_AN_INTEGER.to_string()
@@ -345,7 +347,7 @@ fn python_join(sep_value: &Value, sep: &str, items: &Value) -> Result<Value, Err
         if out.len().saturating_add(piece) > max_output() {
             return Err(too_large("join"));
         }
-        super::env::reserve_str_within(&mut out, piece, max_output());
+        super::limits::reserve_str_within(&mut out, piece, max_output());
         out.push_str(sep);
         out.push_str(text);
     }
@@ -444,6 +446,85 @@ fn rsplit(s: &str, sep: Option<&str>, maxsplit: i64) -> Result<Vec<String>, Erro
     }
     parts.reverse();
     Ok(parts)
+}
+
+/// Python's `str.splitlines()` (without keepends).
+pub fn python_splitlines(s: &str) -> Vec<&str> {
+    python_lines(s).map(|(line, _)| line).collect()
+}
+
+/// The lines of `s` as Python's `str.splitlines` cuts them: each line without its break, and
+/// the line with its break (a text's last line may have none).
+pub fn python_lines(s: &str) -> impl Iterator<Item = (&str, &str)> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let rest = &s[start..];
+        if rest.is_empty() {
+            return None;
+        }
+        let (at, len) = rest
+            .char_indices()
+            .find(|&(_, c)| is_python_line_break(c))
+            .map_or((rest.len(), 0), |(i, c)| {
+                let crlf = c == '\r' && rest[i + 1..].starts_with('\n');
+                (i, if crlf { 2 } else { c.len_utf8() })
+            });
+        start += at + len;
+        Some((&rest[..at], &rest[..at + len]))
+    })
+}
+
+/// The characters Python's `str.splitlines` breaks at (CR LF is one break).
+fn is_python_line_break(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\r'
+            | '\u{0b}'
+            | '\u{0c}'
+            | '\u{1c}'
+            | '\u{1d}'
+            | '\u{1e}'
+            | '\u{85}'
+            | '\u{2028}'
+            | '\u{2029}'
+    )
+}
+
+/// Whitespace as Python's `str.isspace`, `strip()` and `split()` know it: Rust's (Unicode
+/// White_Space) plus the four separators U+001C..U+001F, which Python counts and Rust does not.
+pub fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Which ends of a string Python's `strip`, `lstrip` and `rstrip` take characters from.
+#[derive(Clone, Copy)]
+pub enum Ends {
+    Both,
+    Start,
+    End,
+}
+
+/// Python's `str.strip(chars)` (and `lstrip`, `rstrip`): whitespace when `chars` is None, else
+/// any of its characters.
+pub fn python_strip<'s>(s: &'s str, chars: Option<&str>, ends: Ends) -> &'s str {
+    let strip = |c: char| match chars {
+        None => is_python_space(c),
+        Some(set) => set.contains(c),
+    };
+    match ends {
+        Ends::Both => s.trim_matches(strip),
+        Ends::Start => s.trim_start_matches(strip),
+        Ends::End => s.trim_end_matches(strip),
+    }
+}
+
+/// The TypeError `str.strip` (or `lstrip`, `rstrip`) raises for a `chars` that is neither None
+/// nor a string.
+pub fn strip_arg_error(method: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidOperation,
+        format!("{method} arg must be None or str"),
+    )
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use super::RenderError;
+use super::error::RenderError;
 
 /// The source as Jinja2's lexer sees it: it splits the whole source on `\r\n`, `\r` and `\n`
 /// and joins the lines with `newline_sequence` (`\n` in transformers' environment), in

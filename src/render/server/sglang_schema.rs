@@ -14,6 +14,8 @@
 
 use serde_json::Value as Json;
 
+use crate::render::pymethods::{Ends, python_strip};
+
 const STANDARD: [&str; 7] = [
     "null", "boolean", "object", "array", "number", "string", "integer",
 ];
@@ -63,8 +65,7 @@ fn normalize_name(raw: &str) -> Option<&'static str> {
         return Some(t);
     }
     let before = raw.split('(').next().unwrap_or(raw);
-    let base = crate::render::env::python_strip(before, None, crate::render::env::Ends::Both)
-        .to_lowercase();
+    let base = python_strip(before, None, Ends::Both).to_lowercase();
     if let Some(t) = STANDARD.iter().find(|t| **t == base) {
         return Some(t);
     }
