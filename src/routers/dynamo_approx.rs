@@ -1,7 +1,7 @@
 //! Dynamo 1.6.1's router without KV events: it predicts what a worker holds from what it
 //! routed there (`ttl`) or from that and the streamed reply (`lru`).
 
-use super::spec::Params;
+use super::params::Params;
 use super::whole_blocks;
 use super::{Answer, Decision, Reason, Router, TransitionView, held_match, prompt_match};
 

@@ -4,7 +4,7 @@
 
 use serde_json::Value as Json;
 
-use super::spec::Params;
+use super::params::Params;
 use super::{Answer, Decision, Reason, Router, TransitionView, Units};
 
 /// GAIE's maxPrefixBlocksToMatch at most: 2^20 blocks is 64 M tokens at its smallest block.

@@ -3,8 +3,8 @@
 
 use super::llm_d::decider::{DeciderConfig, decide};
 use super::llm_d::view::RouterSettings;
-use super::llm_d::{decode_reason, from_verdict};
-use super::spec::Params;
+use super::llm_d::{decider_settings, decode_reason, from_verdict};
+use super::params::Params;
 use super::{Answer, Decision, Reason, Router, TransitionView, prompt_match, whole_blocks};
 
 /// `--router llm-d-approx`.
@@ -18,7 +18,7 @@ impl LlmDApprox {
     pub(crate) fn parse(params: &mut Params, base: &RouterSettings) -> Result<Self, String> {
         Ok(LlmDApprox {
             block_size: params.block_size()?,
-            decider: params.decider(base.decider)?,
+            decider: decider_settings(params, base.decider)?,
         })
     }
 }

@@ -15,6 +15,7 @@ pub mod dynamo_approx;
 pub mod gaie;
 pub mod llm_d;
 pub mod llm_d_approx;
+mod params;
 pub mod reason;
 pub mod smg;
 pub mod spec;

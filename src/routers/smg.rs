@@ -4,7 +4,7 @@
 
 use serde_json::Value as Json;
 
-use super::spec::Params;
+use super::params::Params;
 use super::{
     Answer, Decision, Reason, Router, TransitionView, Units, event_visible, scaled, threshold_rule,
 };

@@ -2,7 +2,7 @@
 //! and compares the match rate with a threshold; `kv_aware` reads the engine's KV events at
 //! `--kv-event-block-size`.
 
-use super::spec::Params;
+use super::params::Params;
 use super::{
     Answer, Decision, Reason, Router, TransitionView, event_visible, prompt_match, threshold_rule,
 };

@@ -6,7 +6,7 @@ pub mod index;
 pub use index::{RadixTree, SEED, TreeStats, local_hash};
 
 use super::llm_d::decider::MAX_TOKENS;
-use super::spec::Params;
+use super::params::Params;
 use super::{Answer, Decision, Reason, Router, TransitionView, event_visible, share};
 
 /// The version of Dynamo both Dynamo emulations follow.

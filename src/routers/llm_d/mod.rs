@@ -5,16 +5,18 @@
 pub mod decider;
 pub mod hash;
 pub mod index;
+pub mod profile;
 pub mod reasons;
 pub mod stats;
 pub mod view;
 
 pub use hash::{HashAlgo, KeyHasher, KeyMemo};
-pub use index::{Index, IndexConfig, Profile, message_drop_reason, parse_topic};
+pub use index::{Index, IndexConfig, message_drop_reason, parse_topic};
+pub use profile::Profile;
 pub use reasons::{DropReason, Reason, SkipReason};
 pub use stats::{Counts, Stats};
 
-use super::spec::Params;
+use super::params::Params;
 use super::{Answer, Decision, Router, TransitionView};
 use decider::{Rule, Verdict};
 use view::RouterSettings;
@@ -34,9 +36,24 @@ impl LlmD {
         if let Some(b) = params.block_size()? {
             s.index.block_size = b;
         }
-        s.decider = params.decider(s.decider)?;
+        s.decider = decider_settings(params, s.decider)?;
         Ok(LlmD(s))
     }
+}
+
+/// `nonCachedTokens` and `promptTokens` from a `--router` value over `d`: both llm-d
+/// routers read them.
+pub(crate) fn decider_settings(
+    params: &mut Params,
+    mut d: decider::DeciderConfig,
+) -> Result<decider::DeciderConfig, String> {
+    if let Some(n) = params.bounded("non_cached_tokens", 0..=decider::MAX_TOKENS)? {
+        d.non_cached_tokens = n;
+    }
+    if let Some(n) = params.bounded("prompt_tokens", 0..=decider::MAX_TOKENS)? {
+        d.prompt_tokens = n;
+    }
+    Ok(d)
 }
 
 pub(crate) fn from_verdict(v: Verdict) -> Decision {
