@@ -291,6 +291,26 @@ pub(crate) fn threshold_rule(
     }
 }
 
+/// The answer of a router that reads the engine's events and sends a turn to the pod with
+/// the most matched blocks (vllm-router's kv_aware, smg's events): in P/D mode a prefill pod
+/// is always used; `pd`, `hit` and `miss` are its words for each case.
+pub(crate) fn by_event_match(
+    router: &dyn Router,
+    t: &TransitionView,
+    pd_mode: bool,
+    [pd, hit, miss]: [(Reason, &str); 3],
+) -> Answer {
+    let visible = event_visible(t);
+    let (visible, decision, (why, rule)) = if pd_mode {
+        (visible, Decision::Other, pd)
+    } else if visible > 0 {
+        (visible, Decision::Decode, hit)
+    } else {
+        (0, Decision::Other, miss)
+    };
+    Answer::tokens(router, visible, decision, why, rule.into())
+}
+
 /// The answer of `spec` for one transition.
 pub fn answer(spec: &Spec, t: &TransitionView) -> Answer {
     spec.router().answer(t)

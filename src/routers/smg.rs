@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 
 use super::params::Params;
 use super::{
-    Answer, Decision, Reason, Router, TransitionView, Units, event_visible, scaled, threshold_rule,
+    Answer, Reason, Router, TransitionView, Units, by_event_match, scaled, threshold_rule,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,32 +70,19 @@ impl Router for Smg {
         }
         // The router learns the block size from the first stored event: always the
         // engine's.
-        let visible = event_visible(t);
-        if self.pd {
-            Answer::tokens(
-                self,
-                visible,
-                Decision::Other,
-                Reason::PdPrefillAlways,
-                "P/D: a prefill and a decode pod are always both chosen".into(),
-            )
-        } else if visible > 0 {
-            Answer::tokens(
-                self,
-                visible,
-                Decision::Decode,
-                Reason::HighestOverlap,
-                "the pod with the highest overlap".into(),
-            )
-        } else {
-            Answer::tokens(
-                self,
-                0,
-                Decision::Other,
-                Reason::NoOverlap,
-                "no overlap: least-loaded pod".into(),
-            )
-        }
+        by_event_match(
+            self,
+            t,
+            self.pd,
+            [
+                (
+                    Reason::PdPrefillAlways,
+                    "P/D: a prefill and a decode pod are always both chosen",
+                ),
+                (Reason::HighestOverlap, "the pod with the highest overlap"),
+                (Reason::NoOverlap, "no overlap: least-loaded pod"),
+            ],
+        )
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::params::Params;
 use super::{
-    Answer, Decision, Reason, Router, TransitionView, event_visible, prompt_match, threshold_rule,
+    Answer, Decision, Reason, Router, TransitionView, by_event_match, prompt_match, threshold_rule,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,31 +68,24 @@ impl Router for VllmRouter {
                 ),
             );
         }
-        let visible = event_visible(t);
-        if self.pd {
-            Answer::tokens(
-                self,
-                visible,
-                Decision::Other,
-                Reason::PdByOccupancy,
-                "P/D: decode is chosen by occupancy, never by placement; a prefill pod is always used".into(),
-            )
-        } else if visible > 0 {
-            Answer::tokens(
-                self,
-                visible,
-                Decision::Decode,
-                Reason::MostMatchedBlocks,
-                "the pod with the most matched blocks".into(),
-            )
-        } else {
-            Answer::tokens(
-                self,
-                0,
-                Decision::Other,
-                Reason::NoBlockMatched,
-                "no block matched: least-occupied pod".into(),
-            )
-        }
+        by_event_match(
+            self,
+            t,
+            self.pd,
+            [
+                (
+                    Reason::PdByOccupancy,
+                    "P/D: decode is chosen by occupancy, never by placement; a prefill pod is always used",
+                ),
+                (
+                    Reason::MostMatchedBlocks,
+                    "the pod with the most matched blocks",
+                ),
+                (
+                    Reason::NoBlockMatched,
+                    "no block matched: least-occupied pod",
+                ),
+            ],
+        )
     }
 }
