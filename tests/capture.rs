@@ -1,7 +1,7 @@
 //! `kvaudit capture` against in-test publishers on loopback: a pure-Rust XPUB/ROUTER pair and
 //! a libzmq one through pyzmq, in vLLM's frame layout.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};

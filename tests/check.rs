@@ -1,7 +1,7 @@
 //! `kvaudit check`, the CI gate: config errors, codes, levels, allows, baselines and every
 //! output format, on the project's fixtures and (when present) the reference models.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -357,7 +357,7 @@ fn docs_codes_md_is_the_table() {
     }
     assert!(
         std::fs::read_to_string(&path).unwrap_or_default() == table,
-        "docs/codes.md is stale: run KVAUDIT_UPDATE_DOCS=1 cargo test --test check"
+        "docs/codes.md is stale: run KVAUDIT_UPDATE_DOCS=1 cargo test --test integration check::"
     );
 }
 

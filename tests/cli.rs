@@ -1,6 +1,6 @@
 //! End-to-end tests of the kvaudit binary on the project's own small fixtures.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use kvaudit::tokenize::Tokenizer;

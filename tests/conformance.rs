@@ -2,7 +2,7 @@
 //! transformers (tests/conformance/reference.py) and by kvaudit, compared byte for byte, token
 //! for token, and turn alignment for every model x scenario.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

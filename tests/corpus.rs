@@ -3,7 +3,7 @@
 //! report is the same whatever `--jobs`, every input layout and compression reads alike, the
 //! real corpora in ../shared all load, and the HTML page renders in a real browser.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

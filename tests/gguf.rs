@@ -4,7 +4,7 @@
 //! report the directory gives under `--server llamacpp`, on every conversation of the corpus;
 //! a hostile or unsupported file is one clear error.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;

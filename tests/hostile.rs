@@ -4,7 +4,7 @@
 //! Before the fixes, these panicked (exit 101), aborted on allocation (134), hung, or took
 //! gigabytes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! disk), and compares every file of the whole temporary tree — bytes, mtime, symlink
 //! targets — before and after: a refused run changes nothing and leaves no temporary file.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

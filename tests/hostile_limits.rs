@@ -4,7 +4,7 @@
 //! line (exit 2) or a counted skip, never an abort, a hang, a double count or a file left
 //! behind.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

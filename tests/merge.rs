@@ -4,7 +4,7 @@
 //! of the real corpus; partials of different models or settings are refused, and so is
 //! anything that is not a partial.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! through in bounded memory; a damaged or hostile file is a counted skip or one clear error,
 //! never a crash.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;

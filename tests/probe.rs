@@ -9,7 +9,7 @@
 //! .ci/llama-server.sh builds it; without one they say they skip, and
 //! under CI=true they fail instead.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -7,7 +7,7 @@
 //! output into the README instead (then review the diff). The README, a landing page, shows
 //! the template and tokenizer hash prefixes of its examples as `<hash>` (the guide keeps them).
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 

@@ -2,7 +2,7 @@
 //! --remedies` (issue 15): on the project's fixtures, on real templates from ../shared, and the
 //! numbers under a remedy against transformers (tests/remedies_reference.py).
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use serde_json::{Value as Json, json};

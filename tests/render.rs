@@ -1,7 +1,7 @@
 //! `kvaudit render` end to end on the project's small fixtures: the text exactly as the
 //! template writes it, the held stream diff-turns counts, the token view, and exit codes.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use kvaudit::tokenize::Tokenizer;

@@ -1,7 +1,7 @@
 //! `kvaudit replay` and `kvaudit keys` end to end: the reference's worked examples, captures
 //! built here in the seed write-up's shape, bad input, and output formats.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use kvaudit::events::encode::encode_batch;

@@ -1,7 +1,7 @@
 //! Every report in every format, snapshotted byte for byte: the JSON shapes are defined by view
 //! structs and must not drift, and the Markdown report is rendered from `templates/`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

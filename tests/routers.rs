@@ -1,7 +1,7 @@
 //! `--router`, `--router-config` and `replay --router` from the command line, on the
 //! project's own fixtures (the real routers: tests/routers_live.rs).
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use serde_json::Value as Json;

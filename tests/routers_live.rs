@@ -13,7 +13,7 @@
 //! .ci/routers.sh puts it; without it, or without ../shared, the tests say they skip (under
 //! CI=true they fail).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

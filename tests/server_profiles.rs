@@ -6,7 +6,7 @@
 //!
 //! CI samples a few conversations per corpus file; KVAUDIT_SERVER_CORPUS=all runs every one.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

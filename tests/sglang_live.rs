@@ -17,7 +17,7 @@
 //! KVAUDIT_SGLANG_VENV (what .ci/run exports), else where .ci/sglang.sh puts it; without it the
 //! tests say they skip (under CI=true they fail).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

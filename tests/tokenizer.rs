@@ -2,7 +2,7 @@
 //! varied corpus (every chat template in ../shared is code, markup and prose in one), for every
 //! model directory; and the cache's behaviour on the project's own tiny tokenizer.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! `--quiet`, carrying on past a bad conversation, the template that actually rendered, and
 //! the two sides of a divergence shown as they are.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use serde_json::{Value as Json, json};

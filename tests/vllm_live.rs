@@ -15,7 +15,7 @@
 //! else where .ci/vllm.sh puts it; without it the tests say they skip (under CI=true they
 //! fail).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

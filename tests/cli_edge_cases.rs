@@ -1,6 +1,6 @@
 //! The sharp edges a newcomer hit (issue 10): each test pins the behaviour that replaced one.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use serde_json::Value as Json;
