@@ -99,8 +99,7 @@ fn man_pages_match_the_cli() {
 /// `kvaudit completions SHELL` prints the committed script.
 #[test]
 fn completions_subcommand_prints_the_committed_script() {
-    let out = assert_cmd::Command::cargo_bin("kvaudit")
-        .unwrap()
+    let out = common::kvaudit()
         .args(["completions", "bash"])
         .assert()
         .code(0);

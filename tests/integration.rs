@@ -5,8 +5,10 @@
 //! `every_test_file_is_a_module`). Run one file's tests with its module path as the filter:
 //! `cargo test --release --test integration -- replay::`.
 //!
-//! insta names snapshots after the module path, so those of a file `NAME.rs` are
-//! `tests/snapshots/integration__NAME__*.snap`.
+//! Every test that runs kvaudit builds the command with `common::kvaudit()` (or
+//! `common::kvaudit_process()` where a `std::process::Command` is needed), which sets the
+//! environment once; insta names snapshots after the module path, so those of a file `NAME.rs`
+//! are `tests/snapshots/integration__NAME__*.snap`.
 
 mod common;
 
