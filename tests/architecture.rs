@@ -3,7 +3,7 @@
 //! input reading, output writing) never import the higher ones. Test modules (`#[cfg(test)]` to the end of a
 //! file) are left out: a test may use anything.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

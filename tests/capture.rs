@@ -1,7 +1,7 @@
 //! `kvaudit capture` against in-test publishers on loopback: a pure-Rust XPUB/ROUTER pair and
 //! a libzmq one through pyzmq, in vLLM's frame layout.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, Stdio};
@@ -207,7 +207,7 @@ fn port_of(endpoint: &str) -> u16 {
 }
 
 fn capture(args: &[String]) -> Child {
-    Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+    common::kvaudit_process()
         .arg("capture")
         .args(args)
         .args(["--format", "json", "--duration", "30s"])
@@ -441,7 +441,7 @@ fn sigterm_leaves_whole_frames_that_replay() {
             "frame {i}"
         );
     }
-    let replay = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+    let replay = common::kvaudit_process()
         .args(["replay", &out.display().to_string(), "--format", "json"])
         .output()
         .unwrap();
@@ -473,7 +473,7 @@ fn live_replay_reports_like_replay() {
     )));
     publisher.handle.join().unwrap();
     assert_eq!(code, 0, "{err}");
-    let offline = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+    let offline = common::kvaudit_process()
         .args([
             "replay",
             &src.display().to_string(),
@@ -491,7 +491,7 @@ fn live_replay_reports_like_replay() {
 #[test]
 fn unreachable_publisher_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+    let out = common::kvaudit_process()
         .args([
             "capture",
             "--endpoint",
@@ -509,7 +509,7 @@ fn unreachable_publisher_is_an_error() {
         err.starts_with("error: cannot connect to tcp://127.0.0.1:9"),
         "{err}"
     );
-    let out = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+    let out = common::kvaudit_process()
         .args([
             "capture",
             "--endpoint",
@@ -867,7 +867,7 @@ fn malformed_flood_leaves_a_small_summary() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("malformed.frames");
     let publisher = start_publisher(messages, Duration::ZERO, Router::None);
-    let child = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+    let child = common::kvaudit_process()
         .arg("capture")
         .args(args(publisher.port, &out, &["--max-messages", "5"]))
         .args(["--format", "json", "--duration", "60s"])
@@ -962,7 +962,7 @@ fn oversized_payloads_are_malformed_not_written() {
 fn huge_durations_are_usage_errors() {
     for flag in ["--connect-timeout", "--replay-timeout", "--duration"] {
         for value in ["99999999999999999999s", "1e999", "0s"] {
-            let out = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+            let out = common::kvaudit_process()
                 .args([
                     "capture",
                     "--endpoint",
@@ -992,7 +992,7 @@ fn bind_to_port_zero_tells_the_port() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("bound.frames");
-    let mut child = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+    let mut child = common::kvaudit_process()
         .args(["capture", "--bind", "tcp://127.0.0.1:0", "--out"])
         .arg(&out)
         .args([

@@ -1,28 +1,14 @@
 //! `kvaudit check`, the CI gate: config errors, codes, levels, allows, baselines and every
 //! output format, on the project's fixtures and (when present) the reference models.
 
-mod common;
+use crate::common::{self, fixture, kvaudit, kvaudit_in};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use kvaudit::gate::codes::CODES;
 use kvaudit::tokenize::Tokenizer;
 use serde_json::{Value as Json, json};
-
-fn kvaudit(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1")
-        .env("COLUMNS", "100")
-        .env_remove("HF_HUB_OFFLINE")
-        .current_dir(dir);
-    cmd
-}
-
-fn fixture(rel: &str) -> String {
-    common::fixtures().join(rel).display().to_string()
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -32,7 +18,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// `check` with `args` in `dir`, expecting `code`; the JSON report.
 fn check_json(dir: &Path, args: &[&str], code: i32) -> Json {
-    let out = kvaudit(dir)
+    let out = kvaudit_in(dir)
         .arg("check")
         .args(args)
         .args(["--format", "json"])
@@ -51,7 +37,7 @@ fn codes(report: &Json) -> Vec<String> {
 }
 
 fn stderr_of(dir: &Path, args: &[&str], code: i32) -> String {
-    let out = kvaudit(dir).arg("check").args(args).assert().code(code);
+    let out = kvaudit_in(dir).arg("check").args(args).assert().code(code);
     String::from_utf8_lossy(&out.get_output().stderr).into_owned()
 }
 
@@ -222,7 +208,7 @@ fn every_code_in_the_table_is_produced() {
              [[allow]]\ncode = \"KVA105\"\nreason = \"no such finding\"\n"
         ),
     );
-    kvaudit(d)
+    kvaudit_in(d)
         .args(["check", "--config", "lock.toml", "--update-baseline"])
         .assert()
         .code(0);
@@ -232,7 +218,7 @@ fn every_code_in_the_table_is_produced() {
     for c in ["KVA501", "KVA502", "KVA503", "KVA504", "KVA901"] {
         assert!(got.contains(c), "{c} in {got:?}");
     }
-    kvaudit(d)
+    kvaudit_in(d)
         .args([
             "check",
             "--config",
@@ -325,7 +311,7 @@ fn every_code_in_the_table_is_produced() {
 #[test]
 fn explain_and_list_codes_print_the_table() {
     let dir = tempfile::tempdir().unwrap();
-    let out = kvaudit(dir.path())
+    let out = kvaudit_in(dir.path())
         .args(["check", "--explain", "kva101"])
         .assert()
         .code(0);
@@ -335,7 +321,7 @@ fn explain_and_list_codes_print_the_table() {
         "{text}"
     );
     assert!(text.contains("help: send the reasoning back"), "{text}");
-    let out = kvaudit(dir.path())
+    let out = kvaudit_in(dir.path())
         .args(["check", "--list-codes"])
         .assert()
         .code(0);
@@ -357,7 +343,7 @@ fn docs_codes_md_is_the_table() {
     }
     assert!(
         std::fs::read_to_string(&path).unwrap_or_default() == table,
-        "docs/codes.md is stale: run KVAUDIT_UPDATE_DOCS=1 cargo test --test check"
+        "docs/codes.md is stale: run KVAUDIT_UPDATE_DOCS=1 cargo test --test integration check::"
     );
 }
 
@@ -493,32 +479,32 @@ fn init_writes_a_config_check_reads_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let plain = fixture("models/tiny-plain");
-    kvaudit(d)
+    kvaudit_in(d)
         .args(["init", "--model", &plain])
         .assert()
         .code(0);
     let text = std::fs::read_to_string(d.join("kvaudit.toml")).unwrap();
     assert!(text.contains("[[allow]]") && text.contains(&plain));
-    let out = kvaudit(d).args(["check"]).assert().code(0);
+    let out = kvaudit_in(d).args(["check"]).assert().code(0);
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(
         err.starts_with("warning: no baseline yet (kvaudit.lock not found)"),
         "{err}"
     );
-    kvaudit(d)
+    kvaudit_in(d)
         .args(["check", "--update-baseline"])
         .assert()
         .code(0);
     let v = check_json(d, &[], 0);
     assert_eq!(v["verdict"], "pass");
     assert_eq!(v["baseline"]["entries"], 3);
-    let out = kvaudit(d)
+    let out = kvaudit_in(d)
         .args(["init", "--model", &plain])
         .assert()
         .code(2);
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("exists; pass --force"), "{err}");
-    kvaudit(d)
+    kvaudit_in(d)
         .args(["init", "--model", &plain, "--force"])
         .assert()
         .code(0);
@@ -538,7 +524,7 @@ fn sarif_validates_against_the_2_1_0_schema() {
             "[[model]]\nsource = {think:?}\n[[allow]]\ncode = \"KVA101\"\nscenario = \"probe:thanks\"\nreason = \"r\"\n"
         ),
     );
-    kvaudit(d)
+    kvaudit_in(d)
         .args(["check", "--format", "sarif", "--output", "out.sarif"])
         .assert()
         .code(1)
@@ -607,7 +593,7 @@ fn sarif_validates_against_the_2_1_0_schema() {
 #[test]
 fn junit_has_a_case_per_model_and_scenario() {
     let dir = tempfile::tempdir().unwrap();
-    let out = kvaudit(dir.path())
+    let out = kvaudit_in(dir.path())
         .args([
             "check",
             "-m",
@@ -684,7 +670,7 @@ fn human_json_and_markdown_snapshots() {
         ("json", "check_json"),
         ("markdown", "check_markdown"),
     ] {
-        let out = kvaudit(d)
+        let out = kvaudit_in(d)
             .args(["check", "--format", format])
             .assert()
             .code(1);
@@ -736,7 +722,7 @@ fn a_lock_catches_a_qwen3_style_history_change() {
             "[[model]]\nsource = {qwen25:?}\ntemplate = \"chat_template.jinja\"\n[gate]\nbaseline = \"kvaudit.lock\"\n"
         ),
     );
-    kvaudit(d)
+    kvaudit_in(d)
         .args(["check", "--update-baseline"])
         .assert()
         .code(0);
@@ -817,7 +803,7 @@ fn reference_models_and_diff_turns_agree() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = |n: &str| shared.join("models").join(n).display().to_string();
-    let out = kvaudit(d)
+    let out = kvaudit_in(d)
         .args(["check", "-m", &m("qwen3-8b")])
         .assert()
         .code(1);
@@ -847,7 +833,7 @@ fn reference_models_and_diff_turns_agree() {
             &["-m", &m(name)],
             if name.starts_with("qwen2.5") { 0 } else { 1 },
         );
-        let out = kvaudit(d)
+        let out = kvaudit_in(d)
             .args([
                 "diff-turns",
                 "-m",
@@ -950,7 +936,7 @@ fn the_documented_workflow_runs_commands_that_exist() {
 /// diff-turns --remedies (and --date-rollover) as JSON for a model: per (scenario, from
 /// prompt), the transition's remedies and its rollover remedies.
 fn diff_turns_remedies(d: &Path, model: &str) -> Vec<(String, u64, Json, Json)> {
-    let out = kvaudit(d)
+    let out = kvaudit_in(d)
         .args(["diff-turns", "-m", model, "--remedies", "--date-rollover"])
         .args(["--format", "json", "--now", "2026-01-15T10:00:00"])
         .assert();
@@ -1260,9 +1246,7 @@ fn findings_sharing_one_cause_are_one_entry() {
         "edit.jinja",
         "{%- for message in messages -%}\n{{ '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}\n{%- endfor -%}\n{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\nSure. ' }}{%- endif -%}\n",
     );
-    let out = Command::cargo_bin("kvaudit")
-        .unwrap()
-        .env("NO_COLOR", "1")
+    let out = kvaudit()
         .env("COLUMNS", "200")
         .args(["check", "-m", &fixture("models/tiny-plain"), "--template"])
         .arg(&edited)

@@ -1,21 +1,12 @@
 //! End-to-end tests of the kvaudit binary on the project's own small fixtures.
 
-mod common;
+use crate::common::{self, kvaudit};
 
-use assert_cmd::Command;
 use kvaudit::tokenize::Tokenizer;
 use predicates::prelude::*;
 use serde_json::{Value as Json, json};
 
 const NOW: &str = "2026-01-15T10:00:00";
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1")
-        .env_remove("HF_HUB_OFFLINE")
-        .current_dir(common::repo_root());
-    cmd
-}
 
 fn model(name: &str) -> String {
     format!("fixtures/models/{name}")
@@ -134,7 +125,9 @@ fn dropped_reasoning_and_unreplayed_prefill_are_told_apart() {
 
 #[test]
 fn human_report_snapshot() {
+    // The snapshot is at 80 columns (what kvaudit gives a pipe when COLUMNS is unset).
     let out = kvaudit()
+        .env("COLUMNS", "80")
         .args([
             "diff-turns",
             "--model",

@@ -1,7 +1,7 @@
 //! The shell completions in completions/ are generated from the CLI definition; this keeps
-//! them current (regenerate with KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions).
+//! them current (regenerate with KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test integration completions::).
 
-mod common;
+use crate::common;
 
 use clap::CommandFactory;
 use clap_complete::{Shell, generate};
@@ -34,14 +34,14 @@ fn completions_match_the_cli() {
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             on_disk == text,
-            "completions/{file} is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions"
+            "completions/{file} is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test integration completions::"
         );
     }
 }
 
 /// The man pages (completions/kvaudit.1 and one per subcommand, kvaudit-check.1, ...) are
 /// generated with clap_mangen from the same definition (regenerate with
-/// KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions); a page for a subcommand that
+/// KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test integration completions::); a page for a subcommand that
 /// no longer exists is stale too.
 #[test]
 fn man_pages_match_the_cli() {
@@ -86,21 +86,20 @@ fn man_pages_match_the_cli() {
         }
         assert!(
             std::fs::read_to_string(dir.join(page)).unwrap_or_default() == text,
-            "completions/{page} is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions"
+            "completions/{page} is stale: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test integration completions::"
         );
     }
     assert_eq!(
         pages(&dir),
         want,
-        "completions/ has man pages of no subcommand: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test completions"
+        "completions/ has man pages of no subcommand: run KVAUDIT_UPDATE_COMPLETIONS=1 cargo test --test integration completions::"
     );
 }
 
 /// `kvaudit completions SHELL` prints the committed script.
 #[test]
 fn completions_subcommand_prints_the_committed_script() {
-    let out = assert_cmd::Command::cargo_bin("kvaudit")
-        .unwrap()
+    let out = common::kvaudit()
         .args(["completions", "bash"])
         .assert()
         .code(0);

@@ -2,7 +2,7 @@
 //! transformers (tests/conformance/reference.py) and by kvaudit, compared byte for byte, token
 //! for token, and turn alignment for every model x scenario.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -779,12 +779,10 @@ fn extra_templates_align_like_transformers() {
 /// Runs `kvaudit render --format json --tokens` with `args` and the conversation files;
 /// `Err(stderr)` when it exits 2, a panic on any other exit code (render never exits 1).
 fn kvaudit_render(args: &[&str], files: &[PathBuf]) -> Result<Json, String> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvaudit"));
+    let mut cmd = common::kvaudit_process();
     cmd.arg("render")
         .args(args)
-        .args(["--format", "json", "--tokens"])
-        .env("NO_COLOR", "1")
-        .env_remove("HF_HUB_OFFLINE");
+        .args(["--format", "json", "--tokens"]);
     for f in files {
         cmd.arg("-c").arg(f);
     }

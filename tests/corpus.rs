@@ -3,23 +3,12 @@
 //! report is the same whatever `--jobs`, every input layout and compression reads alike, the
 //! real corpora in ../shared all load, and the HTML page renders in a real browser.
 
-mod common;
+use crate::common::{self, fixture, kvaudit};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::{Value as Json, json};
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1").env("COLUMNS", "100");
-    cmd
-}
-
-fn fixture(rel: &str) -> String {
-    common::fixtures().join(rel).display().to_string()
-}
 
 /// `corpus` with `args`, expecting `code`: the JSON report.
 fn corpus_json(args: &[&str], code: i32) -> Json {

@@ -6,7 +6,7 @@
 //! shape the direct encoder takes (NFC, normalized added tokens, several splits, `Removed`
 //! with and without `invert`, string patterns), and into shapes it must leave to the crate.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! Decoding conformance: every capture in ../shared/fixtures/vllm-events (vLLM 0.9 → 0.33,
 //! `.msgpack` and `.frames`, int and bytes hashes) decodes to exactly its `.json` truth file.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! `kvaudit fetch` and Hub ids in `--model`, against a local server in the Hub's URL layout.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

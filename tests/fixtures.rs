@@ -1,11 +1,12 @@
 //! The committed `.frames` fixtures (fixtures/events/) are exactly what their generator
 //! (tests/common/event_fixtures.rs, kvaudit's own encoder) writes today.
 
-mod common;
+use crate::common;
 
 use common::event_fixtures::{self, DIR};
 
-const REWRITE: &str = "cargo test --release --test fixtures -- --ignored write_event_fixtures";
+const REWRITE: &str =
+    "cargo test --release --test integration -- --ignored fixtures::write_event_fixtures";
 
 #[test]
 fn committed_event_fixtures_are_what_the_generator_writes() {

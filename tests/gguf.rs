@@ -4,19 +4,12 @@
 //! report the directory gives under `--server llamacpp`, on every conversation of the corpus;
 //! a hostile or unsupported file is one clear error.
 
-mod common;
+use crate::common::{self, kvaudit};
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-use assert_cmd::Command;
 use serde_json::Value as Json;
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1").env("COLUMNS", "100");
-    cmd
-}
 
 fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -619,7 +612,7 @@ fn a_signal_leaves_no_scratch_behind_and_a_missing_gguf_is_not_fetched() {
         (libc::SIGINT, 130),
         (libc::SIGHUP, 129),
     ] {
-        let mut child = Process::new(env!("CARGO_BIN_EXE_kvaudit"))
+        let mut child = common::kvaudit_process()
             .args(["corpus", "-m", path_str(&model), "-j", "1", path_str(&big)])
             .env("KVAUDIT_TOKENIZER_CACHE", "off")
             .env("TMPDIR", tmp.path())
@@ -651,6 +644,7 @@ fn a_signal_leaves_no_scratch_behind_and_a_missing_gguf_is_not_fetched() {
     let out = kvaudit()
         .current_dir(d)
         .env("HF_ENDPOINT", "http://127.0.0.1:9")
+        .env_remove("HF_HUB_OFFLINE")
         .args(["diff-turns", "-m", "gg/missing.gguf"])
         .assert()
         .code(2);

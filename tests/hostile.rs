@@ -4,7 +4,7 @@
 //! Before the fixes, these panicked (exit 101), aborted on allocation (134), hung, or took
 //! gigabytes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -577,17 +577,12 @@ fn hostile_inputs_end_cleanly_in_bounded_memory() {
 /// Output that cannot be written is an error, output nobody reads (a closed pipe) is not.
 #[test]
 fn a_full_disk_under_stdout_is_an_error_and_a_closed_pipe_is_not() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let full = || {
         std::fs::OpenOptions::new()
             .write(true)
             .open("/dev/full")
             .unwrap()
-    };
-    let kvaudit = || {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_kvaudit"));
-        c.current_dir(common::repo_root()).env("NO_COLOR", "1");
-        c
     };
     for args in [
         vec!["--help"],
@@ -600,7 +595,11 @@ fn a_full_disk_under_stdout_is_an_error_and_a_closed_pipe_is_not() {
             "2026-01-15T10:00:00",
         ],
     ] {
-        let out = kvaudit().args(&args).stdout(full()).output().unwrap();
+        let out = common::kvaudit_process()
+            .args(&args)
+            .stdout(full())
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -609,7 +608,7 @@ fn a_full_disk_under_stdout_is_an_error_and_a_closed_pipe_is_not() {
         );
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         // The same into a pipe closed before anything is read: success, nothing on stderr.
-        let mut child = kvaudit()
+        let mut child = common::kvaudit_process()
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

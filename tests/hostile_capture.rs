@@ -7,7 +7,7 @@
 //! of 1099511693321 bytes failed", exit 134) and the frame floods grew memory without bound.
 //! Also: `--out` is replaced only by a complete capture.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -8,7 +8,7 @@
 //! disk), and compares every file of the whole temporary tree — bytes, mtime, symlink
 //! targets — before and after: a refused run changes nothing and leaves no temporary file.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -841,11 +841,11 @@ fn a_per_transition_pipe_whose_reader_leaves_is_an_error() {
 /// Standard output closed by its reader stays a success, also with a per-transition file.
 #[test]
 fn stdout_closed_by_its_reader_is_still_success() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let w = World::new();
     let rows = std::fs::read_to_string(common::fixtures().join("corpus/chats.jsonl")).unwrap();
     std::fs::write(w.repo.join("big.jsonl"), rows.repeat(20)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kvaudit"))
+    let mut child = common::kvaudit_process()
         .args(["corpus", "-m"])
         .arg(tiny())
         .args([

@@ -4,7 +4,7 @@
 //! line (exit 2) or a counted skip, never an abort, a hang, a double count or a file left
 //! behind.
 
-mod common;
+use crate::common::{self, fixture};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,10 +13,6 @@ use serde_json::Value as Json;
 
 /// The address-space cap every case runs under (the campaign's was 3 GB).
 const CAP_MB: u64 = 1536;
-
-fn fixture(p: &str) -> String {
-    common::fixtures().join(p).display().to_string()
-}
 
 fn model() -> String {
     fixture("models/tiny-think")

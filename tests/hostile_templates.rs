@@ -12,7 +12,7 @@
 //! (`tojson` of a namespace) is the same error, a `check` finding (KVA301) like any template
 //! that raises; and what transformers renders, kvaudit renders the same.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

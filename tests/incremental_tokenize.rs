@@ -9,7 +9,7 @@
 //! CI samples PER_FILE conversations per corpus file, spread evenly over the file;
 //! KVAUDIT_INCREMENTAL_CORPUS=N takes N per file, =all every conversation (7,676: hours).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

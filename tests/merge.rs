@@ -4,21 +4,9 @@
 //! of the real corpus; partials of different models or settings are refused, and so is
 //! anything that is not a partial.
 
-mod common;
+use crate::common::{self, fixture, kvaudit};
 
 use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1").env("COLUMNS", "100");
-    cmd
-}
-
-fn fixture(rel: &str) -> String {
-    common::fixtures().join(rel).display().to_string()
-}
 
 fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()

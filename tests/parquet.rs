@@ -4,19 +4,12 @@
 //! through in bounded memory; a damaged or hostile file is a counted skip or one clear error,
 //! never a crash.
 
-mod common;
+use crate::common::{self, kvaudit};
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-use assert_cmd::Command;
 use serde_json::Value as Json;
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1").env("COLUMNS", "100");
-    cmd
-}
 
 fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -9,7 +9,7 @@
 //! .ci/llama-server.sh builds it; without one they say they skip, and
 //! under CI=true they fail instead.
 
-mod common;
+use crate::common::{self, kvaudit};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -18,19 +18,9 @@ use std::process::{Child, Command as Process, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use kvaudit::probe::http::Answer;
 use kvaudit::probe::wire::{self, Engine};
 use serde_json::{Value as Json, json};
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env_remove("OPENAI_API_KEY")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("COLUMNS", "100")
-        .env("NO_COLOR", "1");
-    cmd
-}
 
 fn qwen3(shared: &Path) -> String {
     shared.join("models/qwen3-8b").display().to_string()

@@ -4,7 +4,7 @@
 //! else the binary these tests built; Ray comes from .ci/ray.sh's environment (KVAUDIT_RAY_VENV,
 //! or its cache).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,9 +7,7 @@
 //! output into the README instead (then review the diff). The README, a landing page, shows
 //! the template and tokenizer hash prefixes of its examples as `<hash>` (the guide keeps them).
 
-mod common;
-
-use assert_cmd::Command;
+use crate::common;
 
 /// Hub ids the README uses, and the directory under ../shared/models holding that model.
 const MODELS: &[(&str, &str)] = &[
@@ -86,12 +84,8 @@ fn check_page(shared: &std::path::Path, root: &std::path::Path, page: &std::path
     let update = std::env::var_os("KVAUDIT_UPDATE_README").is_some();
     let mut updated = readme.clone();
     for (command, expected) in &examples {
-        let out = Command::cargo_bin("kvaudit")
-            .unwrap()
-            .current_dir(scratch.path())
-            .env("NO_COLOR", "1")
+        let out = common::kvaudit_in(scratch.path())
             .env("COLUMNS", "80")
-            .env("HF_HUB_OFFLINE", "1")
             .args(common::shell_words(command))
             .output()
             .unwrap();

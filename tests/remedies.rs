@@ -2,22 +2,12 @@
 //! --remedies` (issue 15): on the project's fixtures, on real templates from ../shared, and the
 //! numbers under a remedy against transformers (tests/remedies_reference.py).
 
-mod common;
+use crate::common::{self, kvaudit};
 
-use assert_cmd::Command;
 use serde_json::{Value as Json, json};
 
 const NOW: &str = "2026-01-15T10:00:00";
 const REMEDIES: &str = "fixtures/conversations/remedies";
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1")
-        .env_remove("COLUMNS")
-        .env_remove("HF_HUB_OFFLINE")
-        .current_dir(common::repo_root());
-    cmd
-}
 
 /// kvaudit with `args` in the repository, expecting `code`: its standard output.
 fn stdout_of(args: &[&str], code: i32) -> String {
@@ -90,7 +80,9 @@ fn changed_tools_are_a_per_request_rewrite_that_keeping_them_removes() {
 
 #[test]
 fn human_view_prints_one_line_per_remedy() {
+    // The snapshot is at 80 columns (what kvaudit gives a pipe when COLUMNS is unset).
     let out = kvaudit()
+        .env("COLUMNS", "80")
         .args(["diff-turns", "-m", "fixtures/models/tiny-tools", "-c"])
         .arg(conv("tools-change.json"))
         .args(["--remedies", "--now", NOW])

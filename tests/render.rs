@@ -1,22 +1,13 @@
 //! `kvaudit render` end to end on the project's small fixtures: the text exactly as the
 //! template writes it, the held stream diff-turns counts, the token view, and exit codes.
 
-mod common;
+use crate::common::{self, kvaudit};
 
-use assert_cmd::Command;
 use kvaudit::tokenize::Tokenizer;
 use serde_json::{Value as Json, json};
 
 const NOW: &str = "2026-01-15T10:00:00";
 const THINK: &str = "fixtures/models/tiny-think";
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1")
-        .env_remove("HF_HUB_OFFLINE")
-        .current_dir(common::repo_root());
-    cmd
-}
 
 /// The quick form every test here renders: one question, a reply with reasoning, a follow-up.
 fn quick(model: &str) -> Vec<String> {

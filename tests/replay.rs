@@ -1,26 +1,16 @@
 //! `kvaudit replay` and `kvaudit keys` end to end: the reference's worked examples, captures
 //! built here in the seed write-up's shape, bad input, and output formats.
 
-mod common;
+use crate::common::{self, kvaudit};
 
-use assert_cmd::Command;
 use kvaudit::events::encode::encode_batch;
 use kvaudit::events::frames::write_frame;
 use kvaudit::events::msgpack::Writer;
 use kvaudit::events::{Batch, BatchWire};
 use serde_json::Value as Json;
 
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    // Wide enough that no report line wraps: these tests look for whole lines.
-    cmd.current_dir(common::repo_root())
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "250");
-    cmd
-}
-
 /// A capture from ../shared's vLLM fixtures, for `test`.
-fn fixture(test: &str, name: &str) -> Option<String> {
+fn vllm_capture(test: &str, name: &str) -> Option<String> {
     let shared = common::shared_dir(test)?;
     Some(
         shared
@@ -78,7 +68,7 @@ fn vllm_captures_s1_and_s2() {
         ("s2.frames", 128),
         ("legacy-v0.23.0-s1.frames", 112),
     ] {
-        let Some(file) = fixture("vllm_captures_s1_and_s2", name) else {
+        let Some(file) = vllm_capture("vllm_captures_s1_and_s2", name) else {
             return;
         };
         let v = replay_json(&file, &["--index-block-size", "16,64"], 1);
@@ -183,7 +173,7 @@ fn explicit_lookups() {
 )]
 #[test]
 fn narrow_integer_hashes_make_llm_d_drop_whole_messages() {
-    let Some(file) = fixture(
+    let Some(file) = vllm_capture(
         "narrow_integer_hashes_make_llm_d_drop_whole_messages",
         "s7.frames",
     ) else {
@@ -193,7 +183,7 @@ fn narrow_integer_hashes_make_llm_d_drop_whole_messages() {
     assert_eq!(v["messages"], 3);
     assert_eq!(v["malformed"], 0, "kvaudit itself decodes every width");
     assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 3);
-    let Some(file) = fixture(
+    let Some(file) = vllm_capture(
         "narrow_integer_hashes_make_llm_d_drop_whole_messages",
         "legacy-v0.9.0-s1.frames",
     ) else {
@@ -536,7 +526,13 @@ fn impossible_block_sizes_are_counted_not_panicked() {
         "one.frames",
         &frame(b"kv@p@m", 0, &encode_batch(&batch)),
     );
-    let out = kvaudit().args(["replay", &file]).assert().code(1);
+    // Wide enough that no report line wraps (it names a temporary file): the test looks for a
+    // whole line.
+    let out = kvaudit()
+        .env("COLUMNS", "250")
+        .args(["replay", &file])
+        .assert()
+        .code(1);
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     assert!(
         text.contains(
@@ -558,13 +554,11 @@ const MEMORY_CAP: u64 = 64 << 20;
 /// spawned from, which the other tests running alongside inflate.)
 fn run_capped(args: &[&str], stdin: Option<&str>, cap: Option<u64>, want: i32) -> Vec<u8> {
     use std::os::unix::process::CommandExt;
-    use std::process::Command as Std;
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("stdout");
     let err_path = dir.path().join("stderr");
-    let mut cmd = Std::new(env!("CARGO_BIN_EXE_kvaudit"));
+    let mut cmd = common::kvaudit_process();
     cmd.args(args)
-        .env("NO_COLOR", "1")
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap());
     if let Some(path) = stdin {

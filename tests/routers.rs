@@ -1,20 +1,10 @@
 //! `--router`, `--router-config` and `replay --router` from the command line, on the
 //! project's own fixtures (the real routers: tests/routers_live.rs).
 
-mod common;
+use crate::common::{self, fixture, kvaudit};
 
 use assert_cmd::Command;
 use serde_json::Value as Json;
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1").env("COLUMNS", "100");
-    cmd
-}
-
-fn fixture(rel: &str) -> String {
-    common::fixtures().join(rel).display().to_string()
-}
 
 fn quick(extra: &[&str]) -> Command {
     let mut cmd = kvaudit();

@@ -13,22 +13,15 @@
 //! .ci/routers.sh puts it; without it, or without ../shared, the tests say they skip (under
 //! CI=true they fail).
 
-mod common;
+use crate::common::{self, kvaudit_process};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::{Value as Json, json};
 
 fn venv(test: &str) -> Option<PathBuf> {
     common::live::routers_venv(test)
-}
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("HF_HUB_OFFLINE", "1").env("NO_COLOR", "1");
-    cmd
 }
 
 fn json_of(cmd: &mut Command, what: &str) -> Json {
@@ -120,7 +113,7 @@ fn dynamo_indexer_finds_what_replay_says_at_every_block_size() {
             &format!("dynamo indexer on {capture} at {block}"),
         );
         let ours = json_of(
-            kvaudit()
+            kvaudit_process()
                 .arg("replay")
                 .arg(&frames)
                 .args(["--router", &format!("dynamo:block_size={block}")])
@@ -171,7 +164,7 @@ fn dynamo_indexer_finds_what_replay_says_at_every_block_size() {
 /// them (kvaudit's `render --server vllm`, equal to vLLM's own on 4,280 real prompts).
 fn case_for(model: &Path, conversation: &Path) -> Json {
     let rendered = json_of(
-        kvaudit()
+        kvaudit_process()
             .args([
                 "render", "--server", "vllm", "--tokens", "--format", "json", "-m",
             ])
@@ -263,7 +256,7 @@ fn vllm_router_and_smg_match_and_route_as_diff_turns_says() {
         let case = dir.join(format!("{name}-case.json"));
         std::fs::write(&case, serde_json::to_vec(&case_for(&model, &path)).unwrap()).unwrap();
         let audit = json_of(
-            kvaudit()
+            kvaudit_process()
                 .args(["diff-turns", "--server", "vllm", "--format", "json", "-m"])
                 .arg(&model)
                 .arg("-c")

@@ -6,7 +6,7 @@
 //!
 //! CI samples a few conversations per corpus file; KVAUDIT_SERVER_CORPUS=all runs every one.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -313,9 +313,7 @@ fn diff_turns_renders_tool_calls_under_vllm() {
     .unwrap();
     let model: PathBuf = shared.join("models/qwen3-8b");
     let run = |server: &str| {
-        assert_cmd::Command::cargo_bin("kvaudit")
-            .unwrap()
-            .env("NO_COLOR", "1")
+        common::kvaudit()
             .args(["diff-turns", "--format", "json", "--server", server, "-m"])
             .arg(&model)
             .arg("-c")

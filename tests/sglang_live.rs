@@ -17,7 +17,7 @@
 //! KVAUDIT_SGLANG_VENV (what .ci/run exports), else where .ci/sglang.sh puts it; without it the
 //! tests say they skip (under CI=true they fail).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,9 +25,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use common::live::{
-    self, RenderTally, Tokenizing, free_port, http, json_out, kvaudit, routers_venv,
-};
+use common::live::{self, RenderTally, Tokenizing, free_port, http, json_out, routers_venv};
 use serde_json::{Value as Json, json};
 
 /// The SGLang release .ci/sglang.sh installs, and the one `--server sglang` follows.
@@ -364,7 +362,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
 
     let render = |what: &str, n: &str| {
         json_out(
-            kvaudit()
+            common::kvaudit_process()
                 .args([
                     "render", "--server", "sglang", "--tokens", "--format", "json",
                 ])
@@ -381,7 +379,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
     std::fs::write(&lookups, json!([next_ids, held_ids]).to_string()).unwrap();
 
     let predicted = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args(["diff-turns", "--server", "sglang", "--format", "json"])
             .args(["--template-kwarg", "enable_thinking=false"])
             .args([
@@ -408,7 +406,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
     // kvaudit's own views of the capture: every message decodes; the engine holds every full
     // page of prompt + reply; Dynamo's view finds what diff-turns predicts.
     let replayed = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args(["replay", "--engine", "sglang", "--format", "json"])
             .args(["--router", &format!("dynamo:block_size={PAGE}")])
             .arg("--lookup")
@@ -440,7 +438,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
     // llm-d's view: its SGLang adapter decodes arrays, SGLang 0.5.23 sends maps, so every
     // message is dropped whole and nothing is found.
     let llmd = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args(["replay", "--engine", "sglang", "--format", "json"])
             .args(["--router", "llm-d"])
             .arg("--lookup")
@@ -621,7 +619,7 @@ fn template_kwargs_render_or_are_refused_as_sglang_does() {
         let body = json!({"model": "tiny", "messages": messages, "add_generation_prompt": true,
             "chat_template_kwargs": {key: value}});
         let (status, answer) = http(server.root(), "POST", "/tokenize", Some(&body));
-        let out = kvaudit()
+        let out = common::kvaudit_process()
             .args([
                 "render", "--server", "sglang", "--format", "json", "--tokens",
             ])

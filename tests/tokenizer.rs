@@ -2,7 +2,7 @@
 //! varied corpus (every chat template in ../shared is code, markup and prose in one), for every
 //! model directory; and the cache's behaviour on the project's own tiny tokenizer.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -142,11 +142,10 @@ fn cache_is_keyed_by_content_and_survives_corruption() {
 // Hostile input: each case ends in one clear error or a silent rebuild of the cache, never a
 // panic, an abort on allocation or a hang (the CLI runs have a timeout as a hang guard).
 
-fn kvaudit(cache: &Path) -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1")
-        .env("KVAUDIT_TOKENIZER_CACHE", cache)
-        .current_dir(common::repo_root())
+/// `kvaudit diff-turns` with its prepared tokenizers in `cache`.
+fn diff_turns_with_cache(cache: &Path) -> assert_cmd::Command {
+    let mut cmd = common::kvaudit();
+    cmd.env("KVAUDIT_TOKENIZER_CACHE", cache)
         .timeout(std::time::Duration::from_secs(60))
         .args(["diff-turns", "--now", "2026-01-15T10:00:00"]);
     cmd
@@ -215,7 +214,7 @@ fn out_of_range_token_ids_are_one_clear_error() {
             let err = Tokenizer::load(&path, dir).err().expect(name).to_string();
             assert!(err.contains(message), "{name}: {err}");
         }
-        let out = kvaudit(cache.path())
+        let out = diff_turns_with_cache(cache.path())
             .arg("--model")
             .arg(model.path())
             .output()
@@ -273,7 +272,7 @@ fn a_tokenizer_that_is_not_a_regular_file_is_one_clear_error() {
         (&zero, "not a regular file"),
         (&dir.path().to_path_buf(), "not a regular file"),
     ] {
-        let out = kvaudit(cache.path())
+        let out = diff_turns_with_cache(cache.path())
             .args(["--model", "fixtures/models/tiny-think", "--tokenizer"])
             .arg(file)
             .output()
@@ -318,7 +317,7 @@ fn a_cache_file_that_is_not_a_regular_file_is_replaced() {
     for (name, plant) in plants {
         std::fs::remove_file(&file).unwrap();
         plant(&file);
-        let out = kvaudit(cache.path())
+        let out = diff_turns_with_cache(cache.path())
             .args(["--model", "fixtures/models/tiny-think"])
             .output()
             .unwrap();
@@ -405,7 +404,7 @@ fn a_cache_file_relabelled_from_another_model_is_rebuilt() {
         assert_eq!(again.sha256(), tok.sha256());
 
         std::fs::write(&file_b, &data).unwrap();
-        let out = kvaudit(cache_b.path())
+        let out = diff_turns_with_cache(cache_b.path())
             .arg("--model")
             .arg(model_b.path())
             .output()
@@ -654,7 +653,7 @@ fn a_tokenizer_that_asks_for_gigabytes_is_refused_or_ignored() {
     ];
     for (what, edit, refused) in cases {
         let model = tiny_model(edit);
-        let out = kvaudit(cache.path())
+        let out = diff_turns_with_cache(cache.path())
             .arg("--model")
             .arg(model.path())
             .args(["-c", conv])

@@ -2,20 +2,12 @@
 //! `--quiet`, carrying on past a bad conversation, the template that actually rendered, and
 //! the two sides of a divergence shown as they are.
 
-mod common;
+use crate::common::kvaudit;
 
 use assert_cmd::Command;
 use serde_json::{Value as Json, json};
 
 const NOW: &str = "2026-01-15T10:00:00";
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.current_dir(common::repo_root())
-        .env("NO_COLOR", "1")
-        .env_remove("COLUMNS");
-    cmd
-}
 
 fn run(cmd: &mut Command, code: i32) -> (String, String) {
     let out = cmd.assert().code(code);
@@ -61,7 +53,7 @@ fn human_output_follows_the_terminal_width() {
         insta::assert_snapshot!(format!("exchange_{columns}_columns"), out);
     }
     // Not a terminal and no COLUMNS: 80.
-    let (out, _) = run(kvaudit().args(EXCHANGE), 1);
+    let (out, _) = run(kvaudit().args(EXCHANGE).env_remove("COLUMNS"), 1);
     assert!(width(&out) <= 80, "{out}");
     // JSON is never wrapped.
     let (json, _) = run(

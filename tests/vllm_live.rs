@@ -15,7 +15,7 @@
 //! else where .ci/vllm.sh puts it; without it the tests say they skip (under CI=true they
 //! fail).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use common::live::{self, Tokenizing, free_port, http, json_out, kvaudit, routers_venv};
+use common::live::{self, Tokenizing, free_port, http, json_out, routers_venv};
 use serde_json::{Value as Json, json};
 
 /// The vLLM release .ci/vllm.sh installs.
@@ -442,7 +442,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
 
     // Turn 2's prompt ids, the lookup replay makes.
     let rendered = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args([
                 "render", "--server", "vllm", "--tokens", "--format", "json", "--prompt", "2",
             ])
@@ -458,7 +458,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
     let mut compared = 0;
     for index in [16, 32, 64, 128] {
         let predicted = json_out(
-            kvaudit()
+            common::kvaudit_process()
                 .args(["diff-turns", "--server", "vllm", "--format", "json"])
                 .args(["--template-kwarg", "enable_thinking=false"])
                 .args([
@@ -474,7 +474,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         );
         let router = &predicted["conversations"][0]["transitions"][0]["router"];
         let replayed = json_out(
-            kvaudit()
+            common::kvaudit_process()
                 .args([
                     "replay",
                     "--format",
@@ -517,7 +517,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         return;
     };
     let predicted = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args(["diff-turns", "--server", "vllm", "--format", "json"])
             .args(["--template-kwarg", "enable_thinking=false"])
             .args(["--engine-block-size", "32", "--router", "dynamo"])
@@ -529,7 +529,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
     let dynamo = &predicted["conversations"][0]["transitions"][0]["routers"][0];
     // Turn 2's prompt, and what the engine holds after turn 1 (render --held).
     let held = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args([
                 "render", "--server", "vllm", "--tokens", "--format", "json", "--held", "1",
             ])
@@ -552,7 +552,7 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
                 .arg(&lookups),
         );
         let replayed = json_out(
-            kvaudit()
+            common::kvaudit_process()
                 .args(["replay", "--format", "json"])
                 .args(["--router", &format!("dynamo:block_size={block}")])
                 .arg("--lookup")
@@ -600,7 +600,7 @@ fn a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused() {
     };
     // Prompt 1's length, so that prompt + reply fill exactly three blocks.
     let prompt = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args([
                 "render", "--server", "vllm", "--format", "json", "--prompt", "1",
             ])
@@ -629,7 +629,7 @@ fn a_reply_cut_on_a_block_boundary_audits_to_what_vllm_reused() {
     assert_eq!(recorded["messages"][1]["finish_reason"], json!("length"));
 
     let audited = json_out(
-        kvaudit()
+        common::kvaudit_process()
             .args([
                 "diff-turns",
                 "--server",

@@ -3,7 +3,7 @@
 //! capture tests run where `../shared` (the real vLLM captures) is absent. tests/fixtures.rs
 //! checks the committed files are exactly what this writes; after changing it, rewrite them:
 //!
-//!     cargo test --release --test fixtures -- --ignored write_event_fixtures
+//!     cargo test --release --test integration -- --ignored fixtures::write_event_fixtures
 
 use std::borrow::Cow;
 

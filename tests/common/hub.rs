@@ -87,14 +87,13 @@ impl Hub {
             .collect()
     }
 
+    /// [`super::kvaudit`] pointed at this Hub, online, with `home` as HF_HOME (its cache
+    /// under it).
     pub fn kvaudit(&self, home: &Path) -> Command {
-        let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-        cmd.current_dir(super::repo_root())
-            .env("HF_ENDPOINT", &self.url)
+        let mut cmd = super::kvaudit();
+        cmd.env("HF_ENDPOINT", &self.url)
             .env("HF_HOME", home)
-            .env("NO_COLOR", "1")
             .env("KVAUDIT_TOKENIZER_CACHE", "off")
-            .env_remove("HF_TOKEN")
             .env_remove("HF_HUB_CACHE")
             .env_remove("HUGGINGFACE_HUB_CACHE")
             .env_remove("HF_HUB_OFFLINE");

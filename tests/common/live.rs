@@ -9,18 +9,8 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
+use super::kvaudit_process;
 use serde_json::{Value as Json, json};
-
-/// kvaudit with no key, the Hub offline, a fixed width and no colour.
-pub fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env_remove("OPENAI_API_KEY")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("COLUMNS", "100")
-        .env("NO_COLOR", "1");
-    cmd
-}
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -199,7 +189,7 @@ pub fn tokenize_chat(
 
 /// `kvaudit render --server SERVER` of one conversation: its prompts' ids, exit code, stderr.
 pub fn kvaudit_render(server: &str, model: &Path, conv: &Path) -> (Vec<Vec<u32>>, i32, String) {
-    let out = kvaudit()
+    let out = kvaudit_process()
         .args([
             "render", "--server", server, "--format", "json", "--tokens", "-m",
         ])
@@ -431,7 +421,7 @@ pub fn routers_venv(test: &str) -> Option<PathBuf> {
 /// `kvaudit probe` of the engine at `root` with the model in `model` and `args`; the JSON
 /// report, exit code and stderr (the engine's log named if it printed no JSON).
 pub fn probe(engine: &Engine, model: &Path, args: &[&str]) -> (Json, i32, String) {
-    let out = kvaudit()
+    let out = kvaudit_process()
         .args(["probe", "--format", "json", "--url"])
         .arg(format!("{}/v1", engine.root))
         .arg("-m")
@@ -455,7 +445,7 @@ pub fn probe(engine: &Engine, model: &Path, args: &[&str]) -> (Json, i32, String
 /// as Ctrl-C stops it and must have exited 0 or 1.
 pub fn capture_while<T>(events: &str, frames: &Path, work: impl FnOnce() -> T) -> T {
     let _ = std::fs::remove_file(frames);
-    let mut capture = kvaudit()
+    let mut capture = kvaudit_process()
         .args(["capture", "--bind", events, "--duration", "300s", "--out"])
         .arg(frames)
         .stdout(Stdio::null())

@@ -128,6 +128,49 @@ pub fn fixtures() -> PathBuf {
     repo_root().join("fixtures")
 }
 
+/// `rel` under fixtures/, as a command-line argument.
+pub fn fixture(rel: &str) -> String {
+    fixtures().join(rel).display().to_string()
+}
+
+/// The kvaudit binary these tests built, in the environment every test runs it in, set here
+/// once: in the repository (relative paths are the repository's), plain text at a fixed width
+/// whatever the developer's terminal and settings are, never the real Hub, and none of the
+/// developer's credentials. A test that needs something else says so on the command it runs
+/// (`.env("COLUMNS", "250")`, `.env_remove("COLUMNS")`, `.current_dir(dir)`, ...).
+pub fn kvaudit_process() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kvaudit"));
+    cmd.current_dir(repo_root())
+        // No colour: NO_COLOR decides (FORCE_COLOR would only matter were NO_COLOR empty).
+        .env("NO_COLOR", "1")
+        .env_remove("FORCE_COLOR")
+        // The human views' width: COLUMNS wins over the terminal (a pipe gets 80).
+        .env("COLUMNS", COLUMNS)
+        // Hub ids resolve from the cache or fail: a test that wants a Hub starts its own
+        // (hub.rs) and turns this off.
+        .env("HF_HUB_OFFLINE", "1")
+        // Secrets kvaudit would send and mask in what it prints: a test that needs one sets it.
+        .env_remove("HF_TOKEN")
+        .env_remove("HUGGING_FACE_HUB_TOKEN")
+        .env_remove("OPENAI_API_KEY");
+    cmd
+}
+
+/// The width [`kvaudit_process`] gives the human views.
+pub const COLUMNS: &str = "100";
+
+/// [`kvaudit_process`] as an assert_cmd command (`.assert()`, `.write_stdin()`).
+pub fn kvaudit() -> assert_cmd::Command {
+    assert_cmd::Command::from_std(kvaudit_process())
+}
+
+/// [`kvaudit`] run in `dir`.
+pub fn kvaudit_in(dir: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = kvaudit();
+    cmd.current_dir(dir);
+    cmd
+}
+
 /// A deterministic xorshift64 generator (mutation tests: the same cases on every run).
 pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut state = seed;
@@ -194,14 +237,14 @@ pub struct Child<'a> {
 /// Run the kvaudit binary as `child` says, under its limits (see [`run_measured`]).
 pub fn run_child(child: &Child) -> Measured {
     use std::os::unix::process::CommandExt;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     let cap = child.max_mb << 20;
     let fsize = child.max_file_bytes;
     let ignore_sigxfsz = child.ignore_sigxfsz;
     let limit = child.time;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kvaudit"));
+    let mut command = kvaudit_process();
     // SAFETY: setrlimit and signal are async-signal-safe and touch only the child being set
     // up.
     unsafe {
@@ -234,7 +277,6 @@ pub fn run_child(child: &Child) -> Measured {
     };
     let mut child = command
         .args(child.args)
-        .env("NO_COLOR", "1")
         .env("KVAUDIT_TOKENIZER_CACHE", "off")
         .envs(child.env.iter().copied())
         .current_dir(child.dir)

@@ -1,20 +1,10 @@
 //! The sharp edges a newcomer hit (issue 10): each test pins the behaviour that replaced one.
 
-mod common;
+use crate::common::{self, kvaudit};
 
-use assert_cmd::Command;
 use serde_json::Value as Json;
 
 const NOW: &str = "2026-01-15T10:00:00";
-
-fn kvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("kvaudit").unwrap();
-    cmd.env("NO_COLOR", "1")
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("FORCE_COLOR")
-        .current_dir(common::repo_root());
-    cmd
-}
 
 fn model(name: &str) -> String {
     format!("fixtures/models/{name}")
