@@ -4,7 +4,7 @@
 //! Each runs under an address-space cap (384 MiB, 640 for corpus and its two workers; going
 //! past it aborts the run, which fails the case).
 //!
-//! Before the bounds of render/guard.rs, namespace.rs and bounded.rs these aborted on an
+//! Before the bounds of render/guard/, namespace.rs and bounded.rs these aborted on an
 //! allocation of gigabytes (`'x'.center(10**10)`, `'{:>999999999}'.format('x')`, a list that
 //! repeats a long string turned into text) or overflowed the stack (a namespace holding
 //! itself printed or compared, a 50,000-term expression, a value nested in a loop). Now

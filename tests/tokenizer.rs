@@ -416,7 +416,7 @@ fn a_cache_file_relabelled_from_another_model_is_rebuilt() {
 }
 
 /// Byte offset of a prepared file's merge table and its number of slots, each slot a key and
-/// then its value. The layout is prepared.rs's: magic, key, checksum, then length-prefixed or
+/// then its value. The layout is prepared/file.rs's: magic, key, checksum, then length-prefixed or
 /// counted fields.
 fn merge_table(data: &[u8]) -> (usize, usize) {
     let u64_at = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap()) as usize;
@@ -434,7 +434,7 @@ fn merge_table(data: &[u8]) -> (usize, usize) {
 }
 
 /// Exchange the ranks of the merges ranked `r1` and `r2`, and recompute the checksum as
-/// prepared.rs does (seeded with the key in the header): a deliberate forgery.
+/// prepared/file.rs does (seeded with the key in the header): a deliberate forgery.
 fn swap_merge_ranks(data: &mut [u8], r1: u64, r2: u64) {
     let (table, slots) = merge_table(data);
     let key_at = |i: usize| table + i * 16;
@@ -460,7 +460,7 @@ fn swap_merge_ranks(data: &mut [u8], r1: u64, r2: u64) {
     reseal(data);
 }
 
-/// The checksum recomputed as prepared.rs computes it (seeded with the key in the header).
+/// The checksum recomputed as prepared/file.rs computes it (seeded with the key in the header).
 fn reseal(data: &mut [u8]) {
     let key = u128::from_le_bytes(data[8..24].try_into().unwrap());
     let seed = key as u64 ^ (key >> 64) as u64;
