@@ -2,20 +2,10 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-mod check;
-mod corpus;
-mod diff_turns;
-mod events;
-mod probe;
-mod render;
+mod commands;
 mod shared;
 
-pub use check::*;
-pub use corpus::*;
-pub use diff_turns::*;
-pub use events::*;
-pub use probe::*;
-pub use render::*;
+pub use commands::*;
 pub use shared::*;
 
 #[derive(Debug, Parser)]
