@@ -30,7 +30,7 @@ pub fn run(args: &DiffTurnsArgs, out: &mut dyn std::io::Write) -> Result<Outcome
     }
     let text = report::export(&report, s.format, &s.style)?;
     out.write_all(text.as_bytes())?;
-    if let Some(e) = report.first_error() {
+    if let Some(e) = failed {
         return Err(e);
     }
     note_built_in_follow_ups(&args.conversation);

@@ -54,28 +54,28 @@ pub const MAX_TEMPLATE_SOURCE: usize = 4 << 20;
 /// but never past `limit` unless the bytes themselves need it: a result refused at the limit
 /// must not have asked for twice the limit on the way.
 pub fn reserve_within(out: &mut Vec<u8>, additional: usize, limit: usize) {
-    let needed = out.len().saturating_add(additional);
-    if needed > out.capacity() {
-        let target = out
-            .capacity()
-            .saturating_mul(2)
-            .max(needed)
-            .min(limit.max(needed));
-        out.reserve_exact(target - out.len());
+    if let Some(more) = growth(out.len(), out.capacity(), additional, limit) {
+        out.reserve_exact(more);
     }
 }
 
 /// [`reserve_within`] for a `String`.
 pub fn reserve_str_within(out: &mut String, additional: usize, limit: usize) {
-    let needed = out.len().saturating_add(additional);
-    if needed > out.capacity() {
-        let target = out
-            .capacity()
+    if let Some(more) = growth(out.len(), out.capacity(), additional, limit) {
+        out.reserve_exact(more);
+    }
+}
+
+/// What [`reserve_within`] reserves past `len`, when `capacity` does not hold `additional`.
+fn growth(len: usize, capacity: usize, additional: usize, limit: usize) -> Option<usize> {
+    let needed = len.saturating_add(additional);
+    (needed > capacity).then(|| {
+        capacity
             .saturating_mul(2)
             .max(needed)
-            .min(limit.max(needed));
-        out.reserve_exact(target - out.len());
-    }
+            .min(limit.max(needed))
+            - len
+    })
 }
 
 /// The most items a method or filter of ours makes into one list: a list of a million takes

@@ -311,11 +311,6 @@ pub(crate) fn by_event_match(
     Answer::tokens(router, visible, decision, why, rule.into())
 }
 
-/// The answer of `spec` for one transition.
-pub fn answer(spec: &Spec, t: &TransitionView) -> Answer {
-    spec.router().answer(t)
-}
-
 /// `matched` of `input` units as the same share of `tokens`, rounded down.
 pub(crate) fn scaled(matched: usize, input: usize, tokens: usize) -> usize {
     if input == 0 {

@@ -13,6 +13,10 @@ fn llm_d() -> RouterSettings {
     }
 }
 
+fn answer(spec: &Spec, t: &TransitionView) -> Answer {
+    spec.router().answer(t)
+}
+
 fn spec(s: &str) -> Spec {
     Spec::parse(s, &llm_d()).unwrap()
 }
