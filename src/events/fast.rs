@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 
 use super::WireHash;
+use super::memo::RemovedTail;
 use super::msgpack::{IntWidth, Reader, marker};
 use super::schema::{Field, Key, Tag, field_order};
 use super::schema::{WIRE_FULL_ATTENTION, WIRE_GPU, WIRE_REMOVED, WIRE_STORED, WIRE_TYPE};
@@ -281,26 +282,6 @@ pub(super) fn event(r: &mut Reader, engine: Engine, pool: &mut Pool) -> Option<E
     })
 }
 
-/// The end of a BlockStored (every field after `token_ids`) as last decoded. vLLM repeats
-/// the same bytes there on event after event (block size, medium, the nil extra keys, group,
-/// cache kind), so when the next event's end is byte for byte the same, its values are the
-/// same too and one comparison replaces reading seven fields.
-#[derive(Default)]
-pub(super) struct StoredTail {
-    bytes: Vec<u8>,
-    /// Field count and form of the event the bytes came from (they decode alike only then).
-    shape: Option<(usize, bool)>,
-    block_size: i64,
-    lora_id: Option<i64>,
-    /// The fast path's strings are vLLM's constants (or absent).
-    medium: Option<&'static str>,
-    /// Length of an all-nil `extra_keys`, if it was present.
-    extra_nils: Option<usize>,
-    group_idx: Option<i64>,
-    kind: Option<&'static str>,
-    sliding_window: Option<i64>,
-}
-
 /// The BlockStored fields in `fields` (a prefix of the wire order, at least the three the
 /// event needs) into a clean pooled body.
 fn stored(
@@ -395,16 +376,6 @@ fn stored(
     memo.kind = s.kv_cache_spec_kind.is_some().then_some("full_attention");
     memo.sliding_window = s.kv_cache_spec_sliding_window;
     Some(())
-}
-
-/// The end of a BlockRemoved (every field after `block_hashes`) as last decoded; see
-/// [`StoredTail`].
-#[derive(Default)]
-pub(super) struct RemovedTail {
-    bytes: Vec<u8>,
-    shape: Option<(usize, bool)>,
-    medium: Option<&'static str>,
-    group_idx: Option<i64>,
 }
 
 fn removed(

@@ -6,6 +6,7 @@ mod decode;
 pub mod encode;
 mod fast;
 pub mod frames;
+mod memo;
 mod model;
 pub mod msgpack;
 mod pool;

@@ -1,7 +1,7 @@
 //! Recycled event bodies and the fast path's memo, carried from batch to batch so that decoding
 //! a long stream allocates nothing per event.
 
-use super::fast;
+use super::memo;
 use super::{Batch, BlockRemoved, BlockStored, Event, EventKind, Owned};
 
 /// Most bodies (and vectors) of each kind a [`Pool`] keeps: more than a batch holds in practice.
@@ -17,8 +17,8 @@ pub struct Pool {
     pub(super) removed: Vec<Box<BlockRemoved>>,
     pub(super) extra: Vec<Vec<Owned>>,
     pub(super) events: Vec<Vec<Event>>,
-    pub(super) stored_tail: fast::StoredTail,
-    pub(super) removed_tail: fast::RemovedTail,
+    pub(super) stored_tail: memo::StoredTail,
+    pub(super) removed_tail: memo::RemovedTail,
     /// Test switches (the `test-hooks` feature): compiled out of the tool itself.
     #[cfg(any(test, feature = "test-hooks"))]
     pub(super) hooks: Hooks,
