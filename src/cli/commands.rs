@@ -190,26 +190,28 @@ pub struct MergeArgs {
     pub format: CorpusFormat,
 }
 
-/// Formats of the corpus report on standard output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CorpusFormat {
-    Human,
-    Json,
-    Markdown,
-    Html,
+format_choice! {
+    /// Formats of the corpus report on standard output.
+    CorpusFormat {
+        Human,
+        Json,
+        Markdown,
+        Html,
+    }
 }
 
-/// Output formats of `check`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CheckFormat {
-    Human,
-    Json,
-    /// SARIF 2.1.0, for GitHub code scanning.
-    Sarif,
-    /// JUnit XML: one test case per model and scenario.
-    Junit,
-    /// For $GITHUB_STEP_SUMMARY and pull-request comments.
-    Markdown,
+format_choice! {
+    /// Output formats of `check`.
+    CheckFormat {
+        Human,
+        Json,
+        /// SARIF 2.1.0, for GitHub code scanning.
+        Sarif,
+        /// JUnit XML: one test case per model and scenario.
+        Junit,
+        /// For $GITHUB_STEP_SUMMARY and pull-request comments.
+        Markdown,
+    }
 }
 
 #[derive(Debug, Args)]
@@ -321,11 +323,12 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReplayFormat {
-    Human,
-    Json,
-    Prometheus,
+format_choice! {
+    ReplayFormat {
+        Human,
+        Json,
+        Prometheus,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -2,6 +2,28 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// A command's `--format` values: the report formats it offers, each the [`Format`] of the
+/// same name, so a command's formats are listed once and cannot drift from the reports'.
+///
+/// [`Format`]: crate::report::Format
+macro_rules! format_choice {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl From<$name> for crate::report::Format {
+            fn from(f: $name) -> crate::report::Format {
+                match f {
+                    $($name::$variant => crate::report::Format::$variant),+
+                }
+            }
+        }
+    };
+}
+
 mod commands;
 mod shared;
 

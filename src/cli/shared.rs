@@ -34,18 +34,20 @@ pub struct ModelArgs {
     pub tokenizer: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    Human,
-    Json,
+format_choice! {
+    OutputFormat {
+        Human,
+        Json,
+    }
 }
 
-/// Formats of the diff-turns report (Markdown: for `$GITHUB_STEP_SUMMARY` and PR comments).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    Human,
-    Json,
-    Markdown,
+format_choice! {
+    /// Formats of the diff-turns report (Markdown: for `$GITHUB_STEP_SUMMARY` and PR comments).
+    ReportFormat {
+        Human,
+        Json,
+        Markdown,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,39 +1,16 @@
 use std::io::{IsTerminal, Write};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 
 use super::Outcome;
-use super::settings::{parse_duration, replay_options, style};
-use crate::capture::{LiveOptions, Status, capture};
+use super::settings::{CaptureSettings, style};
+use crate::capture::{Status, capture};
 use crate::cli::CaptureArgs;
-use crate::events::frames::MAX_PAYLOAD;
 use crate::report::capture::CaptureOutput;
 use crate::report::export;
 
 pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
-    let duration =
-        |flag: &str, v: &str| parse_duration(v).map_err(|why| anyhow!("{flag} {v:?}: {why}"));
-    let emulation = replay_options(&args.emulation, true, "pod-0")?;
-    let engine = emulation.engine;
-    let opts = LiveOptions {
-        endpoints: args.endpoint.clone(),
-        replay_endpoints: args.replay_endpoint.clone(),
-        bind: args.bind.clone(),
-        topic: args.topic.clone(),
-        out: args.out.clone(),
-        max_messages: args.max_messages,
-        duration: args
-            .duration
-            .as_deref()
-            .map(|d| duration("--duration", d))
-            .transpose()?,
-        connect_timeout: duration("--connect-timeout", &args.connect_timeout)?,
-        replay_timeout: duration("--replay-timeout", &args.replay_timeout)?,
-        max_payload: MAX_PAYLOAD,
-        max_message: args.max_message_size,
-        live_replay: args.live_replay.then_some(emulation),
-        engine,
-    };
+    let settings = CaptureSettings::from_args(args)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -65,14 +42,14 @@ pub fn run(args: &CaptureArgs, out: &mut dyn Write) -> Result<Outcome> {
             p.malformed
         );
     };
-    let summary = runtime.block_on(capture(opts, status, stop_signal()))?;
+    let summary = runtime.block_on(capture(settings.live, status, stop_signal()))?;
     if tty {
         let _ = writeln!(std::io::stderr());
     }
     let out_path = summary.out.display().to_string();
     let text = export(
         &CaptureOutput::new(&summary, &out_path),
-        args.format.into(),
+        settings.format,
         &style(false),
     )?;
     out.write_all(text.as_bytes())?;

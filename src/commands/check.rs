@@ -1,101 +1,41 @@
-use std::io::IsTerminal;
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::Outcome;
-use super::settings::{check_baseline, check_config, check_inputs};
+use super::settings::{CheckSettings, GateRun};
 use crate::cli::CheckArgs;
-use crate::gate::{self, CheckOptions, codes};
+use crate::gate::{self, codes};
 use crate::{output, report};
 
 pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    if args.list_codes {
-        out.write_all(codes::list().as_bytes())?;
-        return Ok(Outcome::Clean);
-    }
-    if let Some(code) = &args.explain {
-        let code = gate::Code::parse(code).with_context(|| {
-            format!("{code:?} is not a kvaudit code (see kvaudit check --list-codes)")
-        })?;
-        out.write_all(codes::explain(code).as_bytes())?;
-        return Ok(Outcome::Clean);
-    }
-    // A router config given as --config (YAML) is linted on its own: there is no model to
-    // run.
-    let yaml = |p: &std::path::Path| {
-        p.extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"))
-    };
-    // So is --router-config when nothing names a model to run (no --model, no config given and
-    // no ./kvaudit.toml).
-    let alone = match (&args.router_config, args.config.as_deref()) {
-        (None, Some(path)) if yaml(path) => Some(path),
-        (Some(path), None)
-            if args.model.is_empty()
-                && args.scenario.is_empty()
-                && !std::path::Path::new("kvaudit.toml").exists() =>
-        {
-            Some(path.as_path())
+    let run = match CheckSettings::from_args(args, &mut super::terminal::stderr_line)? {
+        CheckSettings::ListCodes => {
+            out.write_all(codes::list().as_bytes())?;
+            return Ok(Outcome::Clean);
         }
-        _ => None,
-    };
-    if let Some(path) = alone {
-        let findings = router_lints(path, args.engine_block_size, None)?;
-        let report = gate::CheckReport {
-            models: Vec::new(),
-            findings,
-            baseline: None,
-            lock: gate::lock::Lock::new(Vec::new()),
-        };
-        return finish(args, &report, out);
-    }
-    let mut config = check_config(args)?;
-    for text in &args.routers {
-        crate::routers::Spec::parse(text, &default_llm_d(args))
-            .map_err(|e| anyhow::anyhow!("--router {text:?}: {e}"))?;
-        config.gate.routers.push(text.clone());
-    }
-    if args.engine_block_size == 0 {
-        anyhow::bail!("--engine-block-size must be positive");
-    }
-    let router = match &args.router_config {
-        Some(path) => {
-            let (loaded, _) = super::settings::router_config(path)?;
-            // Its llm-d wiring becomes the router view of the run (KVA401/KVA402 measure it).
-            if let Ok(crate::routers::Spec::LlmD(l)) = loaded.spec(&default_llm_d(args)) {
-                config.gate.router = Some(gate::config::RouterConfig {
-                    engine_block_size: args.engine_block_size,
-                    index_block_size: l.0.index.block_size,
-                    decider: l.0.decider,
-                });
-            }
-            Some(path.clone())
+        CheckSettings::Explain(code) => {
+            out.write_all(codes::explain(code).as_bytes())?;
+            return Ok(Outcome::Clean);
         }
-        None => None,
+        CheckSettings::LintRouterConfig(path) => {
+            let findings = router_lints(&path, args.engine_block_size, None)?;
+            let report = gate::CheckReport {
+                models: Vec::new(),
+                findings,
+                baseline: None,
+                lock: gate::lock::Lock::new(Vec::new()),
+            };
+            return finish(args, &report, out);
+        }
+        CheckSettings::Gate(run) => *run,
     };
-    let (baseline, lock) = check_baseline(args, &config)?;
+    let GateRun {
+        config,
+        router_config: router,
+        baseline,
+        lock,
+        options,
+    } = run;
     let lock_path = &lock.path;
-    // Nothing is written over what the run reads, checked before the run.
-    let written = if args.update_baseline {
-        Some(lock_path.clone())
-    } else {
-        args.output.clone()
-    };
-    output::check_outputs(check_inputs(args, &config, &lock), written.iter())?;
-    if matches!(baseline, gate::Baseline::None)
-        && !args.update_baseline
-        && config.gate.baseline.is_some()
-    {
-        super::terminal::stderr_line(&format!(
-            "warning: no baseline yet ({} not found): record one with `kvaudit check --update-baseline`",
-            lock_path.display()
-        ));
-    }
-    let options = CheckOptions {
-        offline: args.offline,
-        progress: std::io::stderr().is_terminal(),
-        jobs: super::settings::jobs(args.jobs)?,
-    };
     let spinner = super::progress::Spinner::start("checking");
     let mut report = gate::check(&config, &baseline, &options)?;
     drop(spinner);
@@ -168,14 +108,6 @@ fn measured_cost(models: &[gate::ModelSummary]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-/// The llm-d settings a router config's wiring starts from.
-fn default_llm_d(args: &CheckArgs) -> crate::routers::llm_d::view::RouterSettings {
-    crate::routers::llm_d::view::RouterSettings {
-        engine_block_size: args.engine_block_size,
-        ..Default::default()
-    }
 }
 
 /// A router configuration's lint findings, each at the line of the setting it is about.

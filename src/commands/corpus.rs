@@ -1,11 +1,10 @@
 use std::io::Write;
-use std::sync::OnceLock;
 
 use anyhow::{Result, bail};
 
 use super::Outcome;
 use super::settings::{CorpusRun, style};
-use crate::audit::{self, Auditor};
+use crate::audit;
 use crate::cli::CorpusArgs;
 use crate::corpus::input::Rows;
 use crate::corpus::{self, Hooks, PerTransition};
@@ -13,30 +12,32 @@ use crate::{output, report};
 
 pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let run = CorpusRun::from_args(args, &mut super::terminal::stderr_line)?;
-    let (settings, files, corpus_settings) = (&run.audit, &run.files, &run.corpus);
-    // Without a per-transition file, the tokenizer loads on a thread of its own while the
-    // workers render the first rows. With one, it loads first (which once kept a model that
-    // fails to load from leaving an emptied file; the atomic output does that now, but the
-    // load-ahead path has not been tested with per-transition lines).
-    let ahead = args
-        .per_transition
-        .is_none()
-        .then(|| audit::PlanAhead::new(files, settings));
-    let tok_slot = OnceLock::new();
-    let auditor_slot: OnceLock<Result<Auditor>> = OnceLock::new();
-    let make_auditor = || {
-        let tok = crate::model::tokenizer_for(files, settings.plan.server)?;
-        let tok = tok_slot.get_or_init(|| tok);
-        // Built here rather than by the first row to need them, while the workers render.
-        tok.prepare_encoders();
-        Auditor::adopting(files, tok, settings, ahead.as_ref())
-    };
-    if ahead.is_none() {
-        let _ = auditor_slot.set(make_auditor());
-        if let Some(Err(_)) = auditor_slot.get() {
-            return Err(take_error(auditor_slot));
-        }
+    let (report, per_transition) = audit_rows(&run, args)?;
+    // Nothing audited: the report still shows what was skipped and why, then the run fails
+    // (and no output file is replaced). A shard's partial is written all the same: its
+    // skipped rows count in the merge.
+    let nothing = (report.tally.conversations == 0).then(|| nothing_audited(&report));
+    if let Some(path) = &args.partial {
+        let settings = corpus::partial::RunSettings::new(&run.audit, &run.files);
+        let partial = corpus::partial::Partial::new(&report, settings)?;
+        output::write(path, &partial.to_bytes()?)?;
     }
+    if let Some(e) = nothing.as_ref().filter(|_| args.partial.is_some()) {
+        // Only this shard: the merge decides whether the run audited anything.
+        super::terminal::stderr_line(&format!("note: {e}; its partial is written"));
+        return print_report(&report, run.format, out, None);
+    }
+    if nothing.is_none() {
+        replace_files(&report, args.html.as_deref(), per_transition)?;
+    }
+    print_report(&report, run.format, out, nothing)
+}
+
+/// The run's report, and its per-transition file written but not yet in place.
+fn audit_rows(
+    run: &CorpusRun,
+    args: &CorpusArgs,
+) -> Result<(corpus::CorpusReport, Option<output::AtomicFile>)> {
     let rows = Rows::new(args.files.clone(), run.row_format, run.selection);
     if let Some(e) = rows.open_error.as_ref() {
         bail!("{e}: {}", e.source);
@@ -48,8 +49,8 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         .as_deref()
         .map(output::AtomicFile::create)
         .transpose()?;
-    let per_token = corpus_settings.kv_bytes.as_ref().map(|k| k.bytes_per_token);
-    let block_sizes = corpus_settings.block_sizes.clone();
+    let per_token = run.corpus.kv_bytes.as_ref().map(|k| k.bytes_per_token);
+    let block_sizes = run.corpus.block_sizes.clone();
     let lines = move |a: &audit::ConversationAudit, c: &[Vec<corpus::alternatives::Costs>]| {
         report::corpus::transition_lines(a, c, &block_sizes, per_token)
     };
@@ -68,92 +69,51 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         open_error = r.open_error.as_ref().map(|e| format!("{e}: {}", e.source));
         r.summary()
     };
-    let report = match &ahead {
-        None => {
-            let Some(Ok(auditor)) = auditor_slot.get() else {
-                return Err(take_error(auditor_slot));
-            };
-            corpus::run(
-                corpus::AuditorAt::Ready(auditor),
-                rows,
-                summary,
-                corpus_settings,
-                hooks,
-            )
-        }
-        Some(ahead) => std::thread::scope(|s| {
-            let loader = std::thread::Builder::new().spawn_scoped(s, || {
-                // Set even if making it panics, or the workers would wait for it forever.
-                let guard = SetOnDrop(&auditor_slot);
-                let _ = auditor_slot.set(make_auditor());
-                drop(guard);
-            });
-            if let Err(e) = loader {
-                let _ = auditor_slot
-                    .set(Err(anyhow::Error::new(e)
-                        .context("cannot start the thread that loads the model")));
-            }
-            corpus::run(
-                corpus::AuditorAt::Loading {
-                    ahead,
-                    auditor: &auditor_slot,
-                },
-                rows,
-                summary,
-                corpus_settings,
-                hooks,
-            )
-        }),
+    // Without a per-transition file, the tokenizer loads while the workers render the
+    // first rows. With one, it loads first (which once kept a model that fails to load from
+    // leaving an emptied file; the atomic output does that now, but the load-ahead path has
+    // not been tested with per-transition lines).
+    let model = corpus::ModelLoad {
+        files: &run.files,
+        settings: &run.audit,
+        ahead: args.per_transition.is_none(),
     };
-    if let Some(Err(_)) = auditor_slot.get() {
-        return Err(take_error(auditor_slot));
-    }
-    let report = report?;
+    let report = corpus::run_loading(model, rows, summary, &run.corpus, hooks)?;
     drop(bar);
     if let Some(e) = open_error {
         bail!("{e}");
     }
-    // Nothing audited: the report still shows what was skipped and why, then the run fails
-    // (and no output file is replaced). A shard's partial is written all the same: its
-    // skipped rows count in the merge.
-    let nothing = (report.tally.conversations == 0).then(|| nothing_audited(&report));
-    if let Some(path) = &args.partial {
-        let partial = corpus::partial::Partial::new(
-            &report,
-            corpus::partial::RunSettings::new(settings, files),
-        )?;
-        output::write(path, &partial.to_bytes()?)?;
-    }
-    if let Some(e) = nothing.as_ref().filter(|_| args.partial.is_some()) {
-        // Only this shard: the merge decides whether the run audited anything.
-        super::terminal::stderr_line(&format!("note: {e}; its partial is written"));
-        return print_report(&report, run.format, out, None);
-    }
-    if nothing.is_none() {
-        let mut html = match &args.html {
-            Some(path) => {
-                let text = report::export(&report, report::Format::Html, &style(false))?;
-                let mut file = output::AtomicFile::create(path)?;
-                file.write_all(text.as_bytes())?;
-                Some(file)
-            }
-            None => None,
-        };
-        // Both whole on disk before either replaces its old file: a full disk fails the run
-        // with both old files as they were (the per-transition file's last lines are still
-        // in its buffer until now).
-        let mut per_transition = per_transition;
-        for file in per_transition.iter_mut().chain(html.iter_mut()) {
-            file.sync()?;
+    Ok((report, per_transition))
+}
+
+/// The HTML report and the per-transition file put in place of the old ones.
+fn replace_files(
+    report: &corpus::CorpusReport,
+    html: Option<&std::path::Path>,
+    mut per_transition: Option<output::AtomicFile>,
+) -> Result<()> {
+    let mut html = match html {
+        Some(path) => {
+            let text = report::export(report, report::Format::Html, &style(false))?;
+            let mut file = output::AtomicFile::create(path)?;
+            file.write_all(text.as_bytes())?;
+            Some(file)
         }
-        if let Some(file) = html {
-            file.commit()?;
-        }
-        if let Some(file) = per_transition {
-            file.commit()?;
-        }
+        None => None,
+    };
+    // Both whole on disk before either replaces its old file: a full disk fails the run with
+    // both old files as they were (the per-transition file's last lines are still in its
+    // buffer until now).
+    for file in per_transition.iter_mut().chain(html.iter_mut()) {
+        file.sync()?;
     }
-    print_report(&report, run.format, out, nothing)
+    if let Some(file) = html {
+        file.commit()?;
+    }
+    if let Some(file) = per_transition {
+        file.commit()?;
+    }
+    Ok(())
 }
 
 /// The report on standard output in `format`, then the outcome: `nothing` (no conversation
@@ -174,25 +134,6 @@ pub(super) fn print_report(
     } else {
         Outcome::Clean
     })
-}
-
-/// The error a failed auditor left in its slot, whole.
-fn take_error(slot: OnceLock<Result<Auditor>>) -> anyhow::Error {
-    match slot.into_inner() {
-        Some(Err(e)) => e,
-        _ => anyhow::anyhow!("the model could not be loaded"),
-    }
-}
-
-/// Fills an empty slot with an error when dropped.
-struct SetOnDrop<'s, 'a>(&'s OnceLock<Result<Auditor<'a>>>);
-
-impl Drop for SetOnDrop<'_, '_> {
-    fn drop(&mut self) {
-        let _ = self.0.set(Err(anyhow::anyhow!(
-            "loading the tokenizer failed unexpectedly"
-        )));
-    }
 }
 
 pub(super) fn nothing_audited(report: &corpus::CorpusReport) -> anyhow::Error {
@@ -229,9 +170,12 @@ pub(super) fn nothing_audited(report: &corpus::CorpusReport) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::Auditor;
     use crate::cli::{Cli, Command};
+    use crate::corpus::SetOnDrop;
     use crate::corpus::input::{InputSummary, Item};
     use clap::Parser;
+    use std::sync::OnceLock;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     /// The rows of a file, saying when they have all been taken.

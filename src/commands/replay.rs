@@ -3,12 +3,12 @@ use std::io::Read;
 use anyhow::{Context, Result};
 
 use super::Outcome;
-use super::settings::{replay_options, style};
-use crate::cli::{ReplayArgs, ReplayFormat};
+use super::settings::{ReplaySettings, style};
+use crate::cli::ReplayArgs;
 use crate::events::frames::CaptureReader;
 use crate::replay::ReplayRun;
-use crate::report::export;
 use crate::report::replay::{InputInfo, ReplayOutput};
+use crate::report::{Format, export};
 
 /// Stopped on bad input after printing what was counted: exit 2 with this message.
 #[derive(Debug, thiserror::Error)]
@@ -16,11 +16,7 @@ use crate::report::replay::{InputInfo, ReplayOutput};
 pub struct StoppedOnBadInput(pub String);
 
 pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    let options = replay_options(&args.emulation, args.keep_going, &args.pod)?;
-    let lookups = match &args.lookup {
-        Some(p) => super::settings::lookups(p)?,
-        None => Vec::new(),
-    };
+    let settings = ReplaySettings::from_args(args)?;
     let shown = args.file.display().to_string();
     let (source, size): (Box<dyn Read>, Option<u64>) = if shown == "-" {
         (Box::new(std::io::stdin().lock()), None)
@@ -40,7 +36,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         report,
         format,
         stopped: error,
-    } = crate::replay::run(reader, options, &lookups, |offset| {
+    } = crate::replay::run(reader, settings.options, &settings.lookups, |offset| {
         if let Some(p) = &progress {
             p.set_position(offset);
         }
@@ -51,7 +47,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     if let Some((0, reason)) = &error
         && report.messages == 0
         && report.malformed.is_empty()
-        && args.format == ReplayFormat::Human
+        && settings.format == Format::Human
     {
         // Nothing decoded at all: most likely another kind of file (a JSON truth file, a
         // log). A human report of zeros would only hide that; JSON and Prometheus keep their
@@ -77,7 +73,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             report: &report,
             input,
         },
-        args.format.into(),
+        settings.format,
         &style(false),
     )?;
     out.write_all(text.as_bytes())?;

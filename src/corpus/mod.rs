@@ -10,6 +10,7 @@
 pub mod alternatives;
 pub mod input;
 pub mod kv_bytes;
+mod loading;
 pub mod parquet_file;
 pub mod partial;
 pub mod sessions;
@@ -24,6 +25,9 @@ use sessions::Collisions;
 
 use crate::audit::ModelInfo;
 
+#[cfg(test)]
+pub(crate) use loading::SetOnDrop;
+pub use loading::{ModelLoad, run_loading};
 pub use tally::{
     BlockTotals, Divergence, EXAMPLE_ROWS, RemedyTally, RemedyTotals, RouterTotals, Skipped, Skips,
     Tally, Worst,

@@ -1,13 +1,133 @@
 //! `check`'s settings: its config, baseline and lock, and the files it reads.
 
-use anyhow::{Result, bail};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
 use serde_json::Map;
 
+use crate::cli::CheckArgs;
+use crate::gate::{self, Baseline, CheckOptions};
 use crate::render::{ResendMode, ServerProfile};
+
+/// What `check` was asked to do, its flags checked.
+pub enum CheckSettings {
+    ListCodes,
+    Explain(gate::Code),
+    /// A router config linted on its own: nothing names a model to run.
+    LintRouterConfig(PathBuf),
+    Gate(Box<GateRun>),
+}
+
+/// A gate run, everything it needs before it renders: the config with the flags applied, the
+/// router config whose wiring it measures, the baseline and where the lock is written.
+pub struct GateRun {
+    pub config: gate::config::GateConfig,
+    pub router_config: Option<PathBuf>,
+    pub baseline: Baseline,
+    pub lock: LockFile,
+    pub options: CheckOptions,
+}
+
+impl CheckSettings {
+    /// `say` takes the warnings for standard error as they arise.
+    pub fn from_args(args: &CheckArgs, say: &mut dyn FnMut(&str)) -> Result<CheckSettings> {
+        if args.list_codes {
+            return Ok(CheckSettings::ListCodes);
+        }
+        if let Some(code) = &args.explain {
+            let code = gate::Code::parse(code).with_context(|| {
+                format!("{code:?} is not a kvaudit code (see kvaudit check --list-codes)")
+            })?;
+            return Ok(CheckSettings::Explain(code));
+        }
+        if let Some(path) = alone(args) {
+            return Ok(CheckSettings::LintRouterConfig(path.to_path_buf()));
+        }
+        let mut config = check_config(args)?;
+        for text in &args.routers {
+            crate::routers::Spec::parse(text, &default_llm_d(args))
+                .map_err(|e| anyhow::anyhow!("--router {text:?}: {e}"))?;
+            config.gate.routers.push(text.clone());
+        }
+        if args.engine_block_size == 0 {
+            bail!("--engine-block-size must be positive");
+        }
+        if let Some(path) = &args.router_config {
+            let (loaded, _) = super::router_config(path)?;
+            // Its llm-d wiring becomes the router view of the run (KVA401/KVA402 measure it).
+            if let Ok(crate::routers::Spec::LlmD(l)) = loaded.spec(&default_llm_d(args)) {
+                config.gate.router = Some(gate::config::RouterConfig {
+                    engine_block_size: args.engine_block_size,
+                    index_block_size: l.0.index.block_size,
+                    decider: l.0.decider,
+                });
+            }
+        }
+        let (baseline, lock) = check_baseline(args, &config)?;
+        // Nothing is written over what the run reads, checked before the run.
+        let written = if args.update_baseline {
+            Some(lock.path.clone())
+        } else {
+            args.output.clone()
+        };
+        crate::output::check_outputs(check_inputs(args, &config, &lock), written.iter())?;
+        if matches!(baseline, Baseline::None)
+            && !args.update_baseline
+            && config.gate.baseline.is_some()
+        {
+            say(&format!(
+                "warning: no baseline yet ({} not found): record one with `kvaudit check --update-baseline`",
+                lock.path.display()
+            ));
+        }
+        let options = CheckOptions {
+            offline: args.offline,
+            progress: std::io::stderr().is_terminal(),
+            jobs: super::jobs(args.jobs)?,
+        };
+        Ok(CheckSettings::Gate(Box::new(GateRun {
+            config,
+            router_config: args.router_config.clone(),
+            baseline,
+            lock,
+            options,
+        })))
+    }
+}
+
+/// A router config given as --config (YAML) is linted on its own: there is no model to run.
+/// So is --router-config when nothing names a model to run (no --model, no config given and
+/// no ./kvaudit.toml).
+fn alone(args: &CheckArgs) -> Option<&Path> {
+    let yaml = |p: &Path| {
+        p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"))
+    };
+    match (&args.router_config, args.config.as_deref()) {
+        (None, Some(path)) if yaml(path) => Some(path),
+        (Some(path), None)
+            if args.model.is_empty()
+                && args.scenario.is_empty()
+                && !Path::new("kvaudit.toml").exists() =>
+        {
+            Some(path.as_path())
+        }
+        _ => None,
+    }
+}
+
+/// The llm-d settings a router config's wiring starts from.
+fn default_llm_d(args: &CheckArgs) -> crate::routers::llm_d::view::RouterSettings {
+    crate::routers::llm_d::view::RouterSettings {
+        engine_block_size: args.engine_block_size,
+        ..Default::default()
+    }
+}
 
 /// `check`'s config: `--config`, else ./kvaudit.toml, else the `--model` flags alone;
 /// `--model` and `--template` override the file's models.
-pub fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config::GateConfig> {
+fn check_config(args: &crate::cli::CheckArgs) -> Result<crate::gate::config::GateConfig> {
     use crate::gate::config::{self, GateConfig, ModelConfig};
     let default = std::path::Path::new(config::FILE_NAME);
     let path = args
@@ -72,7 +192,7 @@ pub struct LockFile {
 /// What `check` compares with, and where `--update-baseline` writes: `--baseline-template`,
 /// else `--baseline` (must exist unless it is being written), else the config's `baseline`
 /// when that file exists.
-pub fn check_baseline(
+fn check_baseline(
     args: &crate::cli::CheckArgs,
     cfg: &crate::gate::config::GateConfig,
 ) -> Result<(crate::gate::Baseline, LockFile)> {
@@ -129,7 +249,7 @@ pub fn check_baseline(
 
 /// Every file `check` reads that a path names (config, lock, templates, tokenizers,
 /// conversations, local model folders' files): no output may be one of them.
-pub fn check_inputs(
+fn check_inputs(
     args: &crate::cli::CheckArgs,
     cfg: &crate::gate::config::GateConfig,
     lock: &LockFile,

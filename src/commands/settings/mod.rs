@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value as Json};
 
 use crate::align::AlignOptions;
-use crate::audit::{self, AuditSettings, QuickTurn, RenderSelection};
+use crate::audit::{self, AuditSettings, QuickTurn};
 use crate::cli::{ConversationArgs, ReplyFormatArg, Resend};
 use crate::render::reply::PlanOptions;
 use crate::render::{Clock, Conversation, ReplyFormat, ResendMode, ServerProfile, parse_time};
@@ -17,13 +17,17 @@ use crate::report::{Format, Style};
 mod check;
 mod corpus;
 mod diff_turns;
+mod keys;
 mod probe;
+mod render;
 mod replay;
 
 pub use check::*;
 pub use corpus::*;
 pub use diff_turns::*;
+pub use keys::*;
 pub use probe::*;
+pub use render::*;
 pub use replay::*;
 
 /// llm-d's index settings from the flags diff-turns, replay, capture and keys share.
@@ -223,18 +227,6 @@ fn kwargs_turns(flags: &[String]) -> Result<Vec<(usize, Map<String, Json>)>> {
     Ok(out)
 }
 
-/// `render --prompt N` / `--held N`: which part of each conversation to show (1-based).
-pub fn render_selection(prompt: Option<usize>, held: Option<usize>) -> Result<RenderSelection> {
-    Ok(match (prompt, held) {
-        (Some(_), Some(_)) => bail!("give --prompt or --held, not both"),
-        (Some(0), None) => bail!("--prompt counts from 1"),
-        (None, Some(0)) => bail!("--held counts from 1 (transition 1 -> 2 is --held 1)"),
-        (Some(n), None) => RenderSelection::Prompt(n),
-        (None, Some(n)) => RenderSelection::Held(n),
-        (None, None) => RenderSelection::AllPrompts,
-    })
-}
-
 /// A `--template-kwarg` value: JSON, or Python's spelling of a constant (what users copy
 /// from `apply_chat_template(..., enable_thinking=False)`; as a string, "False" is true in a
 /// template), else the text as a string.
@@ -393,58 +385,6 @@ pub fn style(only_findings: bool) -> Style {
     Style {
         width,
         only_findings,
-    }
-}
-
-impl From<crate::cli::CorpusFormat> for Format {
-    fn from(f: crate::cli::CorpusFormat) -> Format {
-        match f {
-            crate::cli::CorpusFormat::Human => Format::Human,
-            crate::cli::CorpusFormat::Json => Format::Json,
-            crate::cli::CorpusFormat::Markdown => Format::Markdown,
-            crate::cli::CorpusFormat::Html => Format::Html,
-        }
-    }
-}
-
-impl From<crate::cli::OutputFormat> for Format {
-    fn from(f: crate::cli::OutputFormat) -> Format {
-        match f {
-            crate::cli::OutputFormat::Human => Format::Human,
-            crate::cli::OutputFormat::Json => Format::Json,
-        }
-    }
-}
-
-impl From<crate::cli::ReportFormat> for Format {
-    fn from(f: crate::cli::ReportFormat) -> Format {
-        match f {
-            crate::cli::ReportFormat::Human => Format::Human,
-            crate::cli::ReportFormat::Json => Format::Json,
-            crate::cli::ReportFormat::Markdown => Format::Markdown,
-        }
-    }
-}
-
-impl From<crate::cli::CheckFormat> for Format {
-    fn from(f: crate::cli::CheckFormat) -> Format {
-        match f {
-            crate::cli::CheckFormat::Human => Format::Human,
-            crate::cli::CheckFormat::Json => Format::Json,
-            crate::cli::CheckFormat::Sarif => Format::Sarif,
-            crate::cli::CheckFormat::Junit => Format::Junit,
-            crate::cli::CheckFormat::Markdown => Format::Markdown,
-        }
-    }
-}
-
-impl From<crate::cli::ReplayFormat> for Format {
-    fn from(f: crate::cli::ReplayFormat) -> Format {
-        match f {
-            crate::cli::ReplayFormat::Human => Format::Human,
-            crate::cli::ReplayFormat::Json => Format::Json,
-            crate::cli::ReplayFormat::Prometheus => Format::Prometheus,
-        }
     }
 }
 

@@ -6,9 +6,48 @@ use super::*;
 use crate::audit::{self};
 use crate::render::{Conversation, ServerProfile};
 
+/// Everything `probe` needs before it sends a request: its flags checked, the client made, the
+/// conversation read, the model resolved, the outputs checked against the inputs.
+pub struct ProbeRun {
+    pub probe: crate::probe::ProbeSettings,
+    pub client: crate::probe::Client,
+    pub conversation: Conversation,
+    pub files: crate::model::ModelFiles,
+    pub format: Format,
+}
+
+impl ProbeRun {
+    /// `env` reads the environment (`OPENAI_API_KEY`); `say` takes the notes for standard
+    /// error as they arise.
+    pub fn from_args(
+        args: &crate::cli::ProbeArgs,
+        env: impl Fn(&str) -> Option<String>,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<ProbeRun> {
+        let (probe, http) = probe_settings(args, env)?;
+        let conversation = probe_conversation(args)?;
+        let client = crate::probe::Client::new(&args.url, http)?;
+        let files = crate::model::resolve_model(&model_spec(&args.model))?;
+        if let Some(note) = crate::commands::cached_model_note(&files, args.model.offline) {
+            say(&format!("note: {note}"));
+        }
+        let inputs = model_inputs(&args.model, &files)
+            .into_iter()
+            .chain(args.conversation.iter().cloned());
+        crate::output::check_outputs(inputs, args.save_conversation.iter())?;
+        Ok(ProbeRun {
+            probe,
+            client,
+            conversation,
+            files,
+            format: args.format.into(),
+        })
+    }
+}
+
 /// `probe`'s settings: the rendering flags as diff-turns reads them, the engine, the HTTP
 /// client's (the API key from `--api-key`, else `OPENAI_API_KEY`), and the conversation.
-pub fn probe_settings(
+fn probe_settings(
     args: &crate::cli::ProbeArgs,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(crate::probe::ProbeSettings, crate::probe::HttpSettings)> {
@@ -85,7 +124,7 @@ pub fn probe_settings(
 
 /// The conversation `probe` sends: `--conversation FILE`, the quick form (`--user`, then each
 /// `--follow-up`), or the built-in probe (the question, then its three follow-ups in turn).
-pub fn probe_conversation(args: &crate::cli::ProbeArgs) -> Result<Conversation> {
+fn probe_conversation(args: &crate::cli::ProbeArgs) -> Result<Conversation> {
     let resend = args.resend.into();
     if let Some(path) = &args.conversation {
         let mut conv = read_conversation(path)?;

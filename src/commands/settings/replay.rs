@@ -8,8 +8,69 @@ use crate::cli::{EmulationArgs, EngineArg};
 use crate::events::Engine;
 use crate::replay::ReplayOptions;
 
+/// Everything `replay` needs before it reads the capture.
+pub struct ReplaySettings {
+    pub options: ReplayOptions,
+    pub lookups: Vec<crate::replay::LookupRequest>,
+    pub format: Format,
+}
+
+impl ReplaySettings {
+    pub fn from_args(args: &crate::cli::ReplayArgs) -> Result<ReplaySettings> {
+        let options = replay_options(&args.emulation, args.keep_going, &args.pod)?;
+        let lookups = match &args.lookup {
+            Some(p) => lookups(p)?,
+            None => Vec::new(),
+        };
+        Ok(ReplaySettings {
+            options,
+            lookups,
+            format: args.format.into(),
+        })
+    }
+}
+
+/// Everything `capture` needs before it connects.
+pub struct CaptureSettings {
+    pub live: crate::capture::LiveOptions,
+    pub format: Format,
+}
+
+impl CaptureSettings {
+    pub fn from_args(args: &crate::cli::CaptureArgs) -> Result<CaptureSettings> {
+        let duration = |flag: &str, v: &str| {
+            parse_duration(v).map_err(|why| anyhow::anyhow!("{flag} {v:?}: {why}"))
+        };
+        let emulation = replay_options(&args.emulation, true, "pod-0")?;
+        let engine = emulation.engine;
+        let live = crate::capture::LiveOptions {
+            endpoints: args.endpoint.clone(),
+            replay_endpoints: args.replay_endpoint.clone(),
+            bind: args.bind.clone(),
+            topic: args.topic.clone(),
+            out: args.out.clone(),
+            max_messages: args.max_messages,
+            duration: args
+                .duration
+                .as_deref()
+                .map(|d| duration("--duration", d))
+                .transpose()?,
+            connect_timeout: duration("--connect-timeout", &args.connect_timeout)?,
+            replay_timeout: duration("--replay-timeout", &args.replay_timeout)?,
+            max_payload: crate::events::frames::MAX_PAYLOAD,
+            max_message: args.max_message_size,
+            live_replay: args.live_replay.then_some(emulation),
+            engine,
+        };
+        Ok(CaptureSettings {
+            live,
+            format: args.format.into(),
+        })
+    }
+}
+
 /// The emulation settings shared by replay and capture --live-replay.
-pub fn replay_options(
+fn replay_options(
     args: &EmulationArgs,
     keep_going: bool,
     default_pod: &str,
@@ -77,33 +138,11 @@ pub fn replay_options(
     })
 }
 
-/// The largest token-id file read (16 M ids written out take about 100 MB).
-const MAX_TOKENS_FILE: u64 = 128 << 20;
-
-/// `keys --tokens-file`: a JSON list of ids, or ids separated by commas or whitespace.
-pub fn token_file(path: &std::path::Path) -> Result<Vec<u32>> {
-    let shown = path.display();
-    let text = crate::input::read_text(path, MAX_TOKENS_FILE)
-        .with_context(|| format!("cannot read {shown}"))?;
-    let t = text.trim();
-    if t.starts_with('[') {
-        return serde_json::from_str::<Vec<u32>>(t)
-            .with_context(|| format!("{shown}: expected a JSON list of token ids"));
-    }
-    t.split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            p.parse::<u32>()
-                .with_context(|| format!("{shown}: {p:?} is not a token id"))
-        })
-        .collect()
-}
-
 /// The largest lookup file read (a list of token lists).
 const MAX_LOOKUP_FILE: u64 = 64 << 20;
 
 /// `replay --lookup FILE`.
-pub fn lookups(path: &std::path::Path) -> Result<Vec<crate::replay::LookupRequest>> {
+fn lookups(path: &std::path::Path) -> Result<Vec<crate::replay::LookupRequest>> {
     let shown = path.display();
     let text = crate::input::read_text(path, MAX_LOOKUP_FILE)
         .with_context(|| format!("cannot read lookups {shown}"))?;
