@@ -85,6 +85,18 @@ pub trait Report: View + Sized {
     fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>>;
 }
 
+/// The exporter of a report that has a human view and JSON, and nothing else.
+pub fn human_or_json<'e, R: View + 'e>(
+    format: Format,
+    human: &'e dyn Exporter<R>,
+) -> Option<&'e dyn Exporter<R>> {
+    match format {
+        Format::Human => Some(human),
+        Format::Json => Some(&json::Json),
+        _ => None,
+    }
+}
+
 /// The report in `format`, or an error naming the formats that report has.
 pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<String> {
     match report.exporter(format) {

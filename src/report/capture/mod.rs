@@ -5,7 +5,6 @@ mod human;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-use super::json::Json;
 use super::replay::{InputInfo, ReplayView};
 use super::{Exporter, Format, Report, View};
 use crate::capture::{CaptureSummary, MalformedCounts};
@@ -223,14 +222,6 @@ impl Report for CaptureOutput<'_> {
     const NAME: &'static str = "capture";
 
     fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
-        match format {
-            Format::Human => Some(&human::Human),
-            Format::Json => Some(&Json),
-            Format::Markdown
-            | Format::Prometheus
-            | Format::Sarif
-            | Format::Junit
-            | Format::Html => None,
-        }
+        super::human_or_json(format, &human::Human)
     }
 }

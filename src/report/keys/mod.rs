@@ -4,7 +4,6 @@ mod human;
 
 use serde::Serialize;
 
-use super::json::Json;
 use super::{Exporter, Format, Report, View};
 
 use crate::routers::llm_d::{IndexConfig, KeyHasher};
@@ -81,14 +80,6 @@ impl Report for KeysReport {
     const NAME: &'static str = "keys";
 
     fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
-        match format {
-            Format::Human => Some(&human::Human),
-            Format::Json => Some(&Json),
-            Format::Markdown
-            | Format::Prometheus
-            | Format::Sarif
-            | Format::Junit
-            | Format::Html => None,
-        }
+        super::human_or_json(format, &human::Human)
     }
 }

@@ -5,7 +5,6 @@ mod human;
 use serde::Serialize;
 
 use super::diff_turns::ModelView;
-use super::json::Json;
 use super::{Exporter, Format, Report, View};
 use crate::align::{Drift, TokenView};
 use crate::probe::{Engine, MoreReuse, ProbeReport, PromptDivergence, TurnResult, Verdict};
@@ -169,11 +168,7 @@ impl Report for ProbeReport {
     const NAME: &'static str = "probe";
 
     fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
-        match format {
-            Format::Human => Some(&human::Human),
-            Format::Json => Some(&Json),
-            _ => None,
-        }
+        super::human_or_json(format, &human::Human)
     }
 }
 

@@ -5,7 +5,6 @@ mod human;
 
 use serde::Serialize;
 
-use super::json::Json;
 use super::{Exporter, Format, Report, View};
 use crate::audit::{HeldStream, RenderedConversation, RenderedConversations, RenderedToken};
 
@@ -150,14 +149,6 @@ impl Report for RenderedConversations {
     const NAME: &'static str = "render";
 
     fn exporter(&self, format: Format) -> Option<&dyn Exporter<Self>> {
-        match format {
-            Format::Human => Some(&human::Human),
-            Format::Json => Some(&Json),
-            Format::Markdown
-            | Format::Prometheus
-            | Format::Sarif
-            | Format::Junit
-            | Format::Html => None,
-        }
+        super::human_or_json(format, &human::Human)
     }
 }
