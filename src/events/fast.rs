@@ -309,9 +309,9 @@ fn stored(
             _ => c.tokens(&mut s.token_ids)?,
         }
     }
-    let shape = Some((fields.len(), keyed));
+    let shape = (fields.len(), keyed);
     let memo = &pool.stored_tail;
-    if memo.shape == shape && c.eat(&memo.bytes) {
+    if memo.end.for_shape(shape).is_some_and(|end| c.eat(end)) {
         s.block_size = memo.block_size;
         s.lora_id = memo.lora_id;
         s.medium = memo.medium.map(Cow::Borrowed);
@@ -365,9 +365,7 @@ fn stored(
         }
     }
     let memo = &mut pool.stored_tail;
-    memo.bytes.clear();
-    memo.bytes.extend_from_slice(&c.buf[start..c.pos]);
-    memo.shape = shape;
+    memo.end.remember(shape, &c.buf[start..c.pos]);
     memo.block_size = s.block_size;
     memo.lora_id = s.lora_id;
     memo.medium = s.medium.is_some().then_some("GPU");
@@ -390,8 +388,8 @@ fn removed(
         return None;
     }
     c.hashes(&mut rm.block_hashes)?;
-    let shape = Some((fields.len(), keyed));
-    if memo.shape == shape && c.eat(&memo.bytes) {
+    let shape = (fields.len(), keyed);
+    if memo.end.for_shape(shape).is_some_and(|end| c.eat(end)) {
         rm.medium = memo.medium.map(Cow::Borrowed);
         rm.group_idx = memo.group_idx;
         return Some(());
@@ -411,9 +409,7 @@ fn removed(
             }
         }
     }
-    memo.bytes.clear();
-    memo.bytes.extend_from_slice(&c.buf[start..c.pos]);
-    memo.shape = shape;
+    memo.end.remember(shape, &c.buf[start..c.pos]);
     memo.medium = rm.medium.is_some().then_some("GPU");
     memo.group_idx = rm.group_idx;
     Some(())

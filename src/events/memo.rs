@@ -8,9 +8,7 @@
 /// same too and one comparison replaces reading seven fields.
 #[derive(Default)]
 pub(super) struct StoredTail {
-    pub(super) bytes: Vec<u8>,
-    /// Field count and form of the event the bytes came from (they decode alike only then).
-    pub(super) shape: Option<(usize, bool)>,
+    pub(super) end: End,
     pub(super) block_size: i64,
     pub(super) lora_id: Option<i64>,
     /// The fast path's strings are vLLM's constants (or absent).
@@ -26,8 +24,28 @@ pub(super) struct StoredTail {
 /// [`StoredTail`].
 #[derive(Default)]
 pub(super) struct RemovedTail {
-    pub(super) bytes: Vec<u8>,
-    pub(super) shape: Option<(usize, bool)>,
+    pub(super) end: End,
     pub(super) medium: Option<&'static str>,
     pub(super) group_idx: Option<i64>,
+}
+
+/// An event's end as bytes, with the field count and form of the event they came from: they
+/// decode alike only in an event of the same shape.
+#[derive(Default)]
+pub(super) struct End {
+    bytes: Vec<u8>,
+    shape: Option<(usize, bool)>,
+}
+
+impl End {
+    /// The bytes an event of `shape` may end with to have the remembered values.
+    pub(super) fn for_shape(&self, shape: (usize, bool)) -> Option<&[u8]> {
+        (self.shape == Some(shape)).then_some(&self.bytes)
+    }
+
+    pub(super) fn remember(&mut self, shape: (usize, bool), bytes: &[u8]) {
+        self.bytes.clear();
+        self.bytes.extend_from_slice(bytes);
+        self.shape = Some(shape);
+    }
 }

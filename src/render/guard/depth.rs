@@ -4,7 +4,7 @@
 use minijinja::machinery::{Span, Token};
 
 use super::tags::{
-    Block, block_kind, for_each_tag, is_close, is_compare, is_open, line_of, top_level,
+    Block, Tag, block_kind, for_each_tag, is_close, is_compare, is_open, line_of, top_level,
 };
 use crate::render::error::RenderError;
 
@@ -119,8 +119,7 @@ fn set_nesting(tokens: &[(Token, Span)]) -> usize {
 /// Refuses a template whose expressions nest deeper than kvaudit evaluates (see
 /// [`MAX_EXPRESSION_DEPTH`], [`MAX_NESTED_DEPTH`], [`MAX_SET_NESTING`]).
 pub fn check_depth(source: &str) -> Result<(), RenderError> {
-    let mut open: Vec<usize> = Vec::new();
-    let mut along = 0usize;
+    let mut around = Around::default();
     let mut kept = 0usize;
     for_each_tag(source, |tag| {
         let depth = expression_depth(&tag.tokens);
@@ -131,6 +130,7 @@ pub fn check_depth(source: &str) -> Result<(), RenderError> {
                 line_of(&tag)
             )));
         }
+        let along = around.along;
         if along + depth > MAX_NESTED_DEPTH {
             return Err(RenderError::TooDeep(format!(
                 "the statements around template line {} nest expressions {} levels deep in all, \
@@ -149,18 +149,33 @@ pub fn check_depth(source: &str) -> Result<(), RenderError> {
                 )));
             }
         }
-        if tag.block {
-            match block_kind(&tag) {
-                Block::Opens => {
-                    open.push(depth);
-                    along += depth;
-                }
-                Block::Closes => along -= open.pop().unwrap_or(0),
-                Block::Neither => {}
-            }
-        }
+        around.pass(&tag, depth);
         Ok(())
     })
+}
+
+/// The expression depth of the blocks open around a tag: each block that opens adds the depth
+/// of its own expression, and gives it back when it closes.
+#[derive(Default)]
+struct Around {
+    open: Vec<usize>,
+    along: usize,
+}
+
+impl Around {
+    fn pass(&mut self, tag: &Tag, depth: usize) {
+        if !tag.block {
+            return;
+        }
+        match block_kind(tag) {
+            Block::Opens => {
+                self.open.push(depth);
+                self.along += depth;
+            }
+            Block::Closes => self.along -= self.open.pop().unwrap_or(0),
+            Block::Neither => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -264,24 +279,15 @@ mod tests {
         let (mut expression, mut nested, mut kept) = (0, 0, 0);
         for text in &texts {
             let prepared = crate::render::source::prepare(text).unwrap();
-            let (mut open, mut along, mut sets) = (Vec::new(), 0, 0);
+            let (mut around, mut sets) = (Around::default(), 0);
             for_each_tag(&prepared, |tag| {
                 let depth = expression_depth(&tag.tokens);
                 expression = expression.max(depth);
-                nested = nested.max(along + depth);
+                nested = nested.max(around.along + depth);
                 if matches!(tag.tokens.first(), Some((Token::Ident("set"), _))) {
                     sets += set_nesting(&tag.tokens);
                 }
-                if tag.block {
-                    match block_kind(&tag) {
-                        Block::Opens => {
-                            open.push(depth);
-                            along += depth;
-                        }
-                        Block::Closes => along -= open.pop().unwrap_or(0),
-                        Block::Neither => {}
-                    }
-                }
+                around.pass(&tag, depth);
                 Ok(())
             })
             .unwrap();

@@ -167,20 +167,15 @@ fn tool_call(
         Some(v @ Json::String(_)) if !parse => v.clone(),
         Some(Json::String(text)) => match serde_json::from_str::<Json>(text) {
             Ok(v @ Json::Object(_)) => v,
-            Ok(_) => {
+            parsed => {
+                let (code, must) = match parsed {
+                    Ok(_) => ("arguments_not_an_object", "be a JSON object"),
+                    Err(_) => ("arguments_invalid_json", "be valid JSON"),
+                };
                 return Err(rejected(
-                    "arguments_not_an_object",
+                    code,
                     format!(
-                        "message {at}: arguments {} must be a JSON object",
-                        shown(Some(&Json::String(text.clone())))
-                    ),
-                ));
-            }
-            Err(_) => {
-                return Err(rejected(
-                    "arguments_invalid_json",
-                    format!(
-                        "message {at}: arguments {} must be valid JSON",
+                        "message {at}: arguments {} must {must}",
                         shown(Some(&Json::String(text.clone())))
                     ),
                 ));
