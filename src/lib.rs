@@ -23,3 +23,4 @@ pub mod routers;
 pub mod suggest;
 pub mod tally;
 pub mod tokenize;
+pub mod watch;
