@@ -160,27 +160,44 @@ pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
 /// bytes a block, blocks per prompt) stays small and no figure overflows.
 pub const MAX_BLOCK_SIZE: usize = 1 << 16;
 
+/// A block size setting kvaudit does not take; `what` names the flag or setting it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum BlockSizeError {
+    #[error("{what} {size}: a block size is 1 to {MAX_BLOCK_SIZE} tokens")]
+    OutOfRange { what: String, size: usize },
+    #[error("{what}: give at least one block size, e.g. 16,64")]
+    Empty { what: String },
+    #[error("{what}: block size {size} given twice")]
+    Repeated { what: String, size: usize },
+}
+
 /// `b` if it is a block size kvaudit takes; else why not, naming `what` (a flag or setting).
-pub fn check_block_size(what: &str, b: usize) -> Result<usize, String> {
+pub fn check_block_size(what: &str, b: usize) -> Result<usize, BlockSizeError> {
     if (1..=MAX_BLOCK_SIZE).contains(&b) {
         Ok(b)
     } else {
-        Err(format!(
-            "{what} {b}: a block size is 1 to {MAX_BLOCK_SIZE} tokens"
-        ))
+        Err(BlockSizeError::OutOfRange {
+            what: what.to_string(),
+            size: b,
+        })
     }
 }
 
 /// Block sizes of one run (`--block-sizes`, a gate's `block_sizes`, a partial's): at least one,
 /// each in range, none twice (a report has one column per size).
-pub fn check_block_sizes(what: &str, sizes: &[usize]) -> Result<(), String> {
+pub fn check_block_sizes(what: &str, sizes: &[usize]) -> Result<(), BlockSizeError> {
     if sizes.is_empty() {
-        return Err(format!("{what}: give at least one block size, e.g. 16,64"));
+        return Err(BlockSizeError::Empty {
+            what: what.to_string(),
+        });
     }
     for (i, &b) in sizes.iter().enumerate() {
         check_block_size(what, b)?;
         if sizes[..i].contains(&b) {
-            return Err(format!("{what}: block size {b} given twice"));
+            return Err(BlockSizeError::Repeated {
+                what: what.to_string(),
+                size: b,
+            });
         }
     }
     Ok(())

@@ -167,7 +167,7 @@ pub async fn capture(
             endpoint: addr.clone(),
             reason,
         };
-        let endpoint = Endpoint::parse(addr).map_err(bind_error)?;
+        let endpoint = Endpoint::parse(addr).map_err(|e| bind_error(e.to_string()))?;
         let (listener, bound) = Listener::bind(&endpoint)
             .await
             .map_err(|e| bind_error(e.to_string()))?;
@@ -184,7 +184,7 @@ pub async fn capture(
             endpoint: ep.clone(),
             reason,
         };
-        let endpoint = Endpoint::parse(ep).map_err(connect_error)?;
+        let endpoint = Endpoint::parse(ep).map_err(|e| connect_error(e.to_string()))?;
         // Only the first connection is checked here (a wrong address is a usage error);
         // the handshake and everything after it is the peer's to fail, and counted.
         let stream =

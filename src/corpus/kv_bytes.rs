@@ -1,6 +1,6 @@
 //! KV-cache bytes per token: given by the user, or derived from the model's config.json.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
@@ -11,6 +11,36 @@ pub struct KvBytes {
     pub derivation: String,
 }
 
+/// Why config.json gave no KV bytes per token. The underlying errors are part of the message,
+/// not sources: the message is printed alone, inside a warning.
+#[derive(Debug, thiserror::Error)]
+pub enum KvBytesError {
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is not JSON: {error}", path.display())]
+    NotJson {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+    #[error("{}: {error}", path.display())]
+    Config { path: PathBuf, error: ConfigError },
+}
+
+/// What in a model's config keeps the figure from being derived.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("no integer `{0}`")]
+    Missing(&'static str),
+    #[error("unknown dtype {0:?}")]
+    UnknownDtype(String),
+    /// A product that overflows or is zero: no real model's cache.
+    #[error("{0}")]
+    OutOfRange(&'static str),
+}
+
 /// config.json is a few kilobytes; anything much larger is not one.
 const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
@@ -18,29 +48,42 @@ const MAX_CONFIG_BYTES: u64 = 4 << 20;
 /// multi-head latent attention (DeepSeek V2/V3 style, `kv_lora_rank`) layers x (kv_lora_rank +
 /// qk_rope_head_dim) x dtype bytes — the latent vector and the rotary key are what is cached.
 /// `None` when the file is absent or lacks the fields.
-pub fn from_config(path: &Path) -> Option<Result<KvBytes, String>> {
+pub fn from_config(path: &Path) -> Option<Result<KvBytes, KvBytesError>> {
     if !path.is_file() {
         return None;
     }
     let text = match crate::input::read_text(path, MAX_CONFIG_BYTES) {
         Ok(t) => t,
-        Err(e) => return Some(Err(format!("cannot read {}: {e}", path.display()))),
+        Err(error) => {
+            return Some(Err(KvBytesError::Read {
+                path: path.to_path_buf(),
+                error,
+            }));
+        }
     };
     let json: Json = match serde_json::from_str(&text) {
         Ok(j) => j,
-        Err(e) => return Some(Err(format!("{} is not JSON: {e}", path.display()))),
+        Err(error) => {
+            return Some(Err(KvBytesError::NotJson {
+                path: path.to_path_buf(),
+                error,
+            }));
+        }
     };
-    Some(derive(&json).map_err(|e| format!("{}: {e}", path.display())))
+    Some(derive(&json).map_err(|error| KvBytesError::Config {
+        path: path.to_path_buf(),
+        error,
+    }))
 }
 
-pub fn derive(config: &Json) -> Result<KvBytes, String> {
+pub fn derive(config: &Json) -> Result<KvBytes, ConfigError> {
     // Multimodal configs keep the language model's numbers under text_config.
     let c = match config.get("text_config") {
         Some(t) if t.get("num_hidden_layers").is_some() => t,
         _ => config,
     };
     let int = |name: &str| c.get(name).and_then(Json::as_u64);
-    let need = |name: &str| int(name).ok_or_else(|| format!("no integer `{name}`"));
+    let need = |name: &'static str| int(name).ok_or(ConfigError::Missing(name));
     let layers = need("num_hidden_layers")?;
     let dtype = c
         .get("torch_dtype")
@@ -52,12 +95,13 @@ pub fn derive(config: &Json) -> Result<KvBytes, String> {
         "float32" => 4,
         "bfloat16" | "float16" => 2,
         d if d.starts_with("float8") => 1,
-        other => return Err(format!("unknown dtype {other:?}")),
+        other => return Err(ConfigError::UnknownDtype(other.to_string())),
     };
     let (per_layer, how) = if let Some(rank) = int("kv_lora_rank") {
         let rope = int("qk_rope_head_dim").unwrap_or(0);
         (
-            rank.checked_add(rope).ok_or("kv_lora_rank overflows")?,
+            rank.checked_add(rope)
+                .ok_or(ConfigError::OutOfRange("kv_lora_rank overflows"))?,
             format!("MLA: {layers} layers x (kv_lora_rank {rank} + qk_rope_head_dim {rope})"),
         )
     } else {
@@ -71,7 +115,7 @@ pub fn derive(config: &Json) -> Result<KvBytes, String> {
             kv_heads
                 .checked_mul(head_dim)
                 .and_then(|x| x.checked_mul(2))
-                .ok_or("KV size overflows")?,
+                .ok_or(ConfigError::OutOfRange("KV size overflows"))?,
             format!("{layers} layers x {kv_heads} KV heads x head_dim {head_dim} x 2 (K, V)"),
         )
     };
@@ -79,7 +123,9 @@ pub fn derive(config: &Json) -> Result<KvBytes, String> {
         .checked_mul(per_layer)
         .and_then(|x| x.checked_mul(dtype_bytes))
         .filter(|&b| b > 0)
-        .ok_or("KV bytes per token overflow or are zero")?;
+        .ok_or(ConfigError::OutOfRange(
+            "KV bytes per token overflow or are zero",
+        ))?;
     Ok(KvBytes {
         bytes_per_token: bytes,
         derivation: format!("{how} x {dtype_bytes} bytes ({dtype}) from config.json"),
@@ -124,6 +170,7 @@ mod tests {
         assert!(
             derive(&json!({}))
                 .unwrap_err()
+                .to_string()
                 .contains("num_hidden_layers")
         );
         let huge = json!({"num_hidden_layers": u64::MAX, "num_attention_heads": 2,
@@ -131,6 +178,6 @@ mod tests {
         assert!(derive(&huge).is_err());
         let odd = json!({"num_hidden_layers": 1, "num_attention_heads": 1, "hidden_size": 2,
             "torch_dtype": "int3"});
-        assert!(derive(&odd).unwrap_err().contains("int3"));
+        assert!(derive(&odd).unwrap_err().to_string().contains("int3"));
     }
 }

@@ -33,6 +33,24 @@ pub const MAX_BYTES: u64 = 4 << 30;
 /// `benches/merge_partials.py`), so about 8 GB at the limit, whatever the number of partials.
 pub const MAX_SESSION_KEYS: usize = 32 << 20;
 
+/// Why a partial cannot be written or merged: its totals and settings are not what one kvaudit
+/// run writes (an edited or damaged file, or a shard given twice).
+#[derive(Debug, thiserror::Error)]
+pub enum PartialError {
+    #[error(transparent)]
+    BlockSizes(#[from] crate::align::BlockSizeError),
+    /// A figure past what kvaudit ever writes.
+    #[error("{0}")]
+    OutOfBounds(String),
+    /// Totals that contradict each other or the settings.
+    #[error("{0}")]
+    Inconsistent(String),
+    #[error(
+        "its input holds the same rows twice ({path}, digest {digest}): they would be counted twice"
+    )]
+    RowsTwice { path: String, digest: String },
+}
+
 /// What the audit's numbers depend on beyond the corpus settings, as the command saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
@@ -185,7 +203,7 @@ impl Partial {
         Ok(p)
     }
 
-    fn check_shape(&self) -> Result<(), String> {
+    fn check_shape(&self) -> Result<(), PartialError> {
         let t = &self.tally;
         let parts = [
             (
@@ -202,31 +220,37 @@ impl Partial {
             (t.conversations, t.rows, "conversations"),
         ];
         if let Some((_, _, what)) = parts.iter().find(|(part, whole, _)| part > whole) {
-            return Err(format!("more {what} than the totals they are part of"));
+            return Err(PartialError::Inconsistent(format!(
+                "more {what} than the totals they are part of"
+            )));
         }
         if t.blocks
             .iter()
             .any(|b| b.reusable > b.next_tokens || b.uncached.count() != t.transitions)
         {
-            return Err("block totals that do not add up to the transitions".into());
+            return Err(PartialError::Inconsistent(
+                "block totals that do not add up to the transitions".into(),
+            ));
         }
         let sizes = &self.settings.block_sizes;
         crate::align::check_block_sizes("block_sizes", sizes)?;
         let blocks: Vec<usize> = t.blocks.iter().map(|b| b.block_size).collect();
         if &blocks != sizes {
-            return Err(format!(
+            return Err(PartialError::Inconsistent(format!(
                 "totals for block sizes {blocks:?}, settings for {sizes:?}"
-            ));
+            )));
         }
         if self.settings.worst > super::MAX_WORST {
-            return Err(format!(
+            return Err(PartialError::OutOfBounds(format!(
                 "--worst {}, more than kvaudit lists ({})",
                 self.settings.worst,
                 super::MAX_WORST
-            ));
+            )));
         }
         if self.kvaudit_version.len() > 64 {
-            return Err("a kvaudit version longer than any kvaudit writes".into());
+            return Err(PartialError::OutOfBounds(
+                "a kvaudit version longer than any kvaudit writes".into(),
+            ));
         }
         let mut digests = std::collections::HashSet::new();
         if let Some(f) = self
@@ -236,24 +260,24 @@ impl Partial {
             .filter(|f| f.rows > 0)
             .find(|f| !digests.insert(f.digest.as_str()))
         {
-            return Err(format!(
-                "its input holds the same rows twice ({}, digest {}): they would be counted twice",
-                f.path, f.digest
-            ));
+            return Err(PartialError::RowsTwice {
+                path: f.path.clone(),
+                digest: f.digest.clone(),
+            });
         }
         if t.worst.len() > self.settings.worst {
-            return Err(format!(
+            return Err(PartialError::Inconsistent(format!(
                 "{} worst conversations kept, --worst {}",
                 t.worst.len(),
                 self.settings.worst
-            ));
+            )));
         }
         if t.partial.total() > t.conversations {
-            return Err(format!(
+            return Err(PartialError::Inconsistent(format!(
                 "{} conversations counted as stopped part-way, of {} audited",
                 t.partial.total(),
                 t.conversations
-            ));
+            )));
         }
         if let Some((reason, s)) = t
             .skipped
@@ -262,15 +286,17 @@ impl Partial {
             .chain(&t.partial.0)
             .find(|(_, s)| s.rows.len() > super::EXAMPLE_ROWS || s.rows.len() as u64 > s.count)
         {
-            return Err(format!(
+            return Err(PartialError::OutOfBounds(format!(
                 "{} example rows for {} counted as {reason}: a partial keeps at most {}",
                 s.rows.len(),
                 s.count,
                 super::EXAMPLE_ROWS
-            ));
+            )));
         }
         if t.worst.iter().any(|w| w.uncached.len() != sizes.len()) {
-            return Err("a worst conversation without a count per block size".into());
+            return Err(PartialError::Inconsistent(
+                "a worst conversation without a count per block size".into(),
+            ));
         }
         if let Some(r) = &t.remedies {
             let lists = r.by_remedy.values().chain([&r.best]);
@@ -278,7 +304,9 @@ impl Partial {
                 .flat_map(|x| [&x.before, &x.after])
                 .any(|l| l.len() > sizes.len())
             {
-                return Err("remedy totals for more block sizes than the settings".into());
+                return Err(PartialError::Inconsistent(
+                    "remedy totals for more block sizes than the settings".into(),
+                ));
             }
         }
         let files = self
@@ -286,12 +314,14 @@ impl Partial {
             .files
             .iter()
             .try_fold(0u64, |sum, f| sum.checked_add(f.rows))
-            .ok_or("more rows in its files than a count holds")?;
+            .ok_or_else(|| {
+                PartialError::OutOfBounds("more rows in its files than a count holds".into())
+            })?;
         if files != t.rows {
-            return Err(format!(
+            return Err(PartialError::Inconsistent(format!(
                 "{} rows in its files, {} in its totals",
                 files, t.rows
-            ));
+            )));
         }
         Ok(())
     }

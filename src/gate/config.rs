@@ -480,28 +480,54 @@ pub fn parse(text: &str, path: &Path) -> Result<GateConfig> {
     })
 }
 
+/// Why [`confine`] refused a path. Paths are shown with `{:?}` (quoted, escaped): they come
+/// from an untrusted checkout and may hold anything.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("cannot resolve {path:?}: {error}")]
+    Unresolvable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "{:?} leads to {} through a symlink, outside the config's folder {} (kvaudit reads and writes only inside it)",
+        path.display(),
+        real.display(),
+        root.display()
+    )]
+    ThroughSymlink {
+        path: PathBuf,
+        real: PathBuf,
+        root: PathBuf,
+    },
+    #[error(
+        "{:?} is outside the config's folder {} (kvaudit reads and writes only inside it)",
+        path.display(),
+        root.display()
+    )]
+    Outside { path: PathBuf, root: PathBuf },
+}
+
 /// Refuses a path a config names (`template`, `tokenizer`, a relative model `source`, a
 /// `[[scenario]]`, the baseline) unless it leads inside `root`, the config's folder with its
 /// symlinks followed: a checkout is untrusted, and `../x`, `/x` or a committed symlink must
 /// not make kvaudit write a file elsewhere, nor read one whose text a report or an error line
 /// would show. A symlink that stays inside is followed. Returns why, for the caller to place.
-pub fn confine(root: &Path, path: &Path) -> std::result::Result<PathBuf, String> {
-    let real = crate::output::resolve(path).map_err(|e| format!("cannot resolve {path:?}: {e}"))?;
+pub fn confine(root: &Path, path: &Path) -> std::result::Result<PathBuf, ConfineError> {
+    let real = crate::output::resolve(path).map_err(|error| ConfineError::Unresolvable {
+        path: path.to_path_buf(),
+        error,
+    })?;
     if real.starts_with(root) {
         return Ok(real);
     }
-    let shown = path.display();
     let lexical = crate::output::resolve(&lexical_parent(path)).ok();
+    let (path, root) = (path.to_path_buf(), root.to_path_buf());
     Err(match lexical {
-        Some(parent) if parent.starts_with(root) => format!(
-            "{shown:?} leads to {} through a symlink, outside the config's folder {} (kvaudit reads and writes only inside it)",
-            real.display(),
-            root.display()
-        ),
-        _ => format!(
-            "{shown:?} is outside the config's folder {} (kvaudit reads and writes only inside it)",
-            root.display()
-        ),
+        Some(parent) if parent.starts_with(&root) => {
+            ConfineError::ThroughSymlink { path, real, root }
+        }
+        _ => ConfineError::Outside { path, root },
     })
 }
 

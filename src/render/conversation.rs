@@ -38,8 +38,37 @@ pub enum ConversationError {
     #[error("conversation {path}: {message}")]
     Invalid { path: String, message: String },
     /// Valid JSON of the wrong shape (a misspelt field, a wrong type).
-    #[error("{path} is not a conversation: {message}")]
-    Shape { path: String, message: String },
+    #[error("{path} is not a conversation: {why}")]
+    Shape { path: String, why: ShapeError },
+}
+
+/// How valid JSON misses the shape of a conversation file.
+#[derive(Debug, thiserror::Error)]
+pub enum ShapeError {
+    /// Neither an object nor a list: what the file holds instead ("a string").
+    #[error("the file holds {0}, not an object with `messages` or a list of messages")]
+    NotAnObject(&'static str),
+    #[error("unknown field `{field}` ({})", unknown_field_hint(*.near))]
+    UnknownField {
+        field: String,
+        near: Option<&'static str>,
+    },
+    #[error("no `messages` list")]
+    NoMessages,
+    /// The serde error is part of the message rather than a source: the conversation error
+    /// that carries this one prints it in its own message, and a chain would print it twice.
+    #[error("`{field}`: {error}")]
+    FieldType {
+        field: &'static str,
+        error: serde_json::Error,
+    },
+}
+
+fn unknown_field_hint(near: Option<&str>) -> String {
+    match near {
+        Some(near) => format!("did you mean `{near}`?"),
+        None => format!("a conversation has: {}", FIELDS.join(", ")),
+    }
 }
 
 /// The largest conversation file read: real multi-turn logs are kilobytes to a few megabytes,
@@ -287,9 +316,9 @@ impl Conversation {
             path: source.to_string(),
             message,
         };
-        let file = file_shape(value).map_err(|message| ConversationError::Shape {
+        let file = file_shape(value).map_err(|why| ConversationError::Shape {
             path: source.to_string(),
-            message,
+            why,
         })?;
         if file.messages.len() > MAX_MESSAGES {
             return Err(invalid(format!(
@@ -396,7 +425,7 @@ impl Conversation {
 
 /// The fields of a conversation file, or a bare list of messages (what an OpenAI request's
 /// `messages` holds, and what logs often store).
-fn file_shape(value: Json) -> Result<ConversationFile, String> {
+fn file_shape(value: Json) -> Result<ConversationFile, ShapeError> {
     let object = match value {
         Json::Array(messages) => {
             return Ok(ConversationFile {
@@ -412,28 +441,26 @@ fn file_shape(value: Json) -> Result<ConversationFile, String> {
                 Json::Number(_) => "a number",
                 _ => "a string",
             };
-            return Err(format!(
-                "the file holds {kind}, not an object with `messages` or a list of messages"
-            ));
+            return Err(ShapeError::NotAnObject(kind));
         }
     };
     if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(match crate::suggest::closest(unknown, FIELDS) {
-            Some(near) => format!("unknown field `{unknown}` (did you mean `{near}`?)"),
-            None => format!(
-                "unknown field `{unknown}` (a conversation has: {})",
-                FIELDS.join(", ")
-            ),
+        return Err(ShapeError::UnknownField {
+            field: unknown.clone(),
+            near: crate::suggest::closest(unknown, FIELDS),
         });
     }
     if !object.contains_key("messages") {
-        return Err("no `messages` list".into());
+        return Err(ShapeError::NoMessages);
     }
     // Field by field, so a wrong type names its field (serde's own error does not).
     let mut object = object;
     let mut field = |name: &str| object.remove(name).unwrap_or(Json::Null);
-    fn typed<T: serde::de::DeserializeOwned>(name: &str, v: Json) -> Result<T, String> {
-        serde_json::from_value(v).map_err(|e| format!("`{name}`: {e}"))
+    fn typed<T: serde::de::DeserializeOwned>(
+        field: &'static str,
+        v: Json,
+    ) -> Result<T, ShapeError> {
+        serde_json::from_value(v).map_err(|error| ShapeError::FieldType { field, error })
     }
     Ok(ConversationFile {
         // A list is taken as it is: through serde every message would be rebuilt.

@@ -142,7 +142,9 @@ fn tokens(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
 /// [`crate::align::MAX_BLOCK_SIZE`].
 fn block(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
     match uint(v, what)? {
-        Some(b) if b > 0 => crate::align::check_block_size(what, b).map(Some),
+        Some(b) if b > 0 => crate::align::check_block_size(what, b)
+            .map(Some)
+            .map_err(|e| e.to_string()),
         b => Ok(b),
     }
 }
@@ -459,7 +461,7 @@ fn flags(text: &str) -> Result<Loaded, String> {
                 .ok()
                 .filter(|&n| n > 0)
                 .ok_or_else(|| format!("{f} {v}: expected a positive integer"))
-                .and_then(|b| crate::align::check_block_size(f, b))?;
+                .and_then(|b| crate::align::check_block_size(f, b).map_err(|e| e.to_string()))?;
             last = Some(b);
         }
         Ok(last)

@@ -50,6 +50,7 @@ impl Params {
         self.number("block_size")?
             .map(|b| crate::align::check_block_size("block_size", b))
             .transpose()
+            .map_err(|e| e.to_string())
     }
 
     /// A count setting within `range`, named with its range when it is not.

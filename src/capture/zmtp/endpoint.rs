@@ -17,31 +17,45 @@ pub(crate) enum Endpoint {
     Ipc(std::path::PathBuf),
 }
 
+/// An endpoint string kvaudit cannot connect to or bind; each kind shows the text as given.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub(crate) enum EndpointError {
+    #[error("{0:?}: expected tcp://HOST:PORT")]
+    NoPort(String),
+    #[error("{0:?}: the port must be a number from 0 to 65535")]
+    BadPort(String),
+    #[error("{0:?}: no host")]
+    NoHost(String),
+    #[error("{0:?}: no path")]
+    NoPath(String),
+    #[error("{0:?}: expected tcp://HOST:PORT or ipc://PATH")]
+    UnknownTransport(String),
+}
+
 impl Endpoint {
-    pub(crate) fn parse(text: &str) -> Result<Endpoint, String> {
+    pub(crate) fn parse(text: &str) -> Result<Endpoint, EndpointError> {
+        let given = || text.to_string();
         if let Some(rest) = text.strip_prefix("tcp://") {
             let (host, port) = rest
                 .rsplit_once(':')
-                .ok_or_else(|| format!("{text:?}: expected tcp://HOST:PORT"))?;
-            let port: u16 = port
-                .parse()
-                .map_err(|_| format!("{text:?}: the port must be a number from 0 to 65535"))?;
+                .ok_or_else(|| EndpointError::NoPort(given()))?;
+            let port: u16 = port.parse().map_err(|_| EndpointError::BadPort(given()))?;
             let host = host
                 .strip_prefix('[')
                 .and_then(|h| h.strip_suffix(']'))
                 .unwrap_or(host);
             if host.is_empty() {
-                return Err(format!("{text:?}: no host"));
+                return Err(EndpointError::NoHost(given()));
             }
             return Ok(Endpoint::Tcp(host.to_string(), port));
         }
         if let Some(path) = text.strip_prefix("ipc://") {
             if path.is_empty() {
-                return Err(format!("{text:?}: no path"));
+                return Err(EndpointError::NoPath(given()));
             }
             return Ok(Endpoint::Ipc(path.into()));
         }
-        Err(format!("{text:?}: expected tcp://HOST:PORT or ipc://PATH"))
+        Err(EndpointError::UnknownTransport(given()))
     }
 }
 

@@ -246,12 +246,12 @@ impl OpenFile {
             match read {
                 Ok(Some(text)) if text.len() as u64 <= MAX_ROW_BYTES => Ok(text),
                 Ok(_) => Err(Skip::too_large()),
-                Err(message) => {
+                Err(e) => {
                     // The reader cannot go on past a page it could not read.
                     self.broken = true;
                     Err(Skip {
                         reason: "unreadable",
-                        message,
+                        message: e.to_string(),
                     })
                 }
             },

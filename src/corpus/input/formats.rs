@@ -71,8 +71,8 @@ impl Raw {
         };
         check_roles(&value)?;
         Conversation::from_value(value, &self.source).map_err(|e| match e {
-            ConversationError::Invalid { message, .. }
-            | ConversationError::Shape { message, .. } => unusable("not_a_conversation", message),
+            ConversationError::Invalid { message, .. } => unusable("not_a_conversation", message),
+            ConversationError::Shape { why, .. } => unusable("not_a_conversation", why.to_string()),
             other => unusable("not_a_conversation", other.to_string()),
         })
     }

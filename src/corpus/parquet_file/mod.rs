@@ -19,6 +19,7 @@ use std::fs::File;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::reader::RowIter;
 
+use crate::panics::Panicked;
 use checks::{check_footer, check_pages};
 
 /// The first and last four bytes of every Parquet file.
@@ -48,6 +49,24 @@ impl Default for Limits {
     }
 }
 
+/// A `--parquet-limit` value kvaudit does not take.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitError {
+    #[error("{0:?}: expected KEY=VALUE, e.g. file_bytes=8GiB")]
+    NotKeyValue(String),
+    #[error("{key}={value}: expected a size like 8GiB or a count")]
+    NotASize { key: String, value: String },
+    #[error("no Parquet limit {0:?} (known: {known})", known = known_limits())]
+    UnknownKey(String),
+    #[error("{key}={value}: a limit of 0 reads nothing")]
+    Zero { key: String, value: String },
+}
+
+fn known_limits() -> String {
+    let keys: Vec<&str> = Limits::KEYS.iter().map(|(k, _)| *k).collect();
+    keys.join(", ")
+}
+
 impl Limits {
     /// The keys `--parquet-limit` takes, with what each bounds.
     pub const KEYS: [(&'static str, &'static str); 3] = [
@@ -63,30 +82,40 @@ impl Limits {
     ];
 
     /// Sets one limit from `KEY=VALUE` (a size like 8GiB, or a count).
-    pub fn set(&mut self, text: &str) -> Result<(), String> {
+    pub fn set(&mut self, text: &str) -> Result<(), LimitError> {
         let (key, value) = text
             .split_once('=')
-            .ok_or_else(|| format!("{text:?}: expected KEY=VALUE, e.g. file_bytes=8GiB"))?;
-        let n = crate::input::parse_size(value.trim())
-            .ok_or_else(|| format!("{key}={value}: expected a size like 8GiB or a count"))?;
+            .ok_or_else(|| LimitError::NotKeyValue(text.to_string()))?;
+        let n = crate::input::parse_size(value.trim()).ok_or_else(|| LimitError::NotASize {
+            key: key.to_string(),
+            value: value.to_string(),
+        })?;
         let slot = match key.trim() {
             "file_bytes" => &mut self.file_bytes,
             "row_group_bytes" => &mut self.row_group_bytes,
             "columns" => &mut self.columns,
-            other => {
-                let keys: Vec<&str> = Limits::KEYS.iter().map(|(k, _)| *k).collect();
-                return Err(format!(
-                    "no Parquet limit {other:?} (known: {})",
-                    keys.join(", ")
-                ));
-            }
+            other => return Err(LimitError::UnknownKey(other.to_string())),
         };
         if n == 0 {
-            return Err(format!("{key}={value}: a limit of 0 reads nothing"));
+            return Err(LimitError::Zero {
+                key: key.to_string(),
+                value: value.to_string(),
+            });
         }
         *slot = n;
         Ok(())
     }
+}
+
+/// Why a row of a Parquet file could not be read; the file cannot be read past it.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    #[error("the parquet reader failed: {0}")]
+    ReaderPanicked(Panicked),
+    #[error("cannot read the next row: {0}")]
+    Read(parquet::errors::ParquetError),
+    #[error("a value of this row cannot be written as JSON: {0}")]
+    NotJson(Panicked),
 }
 
 fn invalid(message: String) -> std::io::Error {
@@ -131,10 +160,10 @@ impl ParquetRows {
 
     /// The next row as JSON text (`None` inside when that text would be over `max_bytes`: the
     /// row is then never written out), an error that ends the file, or `None` at its end.
-    pub fn next_json(&mut self, max_bytes: u64) -> Option<Result<Option<String>, String>> {
+    pub fn next_json(&mut self, max_bytes: u64) -> Option<Result<Option<String>, RowError>> {
         let row = match crate::panics::quietly_catching(|| self.rows.next()) {
             Ok(row) => row?,
-            Err(panic) => return Some(Err(format!("the parquet reader failed: {panic}"))),
+            Err(panic) => return Some(Err(RowError::ReaderPanicked(panic))),
         };
         Some(match row {
             // The text is at least the row's strings and names: a row past the limit on those
@@ -142,8 +171,8 @@ impl ParquetRows {
             Ok(row) if text_at_least(&row) > max_bytes => Ok(None),
             Ok(row) => crate::panics::quietly_catching(|| row.to_json_value().to_string())
                 .map(Some)
-                .map_err(|p| format!("a value of this row cannot be written as JSON: {p}")),
-            Err(e) => Err(format!("cannot read the next row: {e}")),
+                .map_err(RowError::NotJson),
+            Err(e) => Err(RowError::Read(e)),
         })
     }
 }

@@ -11,6 +11,18 @@ use std::path::{Path, PathBuf};
 /// How the cache's own files are written (see [`crate::output::CACHE_FILE`]).
 pub const OWN_FILE: crate::output::Options<'static> = crate::output::CACHE_FILE;
 
+/// A name that cannot become part of a path in the cache.
+#[derive(Debug, thiserror::Error)]
+pub enum NameError {
+    #[error("revision {rev:?} is not a valid ref name: {why}")]
+    Revision { rev: String, why: String },
+    /// `shown` is the header's first 80 characters.
+    #[error(
+        "the endpoint sent an ETag that is not a blob id ({shown:?}); refusing to use it as a file name"
+    )]
+    Etag { shown: String },
+}
+
 /// A full commit id: 40 hex digits, as the Hub sends in `X-Repo-Commit`.
 pub fn is_commit(text: &str) -> bool {
     text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
@@ -19,8 +31,13 @@ pub fn is_commit(text: &str) -> bool {
 /// A revision as a branch, tag or commit name: the Hub's ref names (git's rules, narrowed to
 /// the characters Hub refs use). `refs/pr/1` is valid and becomes nested folders under `refs/`,
 /// as huggingface_hub writes it; no component can be empty, `.`/`..`-led or absolute.
-pub fn check_revision(rev: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("revision {rev:?} is not a valid ref name: {why}"));
+pub fn check_revision(rev: &str) -> Result<(), NameError> {
+    let bad = |why: &str| {
+        Err(NameError::Revision {
+            rev: rev.to_string(),
+            why: why.to_string(),
+        })
+    };
     if rev.is_empty() {
         return bad("it is empty");
     }
@@ -49,7 +66,7 @@ pub fn check_revision(rev: &str) -> Result<(), String> {
 
 /// The blob name an `ETag` header gives: quotes and a weak-validator prefix removed; only
 /// `[A-Za-z0-9_-]` (the Hub sends a sha256 or a git sha1 in hex), at most 128 characters.
-pub fn blob_name(etag: &str) -> Result<String, String> {
+pub fn blob_name(etag: &str) -> Result<String, NameError> {
     let t = etag.trim();
     let t = t.strip_prefix("W/").unwrap_or(t);
     let t = t.trim_matches('"');
@@ -59,10 +76,9 @@ pub fn blob_name(etag: &str) -> Result<String, String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     {
-        let shown: String = etag.chars().take(80).collect();
-        return Err(format!(
-            "the endpoint sent an ETag that is not a blob id ({shown:?}); refusing to use it as a file name"
-        ));
+        return Err(NameError::Etag {
+            shown: etag.chars().take(80).collect(),
+        });
     }
     Ok(t.to_string())
 }

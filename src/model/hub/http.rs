@@ -43,23 +43,31 @@ pub struct Endpoint {
     pub shown: String,
 }
 
+/// An `HF_ENDPOINT` kvaudit cannot send requests to; `shown` is it with credentials removed.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("HF_ENDPOINT {shown:?} is not a URL")]
+    NotAUrl { shown: String },
+    #[error("HF_ENDPOINT {shown:?} must start with http:// or https://")]
+    Scheme { shown: String },
+    #[error("HF_ENDPOINT {shown:?} has no host")]
+    NoHost { shown: String },
+}
+
 impl Endpoint {
-    pub fn parse(text: &str) -> Result<Endpoint, String> {
+    pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
         let shown = redact(text);
         let base = text.trim_end_matches('/').to_string();
-        let uri: Uri = base
-            .parse()
-            .map_err(|_| format!("HF_ENDPOINT {shown:?} is not a URL"))?;
+        let Ok(uri) = base.parse::<Uri>() else {
+            return Err(EndpointError::NotAUrl { shown });
+        };
         match uri.scheme_str() {
             Some("http") | Some("https") => {}
-            _ => {
-                return Err(format!(
-                    "HF_ENDPOINT {shown:?} must start with http:// or https://"
-                ));
-            }
+            _ => return Err(EndpointError::Scheme { shown }),
         }
-        let origin =
-            Origin::of(&uri).ok_or_else(|| format!("HF_ENDPOINT {shown:?} has no host"))?;
+        let Some(origin) = Origin::of(&uri) else {
+            return Err(EndpointError::NoHost { shown });
+        };
         Ok(Endpoint {
             base,
             origin,

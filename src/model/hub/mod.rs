@@ -172,7 +172,7 @@ pub fn fetch_detailed(
         )));
     }
     let revision = revision.or(rev_in_id).unwrap_or("main");
-    check_revision(revision).map_err(ModelError::Hub)?;
+    check_revision(revision).map_err(|e| ModelError::Hub(e.to_string()))?;
     let repo = RepoCache::new(&settings.cache_dir, id);
     let required = &MODEL_FILES[..2];
 
@@ -213,7 +213,8 @@ pub fn fetch_detailed(
         )));
     }
 
-    let endpoint = Endpoint::parse(&settings.endpoint).map_err(ModelError::Hub)?;
+    let endpoint =
+        Endpoint::parse(&settings.endpoint).map_err(|e| ModelError::Hub(e.to_string()))?;
     let client = Client::new(endpoint, settings.token.clone(), settings.limits.clone());
     let mut snapshot: Option<String> = None;
     let mut downloaded = Vec::new();
@@ -253,7 +254,7 @@ pub fn fetch_detailed(
             )));
         }
         let commit = meta.commit.to_ascii_lowercase();
-        let etag = blob_name(&meta.etag).map_err(fail)?;
+        let etag = blob_name(&meta.etag).map_err(|e| fail(e.to_string()))?;
         if meta.size.is_some_and(|n| n > settings.limits.max_file_size) {
             return Err(fail(format!(
                 "the file is {} bytes, more than the {} allowed (KVAUDIT_HUB_MAX_FILE_SIZE)",

@@ -42,14 +42,26 @@ impl Node {
         Node::new(Op::Other, start, end, children)
     }
 
-    fn bounded(self) -> Result<Node, String> {
+    fn bounded(self) -> Result<Node, ParseError> {
         if self.depth > MAX_TREE_DEPTH {
-            return Err(format!(
-                "expression nested more than {MAX_TREE_DEPTH} levels deep"
-            ));
+            return Err(ParseError::TreeTooDeep);
         }
         Ok(self)
     }
+}
+
+/// Why an expression could not be read. The rewrite refuses the template either way, but a
+/// depth bound is kvaudit protecting its stack, not a template Jinja2 would reject.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ParseError {
+    #[error("expected `{0}`")]
+    ExpectedOp(&'static str),
+    #[error("expected {0}")]
+    Expected(&'static str),
+    #[error("expression nested more than {MAX_TREE_DEPTH} levels deep")]
+    TreeTooDeep,
+    #[error("expression nested too deeply")]
+    TooDeep,
 }
 
 /// Jinja2's expression grammar (its parser's precedence: conditional, `or`, `and`, `not`,
@@ -86,12 +98,12 @@ impl<'s> Parser<'s, '_> {
         self.toks[self.pos - 1].end
     }
 
-    fn expect_op(&mut self, op: &str) -> Result<(), String> {
+    fn expect_op(&mut self, op: &'static str) -> Result<(), ParseError> {
         if self.is_op(op) {
             self.pos += 1;
             Ok(())
         } else {
-            Err(format!("expected `{op}`"))
+            Err(ParseError::ExpectedOp(op))
         }
     }
 
@@ -107,17 +119,20 @@ impl<'s> Parser<'s, '_> {
         }
     }
 
-    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, String>) -> Result<T, String> {
+    fn nested<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, ParseError>,
+    ) -> Result<T, ParseError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err("expression nested too deeply".into());
+            return Err(ParseError::TooDeep);
         }
         let r = f(self);
         self.depth -= 1;
         r
     }
 
-    pub(super) fn expression(&mut self) -> Result<Node, String> {
+    pub(super) fn expression(&mut self) -> Result<Node, ParseError> {
         self.nested(|p| {
             let start = p.start();
             let mut children = vec![p.or()?];
@@ -144,8 +159,8 @@ impl<'s> Parser<'s, '_> {
     fn binary_chain(
         &mut self,
         is_op: impl Fn(&Self) -> Option<usize>,
-        operand: impl Fn(&mut Self) -> Result<Node, String>,
-    ) -> Result<Node, String> {
+        operand: impl Fn(&mut Self) -> Result<Node, ParseError>,
+    ) -> Result<Node, ParseError> {
         let start = self.start();
         let mut children = vec![operand(self)?];
         while let Some(n) = is_op(self) {
@@ -155,15 +170,15 @@ impl<'s> Parser<'s, '_> {
         Ok(self.collapse(start, children))
     }
 
-    fn or(&mut self) -> Result<Node, String> {
+    fn or(&mut self) -> Result<Node, ParseError> {
         self.binary_chain(|p| p.is_name("or").then_some(1), Self::and)
     }
 
-    fn and(&mut self) -> Result<Node, String> {
+    fn and(&mut self) -> Result<Node, ParseError> {
         self.binary_chain(|p| p.is_name("and").then_some(1), Self::not)
     }
 
-    fn not(&mut self) -> Result<Node, String> {
+    fn not(&mut self) -> Result<Node, ParseError> {
         if self.is_name("not") {
             let start = self.start();
             self.pos += 1;
@@ -173,7 +188,7 @@ impl<'s> Parser<'s, '_> {
         self.compare()
     }
 
-    fn compare(&mut self) -> Result<Node, String> {
+    fn compare(&mut self) -> Result<Node, ParseError> {
         self.binary_chain(
             |p| {
                 if p.is_name("in")
@@ -196,7 +211,7 @@ impl<'s> Parser<'s, '_> {
     }
 
     /// `+` and `-`, left-associative: `a + b - c` is `(a + b) - c`.
-    fn math1(&mut self) -> Result<Node, String> {
+    fn math1(&mut self) -> Result<Node, ParseError> {
         let start = self.start();
         let mut left = self.concat()?;
         loop {
@@ -211,7 +226,7 @@ impl<'s> Parser<'s, '_> {
         }
     }
 
-    fn concat(&mut self) -> Result<Node, String> {
+    fn concat(&mut self) -> Result<Node, ParseError> {
         let start = self.start();
         let mut children = vec![self.math2()?];
         while self.is_op("~") {
@@ -224,18 +239,18 @@ impl<'s> Parser<'s, '_> {
         Node::new(Op::Concat, start, self.last_end(), children).bounded()
     }
 
-    fn math2(&mut self) -> Result<Node, String> {
+    fn math2(&mut self) -> Result<Node, ParseError> {
         self.binary_chain(
             |p| matches!(p.peek(), Some(Tok::Op("*" | "/" | "//" | "%"))).then_some(1),
             Self::pow,
         )
     }
 
-    fn pow(&mut self) -> Result<Node, String> {
+    fn pow(&mut self) -> Result<Node, ParseError> {
         self.binary_chain(|p| p.is_op("**").then_some(1), |p| p.unary(true))
     }
 
-    fn unary(&mut self, with_filter: bool) -> Result<Node, String> {
+    fn unary(&mut self, with_filter: bool) -> Result<Node, ParseError> {
         self.nested(|p| {
             let start = p.start();
             let mut node = if p.is_op("-") || p.is_op("+") {
@@ -253,7 +268,7 @@ impl<'s> Parser<'s, '_> {
         })
     }
 
-    fn primary(&mut self) -> Result<Node, String> {
+    fn primary(&mut self) -> Result<Node, ParseError> {
         let start = self.start();
         match self.peek() {
             Some(Tok::Name(_) | Tok::Num) => {
@@ -282,12 +297,12 @@ impl<'s> Parser<'s, '_> {
                 let children = self.list_until("}", true)?;
                 Ok(Node::other(start, self.last_end(), children))
             }
-            _ => Err("expected an expression".into()),
+            _ => Err(ParseError::Expected("an expression")),
         }
     }
 
     /// Comma-separated expressions up to `close` (dict items `k: v` when `pairs`), consuming it.
-    fn list_until(&mut self, close: &str, pairs: bool) -> Result<Vec<Node>, String> {
+    fn list_until(&mut self, close: &'static str, pairs: bool) -> Result<Vec<Node>, ParseError> {
         let mut out = Vec::new();
         while !self.is_op(close) {
             out.push(self.expression()?);
@@ -304,13 +319,13 @@ impl<'s> Parser<'s, '_> {
         Ok(out)
     }
 
-    fn postfix(&mut self, start: usize, mut node: Node) -> Result<Node, String> {
+    fn postfix(&mut self, start: usize, mut node: Node) -> Result<Node, ParseError> {
         loop {
             if self.is_op(".") {
                 self.pos += 1;
                 match self.peek() {
                     Some(Tok::Name(_) | Tok::Num) => self.pos += 1,
-                    _ => return Err("expected an attribute after `.`".into()),
+                    _ => return Err(ParseError::Expected("an attribute after `.`")),
                 }
                 node = Node::other(start, self.last_end(), vec![node]).bounded()?;
             } else if self.is_op("[") {
@@ -327,7 +342,7 @@ impl<'s> Parser<'s, '_> {
     }
 
     /// `[a]`, `[a:b:c]` with any part left out, and comma-separated ones; consumes `]`.
-    fn subscript(&mut self) -> Result<Vec<Node>, String> {
+    fn subscript(&mut self) -> Result<Vec<Node>, ParseError> {
         let mut out = Vec::new();
         loop {
             if self.is_op("]") {
@@ -343,7 +358,7 @@ impl<'s> Parser<'s, '_> {
     }
 
     /// A call's arguments: expressions, `name=expr`, `*expr` and `**expr`.
-    fn call(&mut self, start: usize, callee: Node) -> Result<Node, String> {
+    fn call(&mut self, start: usize, callee: Node) -> Result<Node, ParseError> {
         self.expect_op("(")?;
         let mut children = vec![callee];
         while !self.is_op(")") {
@@ -364,9 +379,9 @@ impl<'s> Parser<'s, '_> {
         Node::other(start, self.last_end(), children).bounded()
     }
 
-    fn dotted_name(&mut self) -> Result<(), String> {
+    fn dotted_name(&mut self) -> Result<(), ParseError> {
         if !matches!(self.peek(), Some(Tok::Name(_))) {
-            return Err("expected a filter or test name".into());
+            return Err(ParseError::Expected("a filter or test name"));
         }
         self.pos += 1;
         while self.is_op(".")
@@ -380,7 +395,7 @@ impl<'s> Parser<'s, '_> {
         Ok(())
     }
 
-    fn filters(&mut self, start: usize, mut node: Node) -> Result<Node, String> {
+    fn filters(&mut self, start: usize, mut node: Node) -> Result<Node, ParseError> {
         loop {
             if self.is_op("|") {
                 self.pos += 1;

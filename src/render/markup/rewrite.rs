@@ -41,7 +41,7 @@ pub fn rewrite_operators(source: &str) -> Result<std::borrow::Cow<'_, str>, Rend
             if parser.starts_expression() {
                 let node = parser
                     .expression()
-                    .map_err(|e| unsupported(source, start, &e))?;
+                    .map_err(|e| unsupported(source, start, e))?;
                 nodes.push(node);
             } else {
                 parser.pos += 1;
@@ -61,7 +61,7 @@ pub fn rewrite_operators(source: &str) -> Result<std::borrow::Cow<'_, str>, Rend
     Ok(std::borrow::Cow::Owned(out))
 }
 
-fn unsupported(source: &str, at: usize, why: &str) -> RenderError {
+fn unsupported(source: &str, at: usize, why: impl std::fmt::Display) -> RenderError {
     let line = source[..at].matches('\n').count() + 1;
     RenderError::Unsupported(format!(
         "the template makes Markup values (|safe, |e) and kvaudit cannot read the expression at line {line} to apply MarkupSafe's `+`: {why}"

@@ -232,6 +232,7 @@ fn python_refuses_pattern(p: &str) -> bool {
 }
 
 /// Where a rule is broken, innermost segment first (the path is built only on failure).
+#[derive(Debug)]
 struct Fault {
     at: Vec<String>,
     why: &'static str,
@@ -270,16 +271,28 @@ fn segment(key: &str) -> String {
     }
 }
 
-/// The first metaschema rule `schema` breaks, as `name/key/…: why`.
-pub fn check(schema: &Json, name: &str) -> Result<(), String> {
-    check_at(schema).map_err(|f| {
-        let path: Vec<&str> = f.at.iter().rev().map(String::as_str).collect();
-        if path.is_empty() {
-            format!("{name}: {}", f.why)
-        } else {
-            format!("{name}/{}: {}", path.join("/"), f.why)
+/// The first metaschema rule a schema breaks, shown as `name/key/…: why`.
+#[derive(Debug)]
+pub struct SchemaError {
+    name: &'static str,
+    fault: Fault,
+}
+
+impl std::fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)?;
+        for segment in self.fault.at.iter().rev() {
+            write!(f, "/{segment}")?;
         }
-    })
+        write!(f, ": {}", self.fault.why)
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+/// The first metaschema rule `schema` breaks; `name` stands for the schema in the error.
+pub fn check(schema: &Json, name: &'static str) -> Result<(), SchemaError> {
+    check_at(schema).map_err(|fault| SchemaError { name, fault })
 }
 
 fn check_at(schema: &Json) -> Result<(), Fault> {
@@ -473,7 +486,9 @@ mod tests {
         long.insert("a/\u{1b}[31m".repeat(20), json!({"type": "nope"}));
         // A key of the client's is quoted, escaped and cut: no control character reaches the
         // terminal, and the line stays short.
-        let err = check(&json!({"properties": long}), "parameters").unwrap_err();
+        let err = check(&json!({"properties": long}), "parameters")
+            .unwrap_err()
+            .to_string();
         assert!(!err.contains('\u{1b}'), "{err}");
         assert!(
             err.starts_with("parameters/properties/\"a/\\u001b[31m"),
@@ -485,7 +500,8 @@ mod tests {
             check(
                 &json!({"anyOf": [{"type": "object"}, {"items": {"required": 1}}]}),
                 "p"
-            ),
+            )
+            .map_err(|e| e.to_string()),
             Err("p/anyOf/1/items/required: not a list of distinct strings".to_string())
         );
     }
