@@ -138,20 +138,31 @@ pub struct LookupRequest {
     pub model: Option<String>,
 }
 
+/// Why a lookup file was refused (entries counted from 0).
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("expected a JSON list")]
+    NotAList,
+    #[error("entry {0} needs a list of token ids")]
+    NoTokenIds(usize),
+    #[error("entry {0} must be a list or an object")]
+    NotAnEntry(usize),
+}
+
 impl LookupRequest {
     /// `[[1,2,3], {"tokens": [..], "pod": "..", "model": ".."}]`: a list of token lists or
     /// of objects naming the pod and model to look up in.
-    pub fn parse_list(v: &serde_json::Value) -> Result<Vec<LookupRequest>, String> {
+    pub fn parse_list(v: &serde_json::Value) -> Result<Vec<LookupRequest>, LookupError> {
         use serde_json::Value as Json;
-        let items = v.as_array().ok_or("expected a JSON list")?;
-        let ids = |v: &Json, i: usize| -> Result<Vec<u32>, String> {
+        let items = v.as_array().ok_or(LookupError::NotAList)?;
+        let ids = |v: &Json, i: usize| -> Result<Vec<u32>, LookupError> {
             v.as_array()
                 .and_then(|a| {
                     a.iter()
                         .map(|x| x.as_u64().and_then(|t| u32::try_from(t).ok()))
                         .collect::<Option<Vec<_>>>()
                 })
-                .ok_or_else(|| format!("entry {i} needs a list of token ids"))
+                .ok_or(LookupError::NoTokenIds(i))
         };
         items
             .iter()
@@ -167,7 +178,7 @@ impl LookupRequest {
                     pod: o.get("pod").and_then(Json::as_str).map(str::to_string),
                     model: o.get("model").and_then(Json::as_str).map(str::to_string),
                 }),
-                _ => Err(format!("entry {i} must be a list or an object")),
+                _ => Err(LookupError::NotAnEntry(i)),
             })
             .collect()
     }

@@ -222,11 +222,13 @@ impl clap::builder::TypedValueParser for ServerParser {
         use crate::render::ServerProfile;
         let this = *self;
         // A function parser, so a refusal is clap's one-line value-validation error.
-        let parse = move |text: &str| -> Result<ServerProfile, String> {
+        let parse = move |text: &str| -> Result<ServerProfile, FlagValueError> {
             match ServerProfile::parse(text) {
                 Some(p) if this.allowed(p) => Ok(p),
-                Some(_) => Err("probe talks to an engine: vllm, sglang or llamacpp".into()),
-                None => Err(ServerProfile::unknown(text)),
+                Some(_) => Err(FlagValueError::OutOfRange(
+                    "probe talks to an engine: vllm, sglang or llamacpp".into(),
+                )),
+                None => Err(FlagValueError::Malformed(ServerProfile::unknown(text))),
             }
         };
         clap::builder::TypedValueParser::parse_ref(&parse, cmd, arg, value)
@@ -285,8 +287,18 @@ pub struct IndexArgs {
     pub llmd_profile: ProfileArg,
 }
 
+/// Why a flag's value was refused (clap prints it after the flag).
+#[derive(Debug, thiserror::Error)]
+pub enum FlagValueError {
+    /// Well formed, but not one the flag takes.
+    #[error("{0}")]
+    OutOfRange(String),
+    #[error("{0}")]
+    Malformed(String),
+}
+
 /// A KV block size flag: a whole number from 1 to [`crate::align::MAX_BLOCK_SIZE`].
-pub fn block_size(text: &str) -> Result<usize, String> {
+pub fn block_size(text: &str) -> Result<usize, FlagValueError> {
     let range = || {
         format!(
             "a block size is a whole number of tokens from 1 to {}",
@@ -297,16 +309,18 @@ pub fn block_size(text: &str) -> Result<usize, String> {
     match t.parse::<usize>() {
         Ok(b) if (1..=crate::align::MAX_BLOCK_SIZE).contains(&b) => Ok(b),
         // All digits, but past the range (or past usize): out of range, not malformed.
-        _ if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()) => Err(range()),
-        _ => Err(format!(
+        _ if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()) => {
+            Err(FlagValueError::OutOfRange(range()))
+        }
+        _ => Err(FlagValueError::Malformed(format!(
             "expected {}",
             range().trim_start_matches("a block size is ")
-        )),
+        ))),
     }
 }
 
 /// `--max-message-size`: `268435456`, `256MiB`, `256M`, `64KiB`, `1GiB` (powers of 1024).
-pub fn message_size(text: &str) -> Result<usize, String> {
+pub fn message_size(text: &str) -> Result<usize, FlagValueError> {
     let t = text.trim();
     let range = || {
         format!(
@@ -317,9 +331,13 @@ pub fn message_size(text: &str) -> Result<usize, String> {
     };
     match crate::input::parse_size(t).map(usize::try_from) {
         Some(Ok(b)) if MESSAGE_SIZE_RANGE.contains(&b) => Ok(b),
-        Some(_) => Err(range()),
+        Some(_) => Err(FlagValueError::OutOfRange(range())),
         // All digits, but past u64: out of range rather than malformed.
-        None if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()) => Err(range()),
-        None => Err("expected a size like 256MiB, 64KiB or 1048576 (bytes)".into()),
+        None if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()) => {
+            Err(FlagValueError::OutOfRange(range()))
+        }
+        None => Err(FlagValueError::Malformed(
+            "expected a size like 256MiB, 64KiB or 1048576 (bytes)".into(),
+        )),
     }
 }

@@ -328,29 +328,39 @@ pub fn conversations(args: &ConversationArgs) -> Result<Vec<Conversation>> {
 /// or timeout needs more than one.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Why a duration flag was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("expected a duration like 90s, 5m or 500ms")]
+    Syntax,
+    #[error("longer than a year (365 days is the most)")]
+    TooLong,
+    #[error("must be more than zero")]
+    NotPositive,
+}
+
 /// `90s`, `2m`, `1h`, `500ms`, or plain seconds; more than zero and at most a year.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let (num, unit) = t.split_at(
         t.find(|c: char| !c.is_ascii_digit() && c != '.')
             .unwrap_or(t.len()),
     );
-    let syntax = || "expected a duration like 90s, 5m or 500ms".to_string();
-    let v: f64 = num.parse().map_err(|_| syntax())?;
+    let v: f64 = num.parse().map_err(|_| DurationError::Syntax)?;
     let secs = match unit {
         "" | "s" => v,
         "ms" => v / 1000.0,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(syntax()),
+        _ => return Err(DurationError::Syntax),
     };
     // Compared as f64 before converting: Duration::from_secs_f64 panics past u64 seconds.
     if !secs.is_finite() || secs > MAX_DURATION.as_secs_f64() {
-        return Err("longer than a year (365 days is the most)".into());
+        return Err(DurationError::TooLong);
     }
     match Duration::try_from_secs_f64(secs) {
         Ok(d) if !d.is_zero() => Ok(d),
-        _ => Err("must be more than zero".into()),
+        _ => Err(DurationError::NotPositive),
     }
 }
 
@@ -413,17 +423,24 @@ mod tests {
         assert!(
             parse_duration("soon")
                 .unwrap_err()
+                .to_string()
                 .contains("expected a duration")
         );
-        assert!(parse_duration("0s").unwrap_err().contains("more than zero"));
+        assert!(
+            parse_duration("0s")
+                .unwrap_err()
+                .to_string()
+                .contains("more than zero")
+        );
         assert!(
             parse_duration("0.0000000001s")
                 .unwrap_err()
+                .to_string()
                 .contains("more than zero")
         );
         // Each of these panicked in Duration::from_secs_f64.
         for big in ["99999999999999999999s", "8761h", "1e400", &"9".repeat(400)] {
-            let err = parse_duration(big).unwrap_err();
+            let err = parse_duration(big).unwrap_err().to_string();
             assert!(
                 err.contains("longer than a year") || err.contains("expected a duration"),
                 "{big}: {err}"
@@ -432,6 +449,7 @@ mod tests {
         assert!(
             parse_duration("99999999999999999999s")
                 .unwrap_err()
+                .to_string()
                 .contains("year")
         );
     }

@@ -119,7 +119,16 @@ const OPS: [&str; 24] = [
     "]", "{", "}", ",", ":", ".",
 ];
 
-pub(super) fn lex(src: &str, start: usize, end: usize) -> Result<Vec<Token<'_>>, String> {
+/// Why an expression could not be cut into tokens.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LexError {
+    #[error("unterminated string")]
+    UnterminatedString,
+    #[error("unexpected character {0:?}")]
+    Unexpected(char),
+}
+
+pub(super) fn lex(src: &str, start: usize, end: usize) -> Result<Vec<Token<'_>>, LexError> {
     let text = &src[..end];
     let bytes = text.as_bytes();
     let mut out = Vec::new();
@@ -137,7 +146,7 @@ pub(super) fn lex(src: &str, start: usize, end: usize) -> Result<Vec<Token<'_>>,
                 i += if bytes[i] == b'\\' { 2 } else { 1 };
             }
             if i >= end {
-                return Err("unterminated string".into());
+                return Err(LexError::UnterminatedString);
             }
             i += 1;
             Tok::Str
@@ -178,7 +187,7 @@ pub(super) fn lex(src: &str, start: usize, end: usize) -> Result<Vec<Token<'_>>,
             Tok::Op("|")
         } else {
             let Some(op) = OPS.iter().find(|op| text[i..].starts_with(**op)) else {
-                return Err(format!("unexpected character {c:?}"));
+                return Err(LexError::Unexpected(c));
             };
             i += op.len();
             Tok::Op(op)
