@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 
+use super::TokenizeError;
 use super::added_scan::AddedScan;
 use serde_json::Value as Json;
 use tokenizers::AddedToken;
@@ -26,7 +27,7 @@ pub trait WordIds {
         piece: &str,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<(), String>;
+    ) -> Result<(), TokenizeError>;
 
     /// `f` with a [`piece_ids`](Self::piece_ids) into `out` for many pieces, whose ids are
     /// all in `out`, in order, when this returns Ok (not necessarily before; on an error,
@@ -35,15 +36,15 @@ pub trait WordIds {
     fn with_pieces(
         &self,
         out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
-    ) -> Result<(), String> {
+        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), TokenizeError>,
+    ) -> Result<(), TokenizeError> {
         let mut scratch = String::new();
         f(&mut |piece| self.piece_ids(piece, &mut scratch, out))
     }
 }
 
 /// Hands over one piece of raw text.
-pub type PieceIds<'a> = dyn FnMut(&str) -> Result<(), String> + 'a;
+pub type PieceIds<'a> = dyn FnMut(&str) -> Result<(), TokenizeError> + 'a;
 
 /// `piece`'s bytes in the byte-level alphabet, written over `scratch`.
 pub(super) fn byte_level<'s>(piece: &[u8], scratch: &'s mut String) -> &'s str {
@@ -58,7 +59,7 @@ impl WordIds for super::prepared::FastBpe {
         piece: &str,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         // The mapping is one to one, so the raw piece names the word: a word the model has
         // seen is found without mapping it.
         super::prepared::FastBpe::word_ids(
@@ -67,14 +68,14 @@ impl WordIds for super::prepared::FastBpe {
             move || byte_level(piece.as_bytes(), scratch),
             out,
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| TokenizeError::Encode(e.to_string()))
     }
 
     fn with_pieces(
         &self,
         out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
-    ) -> Result<(), String> {
+        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), TokenizeError>,
+    ) -> Result<(), TokenizeError> {
         self.pieces_in_order(out, f)
     }
 }
@@ -85,9 +86,10 @@ impl WordIds for tokenizers::ModelWrapper {
         piece: &str,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         let word = byte_level(piece.as_bytes(), scratch);
-        let tokens = tokenizers::Model::tokenize(self, word).map_err(|e| e.to_string())?;
+        let tokens = tokenizers::Model::tokenize(self, word)
+            .map_err(|e| TokenizeError::Encode(e.to_string()))?;
         out.extend(tokens.iter().map(|t| t.id));
         Ok(())
     }
@@ -272,16 +274,16 @@ const BOUNDARIES: usize = 8;
 /// How a split run over a text that is cut short ends.
 enum Halt {
     Reached,
-    Failed(String),
+    Failed(TokenizeError),
 }
 
-impl From<String> for Halt {
-    fn from(e: String) -> Halt {
+impl From<TokenizeError> for Halt {
+    fn from(e: TokenizeError) -> Halt {
         Halt::Failed(e)
     }
 }
 
-fn halted(r: Result<(), Halt>) -> Result<(), String> {
+fn halted(r: Result<(), Halt>) -> Result<(), TokenizeError> {
     match r {
         Ok(()) | Err(Halt::Reached) => Ok(()),
         Err(Halt::Failed(e)) => Err(e),
@@ -414,7 +416,7 @@ impl Direct {
     }
 
     /// The ids of `text`, as `encode(text, add_special_tokens = false)` gives them.
-    pub fn encode(&self, text: &str, words: &dyn WordIds) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, text: &str, words: &dyn WordIds) -> Result<Vec<u32>, TokenizeError> {
         self.encode_with(text, words, None, None)
     }
 
@@ -424,7 +426,7 @@ impl Direct {
         &self,
         text: &str,
         words: &dyn WordIds,
-    ) -> Result<(Vec<u32>, Option<Tail>), String> {
+    ) -> Result<(Vec<u32>, Option<Tail>), TokenizeError> {
         if !self.reuses {
             return Ok((self.encode(text, words)?, None));
         }
@@ -447,7 +449,7 @@ impl Direct {
         text: &str,
         words: &dyn WordIds,
         reply: (&[u32], &Tail),
-    ) -> Result<(Vec<u32>, usize), String> {
+    ) -> Result<(Vec<u32>, usize), TokenizeError> {
         let mut taken = 0;
         let ids = self.encode_with(text, words, Some((reply.0, reply.1, &mut taken)), None)?;
         Ok((ids, taken))
@@ -462,7 +464,7 @@ impl Direct {
         words: &dyn WordIds,
         reply: Option<(&[u32], &Tail)>,
         out: &mut Vec<u32>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, TokenizeError> {
         let mut taken = 0;
         let mut scratch = String::new();
         let reply = reply.map(|(ids, tail)| (ids, tail, &mut taken));
@@ -479,7 +481,7 @@ impl Direct {
         scratch: &mut String,
         out: &mut Vec<u32>,
         keep: Option<&mut Tail>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         let keep = keep.map(|k| {
             k.first_id = out.len();
             k.normalized.clear();
@@ -500,7 +502,7 @@ impl Direct {
         words: &dyn WordIds,
         mut reply: Option<(&[u32], &Tail, &mut usize)>,
         mut keep: Option<&mut Tail>,
-    ) -> Result<Vec<u32>, String> {
+    ) -> Result<Vec<u32>, TokenizeError> {
         let mut out = Vec::with_capacity(text.len() / 3);
         let mut scratch = String::new();
         let mut run = |gap: &str, out: &mut Vec<u32>, keep: Option<&mut Tail>| {
@@ -542,7 +544,7 @@ impl Direct {
         words: &dyn WordIds,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<Option<usize>, String> {
+    ) -> Result<Option<usize>, TokenizeError> {
         let run = tail.normalized.as_str();
         let shared = gap
             .bytes()
@@ -592,7 +594,7 @@ impl Direct {
         words: &dyn WordIds,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         let mut prev = 0;
         halted(self.splits[0].matcher.each(text, |start, end| {
             if start >= stop {
@@ -618,7 +620,7 @@ impl Direct {
         scratch: &mut String,
         out: &mut Vec<u32>,
         keep: Option<&mut String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         if raw.is_empty() {
             return Ok(());
         }
@@ -656,7 +658,7 @@ impl Direct {
         words: &dyn WordIds,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         if piece.is_empty() {
             return Ok(());
         }
@@ -675,7 +677,7 @@ impl Direct {
                 self.pieces(step + 1, &piece[start..end], words, scratch, out)?;
             }
             prev = end;
-            Ok::<(), String>(())
+            Ok::<(), TokenizeError>(())
         })?;
         if split.keep.gaps() {
             self.pieces(step + 1, &piece[prev..], words, scratch, out)?;
@@ -691,7 +693,7 @@ impl Direct {
         piece: &str,
         words: &dyn WordIds,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         let (gaps, matches) = (split.keep.gaps(), split.keep.matches());
         words.with_pieces(out, &mut |ids| {
             let mut prev = 0;
@@ -703,7 +705,7 @@ impl Direct {
                     ids(&piece[start..end])?;
                 }
                 prev = end;
-                Ok::<(), String>(())
+                Ok::<(), TokenizeError>(())
             })?;
             if gaps && prev < piece.len() {
                 ids(&piece[prev..])?;
@@ -716,7 +718,7 @@ impl Direct {
 /// Where `matcher` starts a piece in `text` at or after `from` (isolated matches: every start
 /// and end of a match), as offsets from `from`; the first [`BOUNDARIES`] of them, the end of
 /// the text excluded.
-fn boundaries(matcher: &Matcher, text: &str, from: usize) -> Result<Vec<usize>, String> {
+fn boundaries(matcher: &Matcher, text: &str, from: usize) -> Result<Vec<usize>, TokenizeError> {
     let mut found = Vec::with_capacity(BOUNDARIES);
     if from == 0 {
         found.push(0);

@@ -8,6 +8,7 @@ use tokenizers::models::bpe::BpeTrainer;
 use tokenizers::{Model, Token};
 
 use super::{EMPTY32, EMPTY64, merge_key, table_slot};
+use crate::tokenize::TokenizeError;
 use crate::tokenize::per_model::PerModel;
 use crate::tokenize::short_words::{self, Key, ShortWords};
 
@@ -404,8 +405,8 @@ impl FastBpe {
     pub fn pieces_in_order(
         &self,
         out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut crate::tokenize::direct::PieceIds) -> Result<(), String>,
-    ) -> Result<(), String> {
+        f: &mut dyn FnMut(&mut crate::tokenize::direct::PieceIds) -> Result<(), TokenizeError>,
+    ) -> Result<(), TokenizeError> {
         let table = self.short_words();
         self.with_words(|words| {
             let mut scratch = String::new();
@@ -420,7 +421,7 @@ impl FastBpe {
                         crate::tokenize::direct::byte_level(&raw[..len], scratch)
                     };
                     self.short_or_merged(words, Some(key), word, out)
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| TokenizeError::Encode(e.to_string()))
                 };
             f(&mut |piece| {
                 if piece.is_empty() {
@@ -440,7 +441,7 @@ impl FastBpe {
                         let word =
                             crate::tokenize::direct::byte_level(piece.as_bytes(), &mut scratch);
                         self.unstored_word_ids(words, None, word, out)
-                            .map_err(|e| e.to_string())?;
+                            .map_err(|e| TokenizeError::Encode(e.to_string()))?;
                     }
                 }
                 Ok(())
