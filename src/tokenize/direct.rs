@@ -14,86 +14,10 @@ use std::borrow::Cow;
 
 use super::TokenizeError;
 use super::added_scan::AddedScan;
+use super::word_ids::WordIds;
 use serde_json::Value as Json;
 use tokenizers::AddedToken;
 use unicode_normalization_alignments::{IsNormalized, UnicodeNormalization, is_nfc_quick};
-
-/// What turns one pre-tokenized word into ids (the BPE model).
-pub trait WordIds {
-    /// The model's ids for one piece of raw text, appended to `out`: the ids of its
-    /// byte-level form (which `scratch` may be used to build).
-    fn piece_ids(
-        &self,
-        piece: &str,
-        scratch: &mut String,
-        out: &mut Vec<u32>,
-    ) -> Result<(), TokenizeError>;
-
-    /// `f` with a [`piece_ids`](Self::piece_ids) into `out` for many pieces, whose ids are
-    /// all in `out`, in order, when this returns Ok (not necessarily before; on an error,
-    /// `out` holds the ids of the pieces before the failing one). May hold state (a
-    /// thread's word cache) for as long as `f` runs.
-    fn with_pieces(
-        &self,
-        out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), TokenizeError>,
-    ) -> Result<(), TokenizeError> {
-        let mut scratch = String::new();
-        f(&mut |piece| self.piece_ids(piece, &mut scratch, out))
-    }
-}
-
-/// Hands over one piece of raw text.
-pub type PieceIds<'a> = dyn FnMut(&str) -> Result<(), TokenizeError> + 'a;
-
-/// `piece`'s bytes in the byte-level alphabet, written over `scratch`.
-pub(super) fn byte_level<'s>(piece: &[u8], scratch: &'s mut String) -> &'s str {
-    scratch.clear();
-    scratch.extend(piece.iter().map(|&b| BYTE_CHARS[b as usize]));
-    scratch
-}
-
-impl WordIds for super::prepared::FastBpe {
-    fn piece_ids(
-        &self,
-        piece: &str,
-        scratch: &mut String,
-        out: &mut Vec<u32>,
-    ) -> Result<(), TokenizeError> {
-        // The mapping is one to one, so the raw piece names the word: a word the model has
-        // seen is found without mapping it.
-        super::prepared::FastBpe::word_ids(
-            self,
-            piece,
-            move || byte_level(piece.as_bytes(), scratch),
-            out,
-        )
-        .map_err(|e| TokenizeError::Encode(e.to_string()))
-    }
-
-    fn with_pieces(
-        &self,
-        out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), TokenizeError>,
-    ) -> Result<(), TokenizeError> {
-        self.pieces_in_order(out, f)
-    }
-}
-
-impl WordIds for tokenizers::ModelWrapper {
-    fn piece_ids(
-        &self,
-        piece: &str,
-        scratch: &mut String,
-        out: &mut Vec<u32>,
-    ) -> Result<(), TokenizeError> {
-        let word = byte_level(piece.as_bytes(), scratch);
-        let tokens = tokenizers::Model::tokenize(self, word)
-            .map_err(|e| TokenizeError::Encode(e.to_string()))?;
-        out.extend(tokens.iter().map(|t| t.id));
-        Ok(())
-    }
-}
 
 /// Which pieces a `Split` keeps (its behavior and `invert`, as the crate applies them).
 #[derive(Clone, Copy)]
@@ -289,32 +213,6 @@ fn halted(r: Result<(), Halt>) -> Result<(), TokenizeError> {
         Err(Halt::Failed(e)) => Err(e),
     }
 }
-
-/// GPT-2's byte-to-char table: printable Latin-1 bytes stand for themselves, the other 68
-/// bytes for U+0100 upward, in byte order.
-const fn byte_chars() -> [char; 256] {
-    let mut table = ['\0'; 256];
-    let mut next = 256u32;
-    let mut b = 0usize;
-    while b < 256 {
-        let printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-        let code = if printable {
-            b as u32
-        } else {
-            let c = next;
-            next += 1;
-            c
-        };
-        table[b] = match char::from_u32(code) {
-            Some(c) => c,
-            None => '\0',
-        };
-        b += 1;
-    }
-    table
-}
-
-static BYTE_CHARS: [char; 256] = byte_chars();
 
 /// The split `ByteLevel` makes when its `use_regex` is on: the tokenizers crate's pattern.
 const BYTE_LEVEL_PATTERN: &str =
@@ -768,20 +666,6 @@ fn split_step(v: &Json) -> Option<Split> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_table_is_gpt2s() {
-        assert_eq!(BYTE_CHARS[b'!' as usize], '!');
-        assert_eq!(BYTE_CHARS[b' ' as usize], 'Ġ');
-        assert_eq!(BYTE_CHARS[b'\n' as usize], 'Ċ');
-        assert_eq!(BYTE_CHARS[0], 'Ā');
-        assert_eq!(BYTE_CHARS[0xAD], 'Ń');
-        assert_eq!(BYTE_CHARS[0xFF], 'ÿ');
-        let mut all: Vec<char> = BYTE_CHARS.to_vec();
-        all.sort();
-        all.dedup();
-        assert_eq!(all.len(), 256);
-    }
 
     fn pieces(m: &Matcher, text: &str) -> Vec<(usize, usize)> {
         let mut out = Vec::new();

@@ -86,7 +86,7 @@ pub mod llamacpp;
 mod per_model;
 mod prepared;
 mod scan;
-mod short_words;
+mod word_ids;
 
 pub use incremental::Encoded;
 

@@ -11,6 +11,7 @@
 mod bpe;
 mod file;
 mod pipeline;
+mod short_words;
 mod spot_check;
 
 use std::path::PathBuf;
