@@ -13,7 +13,7 @@ pub mod view;
 pub use hash::{HashAlgo, KeyHasher, KeyMemo};
 pub use index::{Index, IndexConfig, message_drop_reason, parse_topic};
 pub use profile::Profile;
-pub use reasons::{DropReason, Reason, SkipReason};
+pub use reasons::{CountedReason, DropReason, SkipReason};
 pub use stats::{Counts, Stats};
 
 use super::params::{Params, RouterSpecError};
