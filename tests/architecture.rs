@@ -362,10 +362,6 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
         .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
 }
 
-/// Directories under src whose files still import each other in a circle (render's did
-/// until issue 50). Every other directory keeps its files acyclic.
-const FILE_CYCLES_LEFT: [&str; 1] = ["tokenize"];
-
 /// The files of render, and of each directory inside it, form layers: none imports one that
 /// imports it back, directly or around a longer circle, so each can be read, tested and
 /// split with only the files below it in mind.
@@ -393,9 +389,6 @@ fn no_cycles_between_the_files_of_render() {
 fn no_cycles_between_the_files_of_other_directories() {
     let mut cycles = Vec::new();
     for dir in source_directories() {
-        if FILE_CYCLES_LEFT.contains(&dir.as_str()) {
-            continue;
-        }
         if let Some(cycle) = find_cycle(&sibling_imports(&dir)) {
             cycles.push(format!("src/{dir}: {}", cycle.join(" -> ")));
         }

@@ -52,6 +52,7 @@ fn without_path(e: &crate::tokenize::TokenizeError, path: &Path) -> String {
     match e {
         E::Read { source, .. } => source.to_string(),
         E::Load { message, .. } => message.clone(),
+        E::Refused { error, .. } => error.to_string(),
         E::Encode(m) => m.clone(),
     }
     .replace(&path.display().to_string(), "tokenizer.json")

@@ -16,6 +16,28 @@ use super::vllm_router::{VllmRouter, VllmRouterPolicy};
 use crate::routers::llm_d::decider::DeciderConfig;
 use crate::routers::llm_d::view::RouterSettings;
 
+/// Why a router configuration is refused. Each says all of itself in its text: callers print
+/// it inside a message of their own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Text the YAML parser refuses.
+    #[error("not YAML: {0}")]
+    NotYaml(String),
+    /// YAML past what kvaudit parses (nesting, flow collections, aliases), refused unparsed.
+    #[error("{0}")]
+    Limit(String),
+    /// Neither an EndpointPickerConfig nor a router's flags.
+    #[error("{0}")]
+    NotAConfig(String),
+    /// A setting missing, of the wrong kind or out of its range.
+    #[error("{0}")]
+    Invalid(String),
+    /// A wiring kvaudit does not emulate (a policy that ignores the cache, a producer it does
+    /// not model).
+    #[error("{0}")]
+    Unmodelled(String),
+}
+
 /// A config file is small; a larger one is refused before it is parsed.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Flow collections (`[` or `{`, counted wherever they stand) a YAML config may open: the YAML
@@ -116,35 +138,37 @@ const NEUTRAL: &[&str] = &[
 const APPROX: &str = "approx-prefix-cache-producer";
 const PRECISE: &str = "precise-prefix-cache-producer";
 
-fn uint(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
+fn uint(v: Option<&Json>, what: &str) -> Result<Option<usize>, ConfigError> {
     match v {
         None | Some(Json::Null) => Ok(None),
         Some(x) => x
             .as_u64()
             .and_then(|n| usize::try_from(n).ok())
             .map(Some)
-            .ok_or_else(|| format!("{what} must be a non-negative integer, found {x}")),
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!("{what} must be a non-negative integer, found {x}"))
+            }),
     }
 }
 
 /// A token threshold: absent, or 0 to [`crate::routers::llm_d::decider::MAX_TOKENS`].
-fn tokens(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
+fn tokens(v: Option<&Json>, what: &str) -> Result<Option<usize>, ConfigError> {
     use crate::routers::llm_d::decider::MAX_TOKENS;
     match uint(v, what)? {
-        Some(n) if n > MAX_TOKENS => Err(format!(
+        Some(n) if n > MAX_TOKENS => Err(ConfigError::Invalid(format!(
             "{what} {n}: expected a whole number from 0 to {MAX_TOKENS}"
-        )),
+        ))),
         n => Ok(n),
     }
 }
 
 /// A block size setting: absent, 0 (the router's default) or 1 to
 /// [`crate::align::MAX_BLOCK_SIZE`].
-fn block(v: Option<&Json>, what: &str) -> Result<Option<usize>, String> {
+fn block(v: Option<&Json>, what: &str) -> Result<Option<usize>, ConfigError> {
     match uint(v, what)? {
         Some(b) if b > 0 => crate::align::check_block_size(what, b)
             .map(Some)
-            .map_err(|e| e.to_string()),
+            .map_err(|e| ConfigError::Invalid(e.to_string())),
         b => Ok(b),
     }
 }
@@ -154,18 +178,17 @@ fn text(v: Option<&Json>) -> &str {
 }
 
 /// Read an EndpointPickerConfig document (already parsed).
-pub fn epp(doc: &Json) -> Result<Epp, String> {
+pub fn epp(doc: &Json) -> Result<Epp, ConfigError> {
     let kind = text(doc.get("kind"));
     if kind != "EndpointPickerConfig" {
-        return Err(format!(
+        return Err(ConfigError::NotAConfig(format!(
             "expected kind: EndpointPickerConfig, found {}",
             if kind.is_empty() { "none" } else { kind }
-        ));
+        )));
     }
-    let plugins = doc
-        .get("plugins")
-        .and_then(Json::as_array)
-        .ok_or("an EndpointPickerConfig needs a plugins list")?;
+    let plugins = doc.get("plugins").and_then(Json::as_array).ok_or_else(|| {
+        ConfigError::Invalid("an EndpointPickerConfig needs a plugins list".into())
+    })?;
     let mut producers: BTreeMap<String, Producer> = BTreeMap::new();
     let mut scorer: Option<String> = None;
     let mut decider: Option<(DeciderConfig, String)> = None;
@@ -175,7 +198,7 @@ pub fn epp(doc: &Json) -> Result<Epp, String> {
     for (i, p) in plugins.iter().enumerate() {
         let kind = text(p.get("type"));
         if kind.is_empty() {
-            return Err(format!("plugins[{i}] has no type"));
+            return Err(ConfigError::Invalid(format!("plugins[{i}] has no type")));
         }
         // A plugin's name defaults to its type.
         let name = match text(p.get("name")) {
@@ -192,9 +215,9 @@ pub fn epp(doc: &Json) -> Result<Epp, String> {
                 let old = block(at("blockSize"), "blockSize")?.filter(|&b| b > 0);
                 let algo = text(at("hashAlgorithm"));
                 if !matches!(algo, "" | "cbor-fnv" | "xxh64") {
-                    return Err(format!(
+                    return Err(ConfigError::Invalid(format!(
                         "{name}: hashAlgorithm {algo:?} is not cbor-fnv or xxh64"
-                    ));
+                    )));
                 }
                 producers.insert(
                     name.clone(),
@@ -280,7 +303,7 @@ pub fn epp(doc: &Json) -> Result<Epp, String> {
 impl Epp {
     /// The emulation of this wiring: what the decider reads decides the turn. `base` holds
     /// the engine block size and the index's other settings.
-    pub fn spec(&self, base: &RouterSettings) -> Result<Spec, String> {
+    pub fn spec(&self, base: &RouterSettings) -> Result<Spec, ConfigError> {
         let (decider, reads) = match &self.decider {
             Some((d, r)) => (*d, r.clone()),
             // No P/D decider: every turn stays where the scorer sends it.
@@ -316,16 +339,16 @@ impl Epp {
                 block_size,
                 decider,
             })),
-            Producer::Other { name, kind } => Err(format!(
+            Producer::Other { name, kind } => Err(ConfigError::Unmodelled(format!(
                 "the decider reads {name} ({kind}), which kvaudit does not model"
-            )),
+            ))),
         }
     }
 }
 
 /// Read a router configuration from its text: an EndpointPickerConfig (YAML or JSON), or
 /// command-line flags of Dynamo, vllm-router or smg.
-pub fn parse(text: &str) -> Result<Loaded, String> {
+pub fn parse(text: &str) -> Result<Loaded, ConfigError> {
     let trimmed = text
         .lines()
         .map(str::trim_start)
@@ -337,7 +360,8 @@ pub fn parse(text: &str) -> Result<Loaded, String> {
             .any(|w| trimmed.starts_with(w));
     if !looks_like_flags {
         check_nesting(text)?;
-        let doc: Json = serde_yaml::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+        let doc: Json =
+            serde_yaml::from_str(text).map_err(|e| ConfigError::NotYaml(e.to_string()))?;
         return epp(&doc).map(Loaded::LlmD);
     }
     flags(text)
@@ -350,13 +374,13 @@ pub fn parse(text: &str) -> Result<Loaded, String> {
 /// into the document, so a few hundred kilobytes of them make gigabytes (a "billion laughs").
 /// Over-counting (a bracket or a `*` inside a string) only makes the bounds stricter; nothing
 /// a string holds can make them looser.
-fn check_nesting(text: &str) -> Result<(), String> {
+fn check_nesting(text: &str) -> Result<(), ConfigError> {
     let flows = text.bytes().filter(|&b| b == b'[' || b == b'{').count();
     if flows > MAX_FLOW_COLLECTIONS {
-        return Err(format!(
+        return Err(ConfigError::Limit(format!(
             "{flows} flow collections ('[' or '{{'), over kvaudit's limit of \
              {MAX_FLOW_COLLECTIONS} for a router config"
-        ));
+        )));
     }
     let breaks = ['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}'];
     for (i, line) in text.split(breaks).enumerate() {
@@ -374,21 +398,21 @@ fn check_nesting(text: &str) -> Result<(), String> {
             }
         }
         if depth > MAX_BLOCK_NESTING {
-            return Err(format!(
+            return Err(ConfigError::Limit(format!(
                 "line {}: nested {depth} levels deep (indentation and leading '- '), over \
                  kvaudit's limit of {MAX_BLOCK_NESTING} for a router config",
                 i + 1
-            ));
+            )));
         }
         // `*` where a node may start: after a line's markers, a space, a bracket or a comma.
         let mut before = ' ';
         for c in line.chars() {
             if c == '*' && matches!(before, ' ' | '\t' | '[' | '{' | ',' | ':' | '-' | '?') {
-                return Err(format!(
+                return Err(ConfigError::Limit(format!(
                     "line {}: a YAML alias (*name); kvaudit reads router configs without \
                      aliases (each would be expanded in full): write the value out",
                     i + 1
-                ));
+                )));
             }
             before = c;
         }
@@ -434,14 +458,14 @@ fn words(text: &str) -> Vec<String> {
     out
 }
 
-fn flags(text: &str) -> Result<Loaded, String> {
+fn flags(text: &str) -> Result<Loaded, ConfigError> {
     let w = words(text);
     let has = |f: &str| w.iter().any(|x| x == f);
     // As argparse reads them: a flag given twice takes its last value; a flag whose value is
     // missing (the file's end, or another flag next) is an error, not a default.
     for (i, x) in w.iter().enumerate() {
         if VALUE_FLAGS.contains(&x.as_str()) && w.get(i + 1).is_none_or(|v| v.starts_with("--")) {
-            return Err(format!("{x} has no value"));
+            return Err(ConfigError::Invalid(format!("{x} has no value")));
         }
     }
     let value = |f: &str| -> Option<&str> {
@@ -452,7 +476,7 @@ fn flags(text: &str) -> Result<Loaded, String> {
     };
     // Every number these flags files carry is a block size; each time a flag is given, its
     // value is checked (the last one is used).
-    let number = |f: &str| -> Result<Option<usize>, String> {
+    let number = |f: &str| -> Result<Option<usize>, ConfigError> {
         let mut last = None;
         for (i, _) in w.iter().enumerate().filter(|(_, x)| *x == f) {
             let v = w.get(i + 1).map_or("", String::as_str);
@@ -460,19 +484,26 @@ fn flags(text: &str) -> Result<Loaded, String> {
                 .parse::<usize>()
                 .ok()
                 .filter(|&n| n > 0)
-                .ok_or_else(|| format!("{f} {v}: expected a positive integer"))
-                .and_then(|b| crate::align::check_block_size(f, b).map_err(|e| e.to_string()))?;
+                .ok_or_else(|| {
+                    ConfigError::Invalid(format!("{f} {v}: expected a positive integer"))
+                })
+                .and_then(|b| {
+                    crate::align::check_block_size(f, b)
+                        .map_err(|e| ConfigError::Invalid(e.to_string()))
+                })?;
             last = Some(b);
         }
         Ok(last)
     };
-    let fraction = |f: &str| -> Result<Option<f64>, String> {
+    let fraction = |f: &str| -> Result<Option<f64>, ConfigError> {
         value(f)
             .map(|v| {
                 v.parse::<f64>()
                     .ok()
                     .filter(|x| (0.0..=1.0).contains(x))
-                    .ok_or_else(|| format!("{f} {v}: expected a number from 0 to 1"))
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!("{f} {v}: expected a number from 0 to 1"))
+                    })
             })
             .transpose()
     };
@@ -517,9 +548,9 @@ fn flags(text: &str) -> Result<Loaded, String> {
             "cache_aware" => VllmRouterPolicy::CacheAware,
             "kv_aware" => VllmRouterPolicy::KvAware,
             other => {
-                return Err(format!(
+                return Err(ConfigError::Unmodelled(format!(
                     "vllm-router policy {other} does not use the cache: kvaudit models cache_aware and kv_aware"
-                ));
+                )));
             }
         };
         Spec::VllmRouter(VllmRouter {
@@ -530,10 +561,10 @@ fn flags(text: &str) -> Result<Loaded, String> {
         })
     } else if first == "smg" || has("--cache-threshold") || has("--policy") {
         if value("--policy").is_some_and(|p| p != "cache_aware") {
-            return Err(format!(
+            return Err(ConfigError::Unmodelled(format!(
                 "smg policy {} does not use the cache: kvaudit models cache_aware",
                 value("--policy").unwrap_or("")
-            ));
+            )));
         }
         Spec::Smg(Smg {
             mode: SmgMode::Http,
@@ -541,16 +572,16 @@ fn flags(text: &str) -> Result<Loaded, String> {
             pd: has("--pd-disaggregation"),
         })
     } else {
-        return Err(
+        return Err(ConfigError::NotAConfig(
             "neither an EndpointPickerConfig nor the flags of dynamo, vllm-router or smg".into(),
-        );
+        ));
     };
     Ok(Loaded::Flags { spec, unknown })
 }
 
 impl Loaded {
     /// The emulation this configuration selects.
-    pub fn spec(&self, base: &RouterSettings) -> Result<Spec, String> {
+    pub fn spec(&self, base: &RouterSettings) -> Result<Spec, ConfigError> {
         match self {
             Loaded::LlmD(e) => e.spec(base),
             Loaded::Flags { spec, .. } => Ok(spec.clone()),

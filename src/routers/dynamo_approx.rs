@@ -1,7 +1,7 @@
 //! Dynamo 1.6.1's router without KV events: it predicts what a worker holds from what it
 //! routed there (`ttl`) or from that and the streamed reply (`lru`).
 
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::whole_blocks;
 use super::{Answer, Decision, Reason, Router, TransitionView, held_match, prompt_match};
 
@@ -19,12 +19,12 @@ pub struct DynamoApprox {
 }
 
 impl DynamoApprox {
-    pub(crate) fn parse(params: &mut Params) -> Result<Self, String> {
+    pub(crate) fn parse(params: &mut Params) -> Result<Self, RouterSpecError> {
         Ok(DynamoApprox {
             policy: match params.word("policy")?.as_deref() {
                 None | Some("ttl") => ApproxPolicy::Ttl,
                 Some("lru") => ApproxPolicy::Lru,
-                Some(o) => return Err(format!("policy={o}: expected ttl or lru")),
+                Some(o) => return Err(RouterSpecError::value("policy", o, "ttl or lru")),
             },
             block_size: params.block_size()?,
         })

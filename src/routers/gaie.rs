@@ -4,7 +4,7 @@
 
 use serde_json::Value as Json;
 
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::{Answer, Decision, Reason, Router, TransitionView, Units};
 
 /// GAIE's maxPrefixBlocksToMatch at most: 2^20 blocks is 64 M tokens at its smallest block.
@@ -18,7 +18,7 @@ pub struct Gaie {
 }
 
 impl Gaie {
-    pub(crate) fn parse(params: &mut Params) -> Result<Self, String> {
+    pub(crate) fn parse(params: &mut Params) -> Result<Self, RouterSpecError> {
         Ok(Gaie {
             block_size: params.block_size()?,
             max_blocks: params.bounded("max_blocks", 1..=MAX_BLOCKS)?.unwrap_or(256),

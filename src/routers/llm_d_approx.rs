@@ -4,7 +4,7 @@
 use super::llm_d::decider::{DeciderConfig, decide};
 use super::llm_d::view::RouterSettings;
 use super::llm_d::{decider_settings, decode_reason, from_verdict};
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::{Answer, Decision, Reason, Router, TransitionView, prompt_match, whole_blocks};
 
 /// `--router llm-d-approx`.
@@ -15,7 +15,10 @@ pub struct LlmDApprox {
 }
 
 impl LlmDApprox {
-    pub(crate) fn parse(params: &mut Params, base: &RouterSettings) -> Result<Self, String> {
+    pub(crate) fn parse(
+        params: &mut Params,
+        base: &RouterSettings,
+    ) -> Result<Self, RouterSpecError> {
         Ok(LlmDApprox {
             block_size: params.block_size()?,
             decider: decider_settings(params, base.decider)?,

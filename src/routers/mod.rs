@@ -26,6 +26,7 @@ use serde_json::Value as Json;
 use crate::align::common_prefix;
 
 use llm_d::view::RouterView;
+pub use params::RouterSpecError;
 pub use reason::Reason;
 pub use spec::Spec;
 

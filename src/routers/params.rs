@@ -1,17 +1,52 @@
 //! The `key=value` settings of one `--router NAME:...` value, read by the router they belong to.
 
+/// Why a `--router NAME:key=value,...` value is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouterSpecError {
+    /// A name `--router` does not take (the message lists those it does).
+    #[error("{0}")]
+    UnknownRouter(String),
+    /// A part that is not `key=value`, or a key given twice.
+    #[error("{0}")]
+    Syntax(String),
+    /// A key the router does not read.
+    #[error("{router} has no setting {key:?}")]
+    UnknownSetting { router: String, key: String },
+    /// A value of the wrong kind, or out of its range.
+    #[error("{key}={value}: expected {expected}")]
+    Value {
+        key: String,
+        value: String,
+        expected: String,
+    },
+    /// A value or a combination of settings refused for a reason of its own (a block size
+    /// out of range, a setting without the one it belongs to).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl RouterSpecError {
+    pub(crate) fn value(key: &str, value: &str, expected: &str) -> RouterSpecError {
+        RouterSpecError::Value {
+            key: key.to_string(),
+            value: value.to_string(),
+            expected: expected.to_string(),
+        }
+    }
+}
+
 /// `key=value` pairs, each taken once by the router that reads it; what is left is unknown.
 pub(crate) struct Params {
     pairs: Vec<(String, String)>,
 }
 
 impl Params {
-    pub(crate) fn parse(name: &str, text: &str) -> Result<Params, String> {
+    pub(crate) fn parse(name: &str, text: &str) -> Result<Params, RouterSpecError> {
         let mut pairs: Vec<(String, String)> = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part
-                .split_once('=')
-                .ok_or_else(|| format!("{name}: expected key=value, got {part:?}"))?;
+            let (k, v) = part.split_once('=').ok_or_else(|| {
+                RouterSpecError::Syntax(format!("{name}: expected key=value, got {part:?}"))
+            })?;
             // Both spellings users copy from the routers' own configs.
             let k = k.trim().replace('-', "_");
             let k = match k.as_str() {
@@ -21,7 +56,7 @@ impl Params {
                 _ => k,
             };
             if pairs.iter().any(|(have, _)| *have == k) {
-                return Err(format!("{name}: {k} given twice"));
+                return Err(RouterSpecError::Syntax(format!("{name}: {k} given twice")));
             }
             pairs.push((k, v.trim().to_string()));
         }
@@ -33,24 +68,26 @@ impl Params {
         Some(self.pairs.remove(at).1)
     }
 
-    pub(crate) fn word(&mut self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn word(&mut self, key: &str) -> Result<Option<String>, RouterSpecError> {
         Ok(self.take(key))
     }
 
-    pub(crate) fn number(&mut self, key: &str) -> Result<Option<usize>, String> {
+    pub(crate) fn number(&mut self, key: &str) -> Result<Option<usize>, RouterSpecError> {
         self.take(key)
             .map(|v| {
                 v.parse::<usize>()
-                    .map_err(|_| format!("{key}={v}: expected a non-negative integer"))
+                    .map_err(|_| RouterSpecError::value(key, &v, "a non-negative integer"))
             })
             .transpose()
     }
 
-    pub(crate) fn block_size(&mut self) -> Result<Option<usize>, String> {
+    pub(crate) fn block_size(&mut self) -> Result<Option<usize>, RouterSpecError> {
         self.number("block_size")?
-            .map(|b| crate::align::check_block_size("block_size", b))
+            .map(|b| {
+                crate::align::check_block_size("block_size", b)
+                    .map_err(|e| RouterSpecError::Invalid(e.to_string()))
+            })
             .transpose()
-            .map_err(|e| e.to_string())
     }
 
     /// A count setting within `range`, named with its range when it is not.
@@ -58,40 +95,43 @@ impl Params {
         &mut self,
         key: &str,
         range: std::ops::RangeInclusive<usize>,
-    ) -> Result<Option<usize>, String> {
+    ) -> Result<Option<usize>, RouterSpecError> {
         match self.number(key)? {
-            Some(n) if !range.contains(&n) => Err(format!(
-                "{key}={n}: expected a whole number from {} to {}",
-                range.start(),
-                range.end()
+            Some(n) if !range.contains(&n) => Err(RouterSpecError::value(
+                key,
+                &n.to_string(),
+                &format!("a whole number from {} to {}", range.start(), range.end()),
             )),
             n => Ok(n),
         }
     }
 
-    pub(crate) fn fraction(&mut self, key: &str) -> Result<Option<f64>, String> {
+    pub(crate) fn fraction(&mut self, key: &str) -> Result<Option<f64>, RouterSpecError> {
         self.take(key)
             .map(|v| match v.parse::<f64>() {
                 Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-                _ => Err(format!("{key}={v}: expected a number from 0 to 1")),
+                _ => Err(RouterSpecError::value(key, &v, "a number from 0 to 1")),
             })
             .transpose()
     }
 
-    pub(crate) fn flag(&mut self, key: &str) -> Result<Option<bool>, String> {
+    pub(crate) fn flag(&mut self, key: &str) -> Result<Option<bool>, RouterSpecError> {
         self.take(key)
             .map(|v| match v.as_str() {
                 "true" | "1" | "yes" | "on" => Ok(true),
                 "false" | "0" | "no" | "off" => Ok(false),
-                _ => Err(format!("{key}={v}: expected true or false")),
+                _ => Err(RouterSpecError::value(key, &v, "true or false")),
             })
             .transpose()
     }
 
-    pub(crate) fn finish(self, name: &str) -> Result<(), String> {
+    pub(crate) fn finish(self, name: &str) -> Result<(), RouterSpecError> {
         match self.pairs.first() {
             None => Ok(()),
-            Some((k, _)) => Err(format!("{name} has no setting {k:?}")),
+            Some((k, _)) => Err(RouterSpecError::UnknownSetting {
+                router: name.to_string(),
+                key: k.clone(),
+            }),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::Value as Json;
 
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::{
     Answer, Reason, Router, TransitionView, Units, by_event_match, scaled, threshold_rule,
 };
@@ -24,12 +24,12 @@ pub struct Smg {
 }
 
 impl Smg {
-    pub(crate) fn parse(params: &mut Params) -> Result<Self, String> {
+    pub(crate) fn parse(params: &mut Params) -> Result<Self, RouterSpecError> {
         Ok(Smg {
             mode: match params.word("mode")?.as_deref() {
                 None | Some("http") => SmgMode::Http,
                 Some("events") => SmgMode::Events,
-                Some(o) => return Err(format!("mode={o}: expected http or events")),
+                Some(o) => return Err(RouterSpecError::value("mode", o, "http or events")),
             },
             threshold: params.fraction("threshold")?.unwrap_or(0.3),
             pd: params.flag("pd")?.unwrap_or(false),

@@ -8,7 +8,7 @@ use super::gaie::Gaie;
 use super::llm_d::LlmD;
 use super::llm_d::view::RouterSettings;
 use super::llm_d_approx::LlmDApprox;
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::smg::Smg;
 use super::vllm_router::VllmRouter;
 
@@ -75,7 +75,7 @@ impl Spec {
 
     /// Parse one `--router` value; `llm_d` holds the llm-d settings of the other flags
     /// (`--index-block-size`, `--decider`, …), which `llm-d:key=value` overrides.
-    pub fn parse(text: &str, llm_d: &RouterSettings) -> Result<Spec, String> {
+    pub fn parse(text: &str, llm_d: &RouterSettings) -> Result<Spec, RouterSpecError> {
         let (name, rest) = match text.split_once(':') {
             Some((n, r)) => (n.trim(), r),
             None => (text.trim(), ""),
@@ -94,10 +94,10 @@ impl Spec {
                 let hint = crate::suggest::closest(other, known.iter().copied())
                     .map(|s| format!(" (did you mean {s}?)"))
                     .unwrap_or_default();
-                return Err(format!(
+                return Err(RouterSpecError::UnknownRouter(format!(
                     "unknown router {other:?}{hint}; known: {}",
                     known.join(", ")
-                ));
+                )));
             }
         };
         params.finish(name)?;
@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn mistakes_are_named() {
         let d = llm_d();
-        let e = |s: &str| Spec::parse(s, &d).unwrap_err();
+        let e = |s: &str| Spec::parse(s, &d).unwrap_err().to_string();
         assert!(
             e("dynamoo").contains("did you mean dynamo?"),
             "{}",

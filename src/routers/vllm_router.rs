@@ -2,7 +2,7 @@
 //! and compares the match rate with a threshold; `kv_aware` reads the engine's KV events at
 //! `--kv-event-block-size`.
 
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::{
     Answer, Decision, Reason, Router, TransitionView, by_event_match, prompt_match, threshold_rule,
 };
@@ -24,11 +24,17 @@ pub struct VllmRouter {
 }
 
 impl VllmRouter {
-    pub(crate) fn parse(params: &mut Params) -> Result<Self, String> {
+    pub(crate) fn parse(params: &mut Params) -> Result<Self, RouterSpecError> {
         let policy = match params.word("policy")?.as_deref() {
             None | Some("cache_aware") => VllmRouterPolicy::CacheAware,
             Some("kv_aware") => VllmRouterPolicy::KvAware,
-            Some(o) => return Err(format!("policy={o}: expected cache_aware or kv_aware")),
+            Some(o) => {
+                return Err(RouterSpecError::value(
+                    "policy",
+                    o,
+                    "cache_aware or kv_aware",
+                ));
+            }
         };
         Ok(VllmRouter {
             policy,

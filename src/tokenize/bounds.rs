@@ -7,6 +7,8 @@
 
 use serde_json::Value as Json;
 
+use super::TokenizerFileError;
+
 /// Merges of a BPE model (real ones: under 520,000).
 pub const MAX_MERGES: usize = 1 << 20;
 /// Vocabulary entries and added tokens.
@@ -23,7 +25,7 @@ const MAX_STEPS: usize = 64;
 /// The bounds on counts, checked on the file's bytes before any tree is built from them (a
 /// tree of millions of merges is itself gigabytes): nothing is kept but the counts. A file
 /// that does not parse passes here; the parse that follows names its error.
-pub fn check_counts(bytes: &[u8]) -> Result<(), String> {
+pub fn check_counts(bytes: &[u8]) -> Result<(), TokenizerFileError> {
     let Ok(top) = serde_json::from_slice::<Top>(bytes) else {
         return Ok(());
     };
@@ -37,9 +39,9 @@ pub fn check_counts(bytes: &[u8]) -> Result<(), String> {
         ("added_tokens", top.added_tokens.0, MAX_VOCAB),
     ] {
         if n > max {
-            return Err(format!(
+            return Err(over_bound(format!(
                 "{what} has {n} entries, more than the {max} kvaudit accepts"
-            ));
+            )));
         }
     }
     Ok(())
@@ -78,9 +80,11 @@ struct SpecialCounts {
 }
 
 impl ProcessorCounts {
-    fn check(&self, depth: usize) -> Result<(), String> {
+    fn check(&self, depth: usize) -> Result<(), TokenizerFileError> {
         if depth > 8 {
-            return Err("the post_processor nests Sequences more than 8 deep".into());
+            return Err(over_bound(
+                "the post_processor nests Sequences more than 8 deep".into(),
+            ));
         }
         let specials = self.special_tokens.as_ref();
         let longest_special = specials
@@ -96,17 +100,17 @@ impl ProcessorCounts {
             ("special token ids", longest_special),
         ] {
             if n > MAX_TEMPLATE {
-                return Err(format!(
+                return Err(over_bound(format!(
                     "the post_processor's {what} has {n} entries, more than {MAX_TEMPLATE}"
-                ));
+                )));
             }
         }
         let steps = self.processors.as_deref().unwrap_or_default();
         if steps.len() > MAX_STEPS {
-            return Err(format!(
+            return Err(over_bound(format!(
                 "the post_processor has {} steps, more than {MAX_STEPS}",
                 steps.len()
-            ));
+            )));
         }
         steps.iter().try_for_each(|p| p.check(depth + 1))
     }
@@ -175,14 +179,14 @@ impl<'de> serde::Deserialize<'de> for Count {
 
 /// Refuses a tokenizer.json whose normalizer or pre-tokenizer breaks a bound (the counts are
 /// [`check_counts`]'s, on the bytes before the tree).
-pub fn check(json: &Json) -> Result<(), String> {
+pub fn check(json: &Json) -> Result<(), TokenizerFileError> {
     if let Some(n) = json.get("normalizer").filter(|n| !n.is_null()) {
         let growth = growth(n, 0)?;
         if growth > MAX_GROWTH {
-            return Err(format!(
+            return Err(over_bound(format!(
                 "the normalizer can make a text {growth} times longer (more than {MAX_GROWTH}): \
                  its Replace steps grow every match"
-            ));
+            )));
         }
     }
     if let Some(p) = json.get("pre_tokenizer").filter(|p| !p.is_null()) {
@@ -191,20 +195,24 @@ pub fn check(json: &Json) -> Result<(), String> {
     Ok(())
 }
 
+fn over_bound(message: String) -> TokenizerFileError {
+    TokenizerFileError::OverBound(message)
+}
+
 fn kind(v: &Json) -> &str {
     v.get("type").and_then(Json::as_str).unwrap_or("")
 }
 
-fn steps<'a>(v: &'a Json, key: &str, what: &str) -> Result<&'a [Json], String> {
+fn steps<'a>(v: &'a Json, key: &str, what: &str) -> Result<&'a [Json], TokenizerFileError> {
     let list = v
         .get(key)
         .and_then(Json::as_array)
         .map_or(&[][..], Vec::as_slice);
     if list.len() > MAX_STEPS {
-        return Err(format!(
+        return Err(over_bound(format!(
             "the {what} has {} steps, more than {MAX_STEPS}",
             list.len()
-        ));
+        )));
     }
     Ok(list)
 }
@@ -212,9 +220,11 @@ fn steps<'a>(v: &'a Json, key: &str, what: &str) -> Result<&'a [Json], String> {
 /// At most how many times longer `n` makes a text: each `Replace` can write its content for
 /// every byte it matches, or between every two bytes when its pattern can match nothing (an
 /// empty string; any regex is counted so).
-fn growth(n: &Json, depth: usize) -> Result<u64, String> {
+fn growth(n: &Json, depth: usize) -> Result<u64, TokenizerFileError> {
     if depth > 8 {
-        return Err("the normalizer nests Sequences more than 8 deep".into());
+        return Err(over_bound(
+            "the normalizer nests Sequences more than 8 deep".into(),
+        ));
     }
     Ok(match kind(n) {
         "Sequence" => {
@@ -238,9 +248,9 @@ fn growth(n: &Json, depth: usize) -> Result<u64, String> {
         "Prepend" => {
             let prepend = n.get("prepend").and_then(Json::as_str).map_or(0, str::len);
             if prepend > MAX_AFFIX {
-                return Err(format!(
+                return Err(over_bound(format!(
                     "the normalizer prepends {prepend} bytes, more than {MAX_AFFIX}"
-                ));
+                )));
             }
             1
         }
@@ -249,9 +259,11 @@ fn growth(n: &Json, depth: usize) -> Result<u64, String> {
 }
 
 /// Refuses a pre-tokenizer that adds more than [`MAX_AFFIX`] bytes (a Metaspace replacement).
-fn affixes(p: &Json, what: &str, depth: usize) -> Result<(), String> {
+fn affixes(p: &Json, what: &str, depth: usize) -> Result<(), TokenizerFileError> {
     if depth > 8 {
-        return Err(format!("the {what} nests Sequences more than 8 deep"));
+        return Err(over_bound(format!(
+            "the {what} nests Sequences more than 8 deep"
+        )));
     }
     if kind(p) == "Sequence" {
         for step in steps(p, "pretokenizers", what)? {
@@ -264,9 +276,9 @@ fn affixes(p: &Json, what: &str, depth: usize) -> Result<(), String> {
         .and_then(Json::as_str)
         .map_or(0, str::len);
     if replacement > MAX_AFFIX {
-        return Err(format!(
+        return Err(over_bound(format!(
             "the {what}'s replacement is {replacement} bytes, more than {MAX_AFFIX}"
-        ));
+        )));
     }
     Ok(())
 }
@@ -286,10 +298,15 @@ mod tests {
         let empty = json!({"type": "Replace", "pattern": {"String": ""}, "content": "ab"});
         let stacked = json!({"normalizer": {"type": "Sequence",
             "normalizers": vec![empty; 4]}});
-        let err = check(&stacked).unwrap_err();
+        let err = check(&stacked).unwrap_err().to_string();
         assert!(err.contains("81 times longer"), "{err}");
         let prepend = json!({"normalizer": {"type": "Prepend", "prepend": "x".repeat(2000)}});
-        assert!(check(&prepend).unwrap_err().contains("prepends 2000 bytes"));
+        assert!(
+            check(&prepend)
+                .unwrap_err()
+                .to_string()
+                .contains("prepends 2000 bytes")
+        );
     }
 
     #[test]
@@ -297,7 +314,7 @@ mod tests {
         let text = json!({"model": {"merges": vec!["a b"; MAX_MERGES + 1], "vocab": {"a": 0}},
             "added_tokens": []})
         .to_string();
-        let err = check_counts(text.as_bytes()).unwrap_err();
+        let err = check_counts(text.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("model.merges has 1048577 entries"), "{err}");
         assert_eq!(check_counts(br#"{"model": {"vocab": {"a": 0}}}"#), Ok(()));
         assert_eq!(check_counts(b"not json"), Ok(()));
@@ -306,7 +323,7 @@ mod tests {
     #[test]
     fn counts_over_the_bounds_are_refused() {
         let merges = json!({"model": {"type": "BPE", "merges": vec!["a b"; MAX_MERGES + 1]}});
-        let counts = |j: &Json| check_counts(j.to_string().as_bytes());
+        let counts = |j: &Json| check_counts(j.to_string().as_bytes()).map_err(|e| e.to_string());
         assert!(counts(&merges).unwrap_err().contains("model.merges"));
         let template = json!({"post_processor": {"type": "TemplateProcessing",
             "single": vec![json!({"Sequence": {"id": "A", "type_id": 0}}); MAX_TEMPLATE + 1]}});

@@ -12,86 +12,12 @@
 
 use std::borrow::Cow;
 
+use super::TokenizeError;
 use super::added_scan::AddedScan;
+use super::word_ids::WordIds;
 use serde_json::Value as Json;
 use tokenizers::AddedToken;
 use unicode_normalization_alignments::{IsNormalized, UnicodeNormalization, is_nfc_quick};
-
-/// What turns one pre-tokenized word into ids (the BPE model).
-pub trait WordIds {
-    /// The model's ids for one piece of raw text, appended to `out`: the ids of its
-    /// byte-level form (which `scratch` may be used to build).
-    fn piece_ids(
-        &self,
-        piece: &str,
-        scratch: &mut String,
-        out: &mut Vec<u32>,
-    ) -> Result<(), String>;
-
-    /// `f` with a [`piece_ids`](Self::piece_ids) into `out` for many pieces, whose ids are
-    /// all in `out`, in order, when this returns Ok (not necessarily before; on an error,
-    /// `out` holds the ids of the pieces before the failing one). May hold state (a
-    /// thread's word cache) for as long as `f` runs.
-    fn with_pieces(
-        &self,
-        out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let mut scratch = String::new();
-        f(&mut |piece| self.piece_ids(piece, &mut scratch, out))
-    }
-}
-
-/// Hands over one piece of raw text.
-pub type PieceIds<'a> = dyn FnMut(&str) -> Result<(), String> + 'a;
-
-/// `piece`'s bytes in the byte-level alphabet, written over `scratch`.
-pub(super) fn byte_level<'s>(piece: &[u8], scratch: &'s mut String) -> &'s str {
-    scratch.clear();
-    scratch.extend(piece.iter().map(|&b| BYTE_CHARS[b as usize]));
-    scratch
-}
-
-impl WordIds for super::prepared::FastBpe {
-    fn piece_ids(
-        &self,
-        piece: &str,
-        scratch: &mut String,
-        out: &mut Vec<u32>,
-    ) -> Result<(), String> {
-        // The mapping is one to one, so the raw piece names the word: a word the model has
-        // seen is found without mapping it.
-        super::prepared::FastBpe::word_ids(
-            self,
-            piece,
-            move || byte_level(piece.as_bytes(), scratch),
-            out,
-        )
-        .map_err(|e| e.to_string())
-    }
-
-    fn with_pieces(
-        &self,
-        out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), String>,
-    ) -> Result<(), String> {
-        self.pieces_in_order(out, f)
-    }
-}
-
-impl WordIds for tokenizers::ModelWrapper {
-    fn piece_ids(
-        &self,
-        piece: &str,
-        scratch: &mut String,
-        out: &mut Vec<u32>,
-    ) -> Result<(), String> {
-        let word = byte_level(piece.as_bytes(), scratch);
-        let tokens = tokenizers::Model::tokenize(self, word).map_err(|e| e.to_string())?;
-        out.extend(tokens.iter().map(|t| t.id));
-        Ok(())
-    }
-}
 
 /// Which pieces a `Split` keeps (its behavior and `invert`, as the crate applies them).
 #[derive(Clone, Copy)]
@@ -272,47 +198,21 @@ const BOUNDARIES: usize = 8;
 /// How a split run over a text that is cut short ends.
 enum Halt {
     Reached,
-    Failed(String),
+    Failed(TokenizeError),
 }
 
-impl From<String> for Halt {
-    fn from(e: String) -> Halt {
+impl From<TokenizeError> for Halt {
+    fn from(e: TokenizeError) -> Halt {
         Halt::Failed(e)
     }
 }
 
-fn halted(r: Result<(), Halt>) -> Result<(), String> {
+fn halted(r: Result<(), Halt>) -> Result<(), TokenizeError> {
     match r {
         Ok(()) | Err(Halt::Reached) => Ok(()),
         Err(Halt::Failed(e)) => Err(e),
     }
 }
-
-/// GPT-2's byte-to-char table: printable Latin-1 bytes stand for themselves, the other 68
-/// bytes for U+0100 upward, in byte order.
-const fn byte_chars() -> [char; 256] {
-    let mut table = ['\0'; 256];
-    let mut next = 256u32;
-    let mut b = 0usize;
-    while b < 256 {
-        let printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-        let code = if printable {
-            b as u32
-        } else {
-            let c = next;
-            next += 1;
-            c
-        };
-        table[b] = match char::from_u32(code) {
-            Some(c) => c,
-            None => '\0',
-        };
-        b += 1;
-    }
-    table
-}
-
-static BYTE_CHARS: [char; 256] = byte_chars();
 
 /// The split `ByteLevel` makes when its `use_regex` is on: the tokenizers crate's pattern.
 const BYTE_LEVEL_PATTERN: &str =
@@ -414,7 +314,7 @@ impl Direct {
     }
 
     /// The ids of `text`, as `encode(text, add_special_tokens = false)` gives them.
-    pub fn encode(&self, text: &str, words: &dyn WordIds) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, text: &str, words: &dyn WordIds) -> Result<Vec<u32>, TokenizeError> {
         self.encode_with(text, words, None, None)
     }
 
@@ -424,7 +324,7 @@ impl Direct {
         &self,
         text: &str,
         words: &dyn WordIds,
-    ) -> Result<(Vec<u32>, Option<Tail>), String> {
+    ) -> Result<(Vec<u32>, Option<Tail>), TokenizeError> {
         if !self.reuses {
             return Ok((self.encode(text, words)?, None));
         }
@@ -447,7 +347,7 @@ impl Direct {
         text: &str,
         words: &dyn WordIds,
         reply: (&[u32], &Tail),
-    ) -> Result<(Vec<u32>, usize), String> {
+    ) -> Result<(Vec<u32>, usize), TokenizeError> {
         let mut taken = 0;
         let ids = self.encode_with(text, words, Some((reply.0, reply.1, &mut taken)), None)?;
         Ok((ids, taken))
@@ -462,7 +362,7 @@ impl Direct {
         words: &dyn WordIds,
         reply: Option<(&[u32], &Tail)>,
         out: &mut Vec<u32>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, TokenizeError> {
         let mut taken = 0;
         let mut scratch = String::new();
         let reply = reply.map(|(ids, tail)| (ids, tail, &mut taken));
@@ -479,7 +379,7 @@ impl Direct {
         scratch: &mut String,
         out: &mut Vec<u32>,
         keep: Option<&mut Tail>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         let keep = keep.map(|k| {
             k.first_id = out.len();
             k.normalized.clear();
@@ -500,7 +400,7 @@ impl Direct {
         words: &dyn WordIds,
         mut reply: Option<(&[u32], &Tail, &mut usize)>,
         mut keep: Option<&mut Tail>,
-    ) -> Result<Vec<u32>, String> {
+    ) -> Result<Vec<u32>, TokenizeError> {
         let mut out = Vec::with_capacity(text.len() / 3);
         let mut scratch = String::new();
         let mut run = |gap: &str, out: &mut Vec<u32>, keep: Option<&mut Tail>| {
@@ -542,7 +442,7 @@ impl Direct {
         words: &dyn WordIds,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<Option<usize>, String> {
+    ) -> Result<Option<usize>, TokenizeError> {
         let run = tail.normalized.as_str();
         let shared = gap
             .bytes()
@@ -592,7 +492,7 @@ impl Direct {
         words: &dyn WordIds,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         let mut prev = 0;
         halted(self.splits[0].matcher.each(text, |start, end| {
             if start >= stop {
@@ -618,7 +518,7 @@ impl Direct {
         scratch: &mut String,
         out: &mut Vec<u32>,
         keep: Option<&mut String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         if raw.is_empty() {
             return Ok(());
         }
@@ -656,7 +556,7 @@ impl Direct {
         words: &dyn WordIds,
         scratch: &mut String,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         if piece.is_empty() {
             return Ok(());
         }
@@ -675,7 +575,7 @@ impl Direct {
                 self.pieces(step + 1, &piece[start..end], words, scratch, out)?;
             }
             prev = end;
-            Ok::<(), String>(())
+            Ok::<(), TokenizeError>(())
         })?;
         if split.keep.gaps() {
             self.pieces(step + 1, &piece[prev..], words, scratch, out)?;
@@ -691,7 +591,7 @@ impl Direct {
         piece: &str,
         words: &dyn WordIds,
         out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TokenizeError> {
         let (gaps, matches) = (split.keep.gaps(), split.keep.matches());
         words.with_pieces(out, &mut |ids| {
             let mut prev = 0;
@@ -703,7 +603,7 @@ impl Direct {
                     ids(&piece[start..end])?;
                 }
                 prev = end;
-                Ok::<(), String>(())
+                Ok::<(), TokenizeError>(())
             })?;
             if gaps && prev < piece.len() {
                 ids(&piece[prev..])?;
@@ -716,7 +616,7 @@ impl Direct {
 /// Where `matcher` starts a piece in `text` at or after `from` (isolated matches: every start
 /// and end of a match), as offsets from `from`; the first [`BOUNDARIES`] of them, the end of
 /// the text excluded.
-fn boundaries(matcher: &Matcher, text: &str, from: usize) -> Result<Vec<usize>, String> {
+fn boundaries(matcher: &Matcher, text: &str, from: usize) -> Result<Vec<usize>, TokenizeError> {
     let mut found = Vec::with_capacity(BOUNDARIES);
     if from == 0 {
         found.push(0);
@@ -766,20 +666,6 @@ fn split_step(v: &Json) -> Option<Split> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_table_is_gpt2s() {
-        assert_eq!(BYTE_CHARS[b'!' as usize], '!');
-        assert_eq!(BYTE_CHARS[b' ' as usize], 'Ġ');
-        assert_eq!(BYTE_CHARS[b'\n' as usize], 'Ċ');
-        assert_eq!(BYTE_CHARS[0], 'Ā');
-        assert_eq!(BYTE_CHARS[0xAD], 'Ń');
-        assert_eq!(BYTE_CHARS[0xFF], 'ÿ');
-        let mut all: Vec<char> = BYTE_CHARS.to_vec();
-        all.sort();
-        all.dedup();
-        assert_eq!(all.len(), 256);
-    }
 
     fn pieces(m: &Matcher, text: &str) -> Vec<(usize, usize)> {
         let mut out = Vec::new();

@@ -14,8 +14,37 @@ pub enum TokenizeError {
     },
     #[error("cannot load tokenizer {path}: {message}")]
     Load { path: String, message: String },
+    /// A tokenizer.json kvaudit refuses before building anything from it. `error` is part of
+    /// this error's text, not a cause of its own: callers show a load error by its text.
+    #[error("cannot load tokenizer {path}: {error}")]
+    Refused {
+        path: String,
+        error: TokenizerFileError,
+    },
     #[error("cannot tokenize: {0}")]
     Encode(String),
+}
+
+/// What kvaudit refuses, or cannot prepare, in a tokenizer.json (an untrusted file).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenizerFileError {
+    /// Past one of the bounds of [`bounds`]: more entries, steps, nesting or text growth than
+    /// any real tokenizer has.
+    #[error("{0}")]
+    OverBound(String),
+    /// A vocabulary id too large to size a table by.
+    #[error(
+        "token id {id} is out of range (ids must be below {max})",
+        max = prepared::MAX_TOKEN_ID
+    )]
+    IdOutOfRange { id: u64 },
+    /// A model the prepared form does not reproduce: the crate's own tokenizer runs it.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Not what a BPE tokenizer.json holds (a merge of tokens missing from the vocabulary, an
+    /// id that is not a number).
+    #[error("{0}")]
+    Malformed(String),
 }
 
 /// A xorshift generator for the unit tests' random inputs (tests/common has the integration
@@ -57,7 +86,7 @@ pub mod llamacpp;
 mod per_model;
 mod prepared;
 mod scan;
-mod short_words;
+mod word_ids;
 
 pub use incremental::Encoded;
 
@@ -170,14 +199,18 @@ impl Tokenizer {
             path: shown.clone(),
             message,
         };
+        let refused = |error| TokenizeError::Refused {
+            path: shown.clone(),
+            error,
+        };
         // tokenizer.json is parsed once into a tree: its bounds are checked there, before the
         // crate sizes anything by it, and the crate's tokenizer and the prepared form are both
         // built from it. A failure to build takes the plain path, whose error names the line
         // and column.
-        bounds::check_counts(&bytes).map_err(load_error)?;
+        bounds::check_counts(&bytes).map_err(refused)?;
         let mut json = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
         if let Some(json) = &mut json {
-            bounds::check(json).map_err(load_error)?;
+            bounds::check(json).map_err(refused)?;
             if llamacpp {
                 as_llamacpp(json);
             }
@@ -204,7 +237,7 @@ impl Tokenizer {
         // a table sized by it. The crate's map is checked, so that a run without a cache
         // does not parse the JSON a second time.
         if let Some(&id) = inner.get_vocab(true).values().max() {
-            prepared::check_id(id.into()).map_err(load_error)?;
+            prepared::check_id(id.into()).map_err(refused)?;
         }
         let sha256 = hex(&Sha256::digest(&bytes));
         if let Some(file) = &cached
@@ -282,7 +315,6 @@ impl Tokenizer {
             Inner::Crate(t) => d.encode(text, t.get_model()),
             Inner::Prepared(t) => d.encode(text, t.get_model()),
         }
-        .map_err(TokenizeError::Encode)
     }
 
     /// A reply's ids, as [`encode`](Self::encode) gives them, with what a later prompt that
@@ -297,8 +329,7 @@ impl Tokenizer {
         let (ids, tail) = match &self.inner {
             Inner::Crate(t) => d.encode_reply(text, t.get_model()),
             Inner::Prepared(t) => d.encode_reply(text, t.get_model()),
-        }
-        .map_err(TokenizeError::Encode)?;
+        }?;
         Ok(Reply { ids, tail })
     }
 
@@ -329,7 +360,6 @@ impl Tokenizer {
                 Inner::Crate(t) => d.encode_gap(gap, t.get_model(), reply, out),
                 Inner::Prepared(t) => d.encode_gap(gap, t.get_model(), reply, out),
             }
-            .map_err(TokenizeError::Encode)
         })
     }
 
@@ -347,7 +377,6 @@ impl Tokenizer {
             Inner::Crate(t) => d.encode_reusing(text, t.get_model(), (ids, tail)),
             Inner::Prepared(t) => d.encode_reusing(text, t.get_model(), (ids, tail)),
         }
-        .map_err(TokenizeError::Encode)
     }
 
     /// `text` through the `tokenizers` crate's own pipeline, whatever [`encode`](Self::encode)
@@ -636,12 +665,12 @@ fn load_prepared(
     file: &Path,
     key: u128,
     source: &[u8],
-) -> Result<(prepared::FastTokenizer, String), String> {
+) -> Result<(prepared::FastTokenizer, String), prepared::PreparedError> {
     use std::io::Read;
-    let f = crate::input::open_regular(file).map_err(|e| e.to_string())?;
-    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    let f = crate::input::open_regular(file)?;
+    let len = f.metadata()?.len();
     if len > MAX_PREPARED {
-        return Err("prepared tokenizer too large".into());
+        return Err(prepared::PreparedError::TooLarge);
     }
     prepared::load(
         std::io::BufReader::new(f).take(MAX_PREPARED),

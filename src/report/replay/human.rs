@@ -8,7 +8,7 @@ use super::{InputInfo, ReplayOutput};
 use crate::replay::ReplayReport;
 use crate::report::layout::{Column, Table, wrap_long_lines};
 use crate::report::{Exporter, Style};
-use crate::routers::llm_d::{DropReason, Reason};
+use crate::routers::llm_d::{CountedReason, DropReason};
 
 pub struct Human;
 

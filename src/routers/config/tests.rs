@@ -121,16 +121,27 @@ fn what_is_not_modelled_is_named() {
             .contains("burst (burst-prefix-cache-producer)")
     );
     assert!(found[1].message.contains("my-custom-scorer"));
-    assert!(l.spec(&base()).unwrap_err().contains("does not model"));
+    assert!(
+        l.spec(&base())
+            .unwrap_err()
+            .to_string()
+            .contains("does not model")
+    );
     // Not a config at all.
     assert_eq!(
-        parse("kind: ConfigMap\n").unwrap_err(),
+        parse("kind: ConfigMap\n").unwrap_err().to_string(),
         "expected kind: EndpointPickerConfig, found ConfigMap"
     );
     assert!(
         parse("vllm-router --policy round_robin")
             .unwrap_err()
+            .to_string()
             .contains("round_robin")
     );
-    assert!(parse("plugins: [").unwrap_err().starts_with("not YAML"));
+    assert!(
+        parse("plugins: [")
+            .unwrap_err()
+            .to_string()
+            .starts_with("not YAML")
+    );
 }

@@ -6,7 +6,7 @@ pub mod index;
 pub use index::{RadixTree, SEED, TreeStats, local_hash};
 
 use super::llm_d::decider::MAX_TOKENS;
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::{Answer, Decision, Reason, Router, TransitionView, event_visible, share};
 
 /// The version of Dynamo both Dynamo emulations follow.
@@ -28,12 +28,14 @@ pub struct Dynamo {
 }
 
 impl Dynamo {
-    pub(crate) fn parse(params: &mut Params) -> Result<Self, String> {
+    pub(crate) fn parse(params: &mut Params) -> Result<Self, RouterSpecError> {
         let on = params.flag("conditional_disagg")?.unwrap_or(false);
         let isl = params.bounded("isl_threshold", 0..=MAX_TOKENS)?;
         let ratio = params.fraction("ratio")?;
         if !on && (isl.is_some() || ratio.is_some()) {
-            return Err("isl_threshold and ratio are settings of conditional_disagg=true".into());
+            return Err(RouterSpecError::Invalid(
+                "isl_threshold and ratio are settings of conditional_disagg=true".into(),
+            ));
         }
         Ok(Dynamo {
             block_size: params.block_size()?,

@@ -19,6 +19,17 @@ impl Default for DeciderConfig {
     }
 }
 
+/// Why a decider setting (`--decider`, a gate's `decider`) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeciderConfigError {
+    #[error("expected key=value, got {0:?}")]
+    NotKeyValue(String),
+    #[error("{key}: {value:?} is not a whole number from 0 to {max}", max = MAX_TOKENS)]
+    NotATokenCount { key: String, value: String },
+    #[error("unknown decider setting {0:?} (non-cached-tokens, prompt-tokens)")]
+    UnknownSetting(String),
+}
+
 /// The largest token threshold a decider or router setting takes (nonCachedTokens,
 /// promptTokens, Dynamo's isl_threshold): past any prompt a model serves, and small enough
 /// that no sum of them overflows.
@@ -28,28 +39,25 @@ impl DeciderConfig {
     /// `non-cached-tokens=512,prompt-tokens=1024`; a setting left out keeps its default
     /// (the documented 512 / 1024), so `non-cached-tokens=16` does not turn the prompt
     /// threshold off. `0` disables a threshold, as in llm-d.
-    pub fn parse(text: &str) -> Result<DeciderConfig, String> {
+    pub fn parse(text: &str) -> Result<DeciderConfig, DeciderConfigError> {
         let mut cfg = DeciderConfig::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
                 .split_once('=')
-                .ok_or_else(|| format!("expected key=value, got {part:?}"))?;
+                .ok_or_else(|| DeciderConfigError::NotKeyValue(part.to_string()))?;
             let v: usize = v
                 .trim()
                 .parse()
                 .ok()
                 .filter(|&n| n <= MAX_TOKENS)
-                .ok_or_else(|| {
-                    format!("{k}: {v:?} is not a whole number from 0 to {MAX_TOKENS}")
+                .ok_or_else(|| DeciderConfigError::NotATokenCount {
+                    key: k.to_string(),
+                    value: v.to_string(),
                 })?;
             match k.trim() {
                 "non-cached-tokens" | "nonCachedTokens" => cfg.non_cached_tokens = v,
                 "prompt-tokens" | "promptTokens" => cfg.prompt_tokens = v,
-                other => {
-                    return Err(format!(
-                        "unknown decider setting {other:?} (non-cached-tokens, prompt-tokens)"
-                    ));
-                }
+                other => return Err(DeciderConfigError::UnknownSetting(other.to_string())),
             }
         }
         Ok(cfg)

@@ -13,10 +13,10 @@ pub mod view;
 pub use hash::{HashAlgo, KeyHasher, KeyMemo};
 pub use index::{Index, IndexConfig, message_drop_reason, parse_topic};
 pub use profile::Profile;
-pub use reasons::{DropReason, Reason, SkipReason};
+pub use reasons::{CountedReason, DropReason, SkipReason};
 pub use stats::{Counts, Stats};
 
-use super::params::Params;
+use super::params::{Params, RouterSpecError};
 use super::{Answer, Decision, Router, TransitionView};
 use decider::{Rule, Verdict};
 use view::RouterSettings;
@@ -31,7 +31,10 @@ pub struct LlmD(pub RouterSettings);
 impl LlmD {
     /// `base` holds the settings of the other flags (`--index-block-size`, `--decider`, …),
     /// which `llm-d:key=value` overrides.
-    pub(crate) fn parse(params: &mut Params, base: &RouterSettings) -> Result<LlmD, String> {
+    pub(crate) fn parse(
+        params: &mut Params,
+        base: &RouterSettings,
+    ) -> Result<LlmD, RouterSpecError> {
         let mut s = base.clone();
         if let Some(b) = params.block_size()? {
             s.index.block_size = b;
@@ -46,7 +49,7 @@ impl LlmD {
 pub(crate) fn decider_settings(
     params: &mut Params,
     mut d: decider::DeciderConfig,
-) -> Result<decider::DeciderConfig, String> {
+) -> Result<decider::DeciderConfig, RouterSpecError> {
     if let Some(n) = params.bounded("non_cached_tokens", 0..=decider::MAX_TOKENS)? {
         d.non_cached_tokens = n;
     }

@@ -26,13 +26,13 @@ pub enum DropReason {
 }
 
 /// A reason with a stable name, counted in a fixed-size array.
-pub trait Reason: Copy + 'static {
+pub trait CountedReason: Copy + 'static {
     const ALL: &'static [Self];
     fn as_str(self) -> &'static str;
     fn index(self) -> usize;
 }
 
-impl Reason for SkipReason {
+impl CountedReason for SkipReason {
     const ALL: &'static [SkipReason] = &[
         SkipReason::ExtraFeaturesMismatch,
         SkipReason::IncompleteCanonicalBlock,
@@ -62,7 +62,7 @@ impl Reason for SkipReason {
     }
 }
 
-impl Reason for DropReason {
+impl CountedReason for DropReason {
     const ALL: &'static [DropReason] = &[DropReason::BatchDecodeError, DropReason::BatchIsMap];
 
     fn as_str(self) -> &'static str {
@@ -110,7 +110,7 @@ mod tests {
     /// name order.
     #[test]
     fn names_are_unique_and_sorted() {
-        fn check<R: Reason>() {
+        fn check<R: CountedReason>() {
             let names: Vec<&str> = R::ALL.iter().map(|r| r.as_str()).collect();
             let mut sorted = names.clone();
             sorted.sort_unstable();

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use super::reasons::{DropReason, Reason, SkipReason};
+use super::reasons::{CountedReason, DropReason, SkipReason};
 use crate::events::Text;
 
 /// The most variants a reason enum has (checked by a test).
@@ -27,7 +27,7 @@ impl<R> Default for Counts<R> {
     }
 }
 
-impl<R: Reason> Counts<R> {
+impl<R: CountedReason> Counts<R> {
     #[inline]
     pub fn add(&mut self, reason: R) {
         self.add_n(reason, 1);
@@ -71,7 +71,7 @@ impl<R: Reason> Counts<R> {
     }
 }
 
-impl<R: Reason> serde::Serialize for Counts<R> {
+impl<R: CountedReason> serde::Serialize for Counts<R> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(self.iter())
     }

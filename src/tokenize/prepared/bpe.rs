@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use tokenizers::models::bpe::BpeTrainer;
 use tokenizers::{Model, Token};
 
+use super::short_words::{self, Key, ShortWords};
 use super::{EMPTY32, EMPTY64, merge_key, table_slot};
+use crate::tokenize::TokenizeError;
 use crate::tokenize::per_model::PerModel;
-use crate::tokenize::short_words::{self, Key, ShortWords};
+use crate::tokenize::word_ids::{PieceIds, WordIds, byte_level};
 
 /// The BPE model of a prepared tokenizer.
 pub struct FastBpe {
@@ -404,8 +406,8 @@ impl FastBpe {
     pub fn pieces_in_order(
         &self,
         out: &mut Vec<u32>,
-        f: &mut dyn FnMut(&mut crate::tokenize::direct::PieceIds) -> Result<(), String>,
-    ) -> Result<(), String> {
+        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), TokenizeError>,
+    ) -> Result<(), TokenizeError> {
         let table = self.short_words();
         self.with_words(|words| {
             let mut scratch = String::new();
@@ -417,10 +419,10 @@ impl FastBpe {
                         // Moved out of the closure, so that the word may borrow it.
                         let scratch = scratch;
                         let (raw, len) = key.bytes();
-                        crate::tokenize::direct::byte_level(&raw[..len], scratch)
+                        byte_level(&raw[..len], scratch)
                     };
                     self.short_or_merged(words, Some(key), word, out)
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| TokenizeError::Encode(e.to_string()))
                 };
             f(&mut |piece| {
                 if piece.is_empty() {
@@ -437,10 +439,9 @@ impl FastBpe {
                         while let Some(first) = waiting.pop() {
                             settle(first, words, &mut scratch, out)?;
                         }
-                        let word =
-                            crate::tokenize::direct::byte_level(piece.as_bytes(), &mut scratch);
+                        let word = byte_level(piece.as_bytes(), &mut scratch);
                         self.unstored_word_ids(words, None, word, out)
-                            .map_err(|e| e.to_string())?;
+                            .map_err(|e| TokenizeError::Encode(e.to_string()))?;
                     }
                 }
                 Ok(())
@@ -450,6 +451,33 @@ impl FastBpe {
             }
             Ok(())
         })
+    }
+}
+
+impl WordIds for FastBpe {
+    fn piece_ids(
+        &self,
+        piece: &str,
+        scratch: &mut String,
+        out: &mut Vec<u32>,
+    ) -> Result<(), TokenizeError> {
+        // The mapping is one to one, so the raw piece names the word: a word the model has
+        // seen is found without mapping it.
+        FastBpe::word_ids(
+            self,
+            piece,
+            move || byte_level(piece.as_bytes(), scratch),
+            out,
+        )
+        .map_err(|e| TokenizeError::Encode(e.to_string()))
+    }
+
+    fn with_pieces(
+        &self,
+        out: &mut Vec<u32>,
+        f: &mut dyn FnMut(&mut PieceIds) -> Result<(), TokenizeError>,
+    ) -> Result<(), TokenizeError> {
+        self.pieces_in_order(out, f)
     }
 }
 

@@ -7,7 +7,10 @@ use serde_json::Value as Json;
 use super::bpe::CHAR_TABLE;
 use super::pipeline::Parts;
 use super::spot_check::{Spans, find_spans, spot_check};
-use super::{EMPTY32, EMPTY64, FastBpe, FastTokenizer, check_ids, merge_key, table_slot};
+use super::{
+    EMPTY32, EMPTY64, FastBpe, FastTokenizer, PreparedError, check_ids, merge_key, table_slot,
+};
+use crate::tokenize::TokenizerFileError;
 
 // v04: the body checksum is seeded with the source key, and the offsets of the vocabulary and
 // merges in tokenizer.json are kept for the spot check. v05: merge slots come from
@@ -181,17 +184,23 @@ impl<R: std::io::Read> Reader<R> {
 }
 
 /// Serialise tokenizer.json (already parsed) into the prepared format.
-pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Vec<u8>, String> {
-    let model = source.get("model").ok_or("no model")?;
+pub fn prepare(
+    source: &Json,
+    text: &[u8],
+    key: u128,
+    sha256: &str,
+) -> Result<Vec<u8>, TokenizerFileError> {
+    let malformed = |why: &str| TokenizerFileError::Malformed(why.to_string());
+    let model = source.get("model").ok_or_else(|| malformed("no model"))?;
     if let Some(why) = unsupported(model) {
-        return Err(why);
+        return Err(TokenizerFileError::Unsupported(why));
     }
     let vocab = model
         .get("vocab")
         .and_then(Json::as_object)
-        .ok_or("BPE without vocab")?;
+        .ok_or_else(|| malformed("BPE without vocab"))?;
     check_ids(source)?;
-    let spans = find_spans(text).ok_or("vocabulary not found in the text")?;
+    let spans = find_spans(text).ok_or_else(|| malformed("vocabulary not found in the text"))?;
     let max_id = vocab.values().filter_map(Json::as_u64).max().unwrap_or(0) as usize;
     let mut tok_start = vec![0u32; max_id + 1];
     let mut tok_len = vec![EMPTY32; max_id + 1];
@@ -199,7 +208,9 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
     let mut ids: FxHashMap<&str, u32> =
         FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
     for (token, id) in vocab {
-        let id = id.as_u64().ok_or("vocab id is not a number")? as u32;
+        let id = id
+            .as_u64()
+            .ok_or_else(|| malformed("vocab id is not a number"))? as u32;
         tok_start[id as usize] = blob.len() as u32;
         tok_len[id as usize] = token.len() as u32;
         blob.extend_from_slice(token.as_bytes());
@@ -230,27 +241,27 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
                 let mut parts = s.split(' ');
                 match (parts.next(), parts.next(), parts.next()) {
                     (Some(a), Some(b), None) => (a, b),
-                    _ => return Err(format!("merge {s:?} is not two tokens")),
+                    _ => return Err(malformed(&format!("merge {s:?} is not two tokens"))),
                 }
             }
             Json::Array(p) if p.len() == 2 => (
-                p[0].as_str().ok_or("merge part")?,
-                p[1].as_str().ok_or("merge part")?,
+                p[0].as_str().ok_or_else(|| malformed("merge part"))?,
+                p[1].as_str().ok_or_else(|| malformed("merge part"))?,
             ),
-            _ => return Err("unreadable merge".into()),
+            _ => return Err(malformed("unreadable merge")),
         };
         let a_id = *ids
             .get(a)
-            .ok_or_else(|| format!("merge token {a:?} not in vocab"))?;
+            .ok_or_else(|| malformed(&format!("merge token {a:?} not in vocab")))?;
         let b_id = *ids
             .get(b)
-            .ok_or_else(|| format!("merge token {b:?} not in vocab"))?;
+            .ok_or_else(|| malformed(&format!("merge token {b:?} not in vocab")))?;
         merged.clear();
         merged.push_str(a);
         merged.push_str(b);
         let new_id = *ids
             .get(merged.as_str())
-            .ok_or_else(|| format!("merged token {merged:?} not in vocab"))?;
+            .ok_or_else(|| malformed(&format!("merged token {merged:?} not in vocab")))?;
         merge_map.insert(merge_key(a_id, b_id), (rank as u64) << 32 | new_id as u64);
     }
     // 1.5x the merges, not 2x (at most two thirds full): linear probing with four slots to a
@@ -296,7 +307,7 @@ pub fn prepare(source: &Json, text: &[u8], key: u128, sha256: &str) -> Result<Ve
     w.u64(spans.merges_at.map_or(u64::MAX, |at| at as u64));
     w.bytes(
         serde_json::to_string(&rest)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| malformed(&e.to_string()))?
             .as_bytes(),
     );
     w.u64(vocab.len() as u64);
@@ -370,17 +381,17 @@ pub fn load(
     len: u64,
     key: u128,
     source: &[u8],
-) -> Result<(FastTokenizer, String), String> {
-    let bad = || "corrupt prepared tokenizer".to_string();
+) -> Result<(FastTokenizer, String), PreparedError> {
+    let bad = || PreparedError::Corrupt;
     let mut header = [0u8; CHECKSUM_AT + 8];
     src.read_exact(&mut header).map_err(|_| bad())?;
     if &header[..8] != MAGIC.as_slice() {
-        return Err("not a prepared tokenizer of this version".into());
+        return Err(PreparedError::OtherVersion);
     }
     let word = |at: usize, n: usize| header.get(at..at + n).ok_or_else(bad);
     let stored = u128::from_le_bytes(word(8, 16)?.try_into().map_err(|_| bad())?);
     if stored != key {
-        return Err("prepared for another tokenizer.json".into());
+        return Err(PreparedError::OtherSource);
     }
     let sum = u64::from_le_bytes(word(CHECKSUM_AT, 8)?.try_into().map_err(|_| bad())?);
     let mut r = Reader {
@@ -406,9 +417,10 @@ pub fn load(
     // drops what the thread built.
     let (tables, pipeline) = std::thread::scope(|s| {
         let build = || {
-            let rest: Json = serde_json::from_slice(&rest).map_err(|e| e.to_string())?;
+            let rest: Json = serde_json::from_slice(&rest)
+                .map_err(|e| PreparedError::Pipeline(e.to_string()))?;
             let parts = Parts::of(&rest)?;
-            Ok::<_, String>((rest, parts))
+            Ok::<_, PreparedError>((rest, parts))
         };
         // A thread that cannot be started (an address-space limit) only costs the overlap. The
         // main thread's stack size: deserializing nested parts and compiling their regexes
@@ -497,6 +509,6 @@ pub fn load(
                 .unwrap_or(EMPTY32)
         })
         .collect();
-    spot_check(&bpe, source, &spans).ok_or("prepared tables differ from tokenizer.json")?;
+    spot_check(&bpe, source, &spans).ok_or(PreparedError::Differs)?;
     Ok((parts.assemble(bpe)?, sha256))
 }

@@ -11,6 +11,7 @@
 mod bpe;
 mod file;
 mod pipeline;
+mod short_words;
 mod spot_check;
 
 use std::path::PathBuf;
@@ -24,6 +25,34 @@ use tokenizers::processors::PostProcessorWrapper;
 
 pub use bpe::FastBpe;
 pub use file::{load, prepare, prepared_file};
+
+use super::TokenizerFileError;
+
+/// Why a prepared file is not used (the tokenizer is then built from tokenizer.json, and the
+/// file written again).
+#[derive(Debug, thiserror::Error)]
+pub enum PreparedError {
+    /// The file cannot be opened as a regular file, or read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("prepared tokenizer too large")]
+    TooLarge,
+    /// Written in another version of the format.
+    #[error("not a prepared tokenizer of this version")]
+    OtherVersion,
+    /// Its key is another tokenizer.json's.
+    #[error("prepared for another tokenizer.json")]
+    OtherSource,
+    /// Cut short, damaged, or tables that would make a lookup fail or loop.
+    #[error("corrupt prepared tokenizer")]
+    Corrupt,
+    /// Tables that disagree with tokenizer.json on the spot check.
+    #[error("prepared tables differ from tokenizer.json")]
+    Differs,
+    /// The crate cannot build the pipeline around the model from what the file holds.
+    #[error("{0}")]
+    Pipeline(String),
+}
 
 const EMPTY32: u32 = u32::MAX;
 const EMPTY64: u64 = u64::MAX;
@@ -64,7 +93,7 @@ pub const MAX_TOKEN_ID: u64 = 1 << 24;
 /// Refuse vocabulary ids no real tokenizer has, before anything is sized by an id. The
 /// `id` of added tokens is not checked: the crate ignores it (an added token gets its
 /// vocabulary id, or the next free one), and so does `assemble`.
-pub fn check_ids(source: &Json) -> Result<(), String> {
+pub fn check_ids(source: &Json) -> Result<(), TokenizerFileError> {
     let vocab = source.pointer("/model/vocab").and_then(Json::as_object);
     for id in vocab.into_iter().flat_map(|v| v.values()) {
         if let Json::Number(n) = id {
@@ -75,13 +104,11 @@ pub fn check_ids(source: &Json) -> Result<(), String> {
     Ok(())
 }
 
-pub fn check_id(id: u64) -> Result<(), String> {
+pub fn check_id(id: u64) -> Result<(), TokenizerFileError> {
     if id < MAX_TOKEN_ID {
         return Ok(());
     }
-    Err(format!(
-        "token id {id} is out of range (ids must be below {MAX_TOKEN_ID})"
-    ))
+    Err(TokenizerFileError::IdOutOfRange { id })
 }
 
 /// Texts every prepared tokenizer must encode exactly like the crate before it is kept:

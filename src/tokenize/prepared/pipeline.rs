@@ -8,7 +8,7 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, TokenizerImpl};
 
-use super::{FastBpe, FastTokenizer};
+use super::{FastBpe, FastTokenizer, PreparedError};
 
 /// The pipeline around the model, built the way the crate's deserializer builds it.
 /// The parts of the crate's pipeline around the model, as tokenizer.json describes them.
@@ -23,16 +23,16 @@ pub(super) struct Parts {
 }
 
 impl Parts {
-    pub(super) fn of(rest: &Json) -> Result<Parts, String> {
+    pub(super) fn of(rest: &Json) -> Result<Parts, PreparedError> {
         fn part<T: serde::de::DeserializeOwned>(
             rest: &Json,
             key: &str,
-        ) -> Result<Option<T>, String> {
+        ) -> Result<Option<T>, PreparedError> {
             match rest.get(key) {
                 None | Some(Json::Null) => Ok(None),
                 Some(v) => serde_json::from_value(v.clone())
                     .map(Some)
-                    .map_err(|e| format!("{key}: {e}")),
+                    .map_err(|e| PreparedError::Pipeline(format!("{key}: {e}"))),
             }
         }
         Ok(Parts {
@@ -46,18 +46,18 @@ impl Parts {
         })
     }
 
-    pub(super) fn assemble(self, bpe: FastBpe) -> Result<FastTokenizer, String> {
+    pub(super) fn assemble(self, bpe: FastBpe) -> Result<FastTokenizer, PreparedError> {
+        let failed = |e: tokenizers::Error| PreparedError::Pipeline(e.to_string());
         let mut tok = TokenizerImpl::new(bpe);
-        tok.with_normalizer(self.normalizer)
-            .map_err(|e| e.to_string())?;
+        tok.with_normalizer(self.normalizer).map_err(failed)?;
         tok.with_pre_tokenizer(self.pre_tokenizer);
         tok.with_post_processor(self.post_processor);
         tok.with_decoder(self.decoder);
         // Off, as transformers encodes prompts (and as the crate's tokenizer is loaded).
         let _ = (self.truncation, self.padding);
-        tok.with_truncation(None).map_err(|e| e.to_string())?;
+        tok.with_truncation(None).map_err(failed)?;
         tok.with_padding(None);
-        tok.add_tokens(self.added).map_err(|e| e.to_string())?;
+        tok.add_tokens(self.added).map_err(failed)?;
         Ok(tok)
     }
 }

@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::prepared::table_slot;
+use super::table_slot;
 
 /// A word of 1 to 15 bytes, zero-padded, its length in the last byte: equal keys are equal
 /// words (the length tells `"a"` from `"a\0"`), and the upper half of a key is never 0 nor
@@ -153,7 +153,7 @@ impl ShortWords {
     /// later does not wait for it: on a corpus most lookups of a word the table has are a
     /// cache miss, and a word's ids are needed only once earlier words are done.
     pub fn prefetch(&self, key: Key) {
-        super::prefetch(&self.slots[key.slot(self.slots.len() - 1)]);
+        crate::tokenize::prefetch(&self.slots[key.slot(self.slots.len() - 1)]);
     }
 
     /// The ids stored for `key`, if any.
