@@ -23,10 +23,7 @@ impl CorpusRun {
     pub fn from_args(args: &CorpusArgs, say: &mut dyn FnMut(&str)) -> Result<CorpusRun> {
         stdin_at_most_once(&args.files, "-")?;
         let mut settings = audit_settings(&args.rendering, args.model.template_name.clone())?;
-        let files = crate::model::resolve_model(&model_spec(&args.model))?;
-        if let Some(note) = crate::commands::cached_model_note(&files, args.model.offline) {
-            say(&format!("note: {note}"));
-        }
+        let files = resolved_model(&args.model, say)?;
         // Outputs over inputs are refused before any output is opened (the corpus itself, a
         // model file, or the HTML and per-transition files on each other).
         let inputs = model_inputs(&args.model, &files)

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::{audit_settings, conversations, model_spec, router_settings, router_specs, style};
+use super::{audit_settings, conversations, resolved_model, router_settings, router_specs, style};
 use crate::audit::AuditSettings;
 use crate::cli::{ConversationArgs, DiffTurnsArgs, ReplyFormatArg};
 use crate::model::ModelFiles;
@@ -36,10 +36,7 @@ impl DiffTurnsSettings {
         settings.routers = router_specs(&args.router, &llm_d)?;
         settings.router = Some(llm_d);
         let conversations = conversations(&args.conversation)?;
-        let files = crate::model::resolve_model(&model_spec(&args.model))?;
-        if let Some(note) = crate::commands::cached_model_note(&files, args.model.offline) {
-            say(&format!("note: {note}"));
-        }
+        let files = resolved_model(&args.model, say)?;
         for warning in ignored_input_warnings(
             &args.conversation,
             &files,

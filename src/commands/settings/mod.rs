@@ -364,6 +364,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     }
 }
 
+/// The model's files, found (or fetched) where the flags say; `say` gets the note that they
+/// came from the cache.
+pub fn resolved_model(
+    args: &crate::cli::ModelArgs,
+    say: &mut dyn FnMut(&str),
+) -> Result<crate::model::ModelFiles> {
+    let files = crate::model::resolve_model(&model_spec(args))?;
+    if let Some(note) = crate::commands::cached_model_note(&files, args.offline) {
+        say(&format!("note: {note}"));
+    }
+    Ok(files)
+}
+
 /// Where the model's files come from (`--model`, `--revision`, `--offline`, overrides).
 pub fn model_spec(args: &crate::cli::ModelArgs) -> crate::model::ModelSpec {
     crate::model::ModelSpec {

@@ -27,10 +27,7 @@ impl ProbeRun {
         let (probe, http) = probe_settings(args, env)?;
         let conversation = probe_conversation(args)?;
         let client = crate::probe::Client::new(&args.url, http)?;
-        let files = crate::model::resolve_model(&model_spec(&args.model))?;
-        if let Some(note) = crate::commands::cached_model_note(&files, args.model.offline) {
-            say(&format!("note: {note}"));
-        }
+        let files = resolved_model(&args.model, say)?;
         let inputs = model_inputs(&args.model, &files)
             .into_iter()
             .chain(args.conversation.iter().cloned());

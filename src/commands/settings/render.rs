@@ -2,7 +2,7 @@
 
 use anyhow::{Result, bail};
 
-use super::{audit_settings, conversations, model_spec, style};
+use super::{audit_settings, conversations, resolved_model, style};
 use crate::audit::{AuditSettings, RenderSelection};
 use crate::cli::RenderArgs;
 use crate::model::ModelFiles;
@@ -29,10 +29,7 @@ impl RenderSettings {
         )?;
         let selection = render_selection(args.prompt, args.held)?;
         let conversations = conversations(&args.conversation)?;
-        let files = crate::model::resolve_model(&model_spec(&args.model))?;
-        if let Some(note) = crate::commands::cached_model_note(&files, args.model.offline) {
-            say(&format!("note: {note}"));
-        }
+        let files = resolved_model(&args.model, say)?;
         Ok(RenderSettings {
             audit,
             selection,
