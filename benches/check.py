@@ -6,6 +6,11 @@ and written; and with the cache off: tokenizer.json parsed directly), against th
 with transformers in one Python process (benches/check_reference.py). Medians over runs.
 
     python3 benches/check.py [--runs N] [--python-runs N] [--models-dir DIR]
+    python3 benches/check.py --exe LABEL=PATH --exe LABEL=PATH [--runs N]
+
+With --exe (twice or more), only the warm figure, for comparing builds on a machine whose speed
+drifts: each build gets its own prepared cache and three runs to fill it, then every round
+runs each build once, in turn; the median and fastest of --runs rounds are reported per build.
 
 Build first: pgo/build-dist.sh (the distributed build) or cargo build --release.
 """
@@ -41,18 +46,42 @@ def show(label, t, runs):
     print(f"{label:<44} median {t[0]*1000:6.0f} ms (min {t[1]*1000:.0f}, max {t[2]*1000:.0f}), {runs} runs")
 
 
+def compare(exes, models, runs):
+    builds = []
+    for spec in exes:
+        label, _, exe = spec.partition("=")
+        if not label or not os.path.isfile(exe):
+            sys.exit(f"error: --exe {spec}: expected LABEL=PATH to a binary")
+        builds.append((label, exe))
+    with tempfile.TemporaryDirectory() as tmp:
+        times = {label: [] for label, _ in builds}
+        for round in range(3 + runs):
+            for label, exe in builds:
+                env = dict(os.environ, KVAUDIT_TOKENIZER_CACHE=os.path.join(tmp, label))
+                cmd = [exe, "check"] + [a for m in models for a in ("-m", m)]
+                t = timed(cmd, 1, env)
+                if round >= 3:
+                    times[label].append(t[0])
+    for label, t in times.items():
+        show(f"kvaudit check, warm, {label}", (statistics.median(t), min(t), max(t)), runs)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "..", "shared", "models"))
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--python-runs", type=int, default=3)
+    ap.add_argument("--exe", action="append", default=[], metavar="LABEL=PATH",
+                    help="compare builds' warm runs, alternating (give two or more)")
     args = ap.parse_args()
     models = sorted(
         os.path.join(args.models_dir, d)
         for d in os.listdir(args.models_dir)
         if os.path.isfile(os.path.join(args.models_dir, d, "tokenizer.json"))
     )
+    if args.exe:
+        return compare(args.exe, models, args.runs)
     exe = kvaudit_exe.path()
     cmd = [exe, "check"] + [a for m in models for a in ("-m", m)]
     print(f"{len(models)} models from {args.models_dir}, {os.cpu_count()} cores")

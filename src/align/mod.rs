@@ -161,7 +161,7 @@ pub fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
 pub const MAX_BLOCK_SIZE: usize = 1 << 16;
 
 /// A block size setting kvaudit does not take; `what` names the flag or setting it came from.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BlockSizeError {
     #[error("{what} {size}: a block size is 1 to {MAX_BLOCK_SIZE} tokens")]
     OutOfRange { what: String, size: usize },

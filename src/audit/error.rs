@@ -1,5 +1,5 @@
-//! Why a conversation could not be audited, decided where the audit fails and carried with
-//! the error, so that reports count it without reading the error again.
+//! Why a conversation could not be audited: the error as it was raised, and its kind read from
+//! the first cause in its chain that kvaudit knows, so reports count failures by kind.
 
 use crate::align::AlignError;
 use crate::render::RenderError;
@@ -39,40 +39,27 @@ impl FailureKind {
 /// A conversation's audit that failed: the error as it was, its kind, and whether a render
 /// went past one of kvaudit's limits.
 #[derive(Debug)]
-pub struct AuditError {
-    kind: FailureKind,
-    limit: bool,
-    error: anyhow::Error,
-}
+pub struct AuditError(anyhow::Error);
 
 impl AuditError {
     pub fn kind(&self) -> FailureKind {
-        self.kind
+        kind_of(&self.0)
     }
 
     /// kvaudit refused to evaluate the template ([`RenderError::is_limit`]).
     pub fn hit_limit(&self) -> bool {
-        self.limit
+        hit_limit(&self.0)
     }
 
     /// The error and its causes, as a person reads them.
     pub fn message(&self) -> String {
-        crate::error::chain_text(&self.error)
-    }
-
-    /// The error as it was raised, every cause in place.
-    pub fn into_inner(self) -> anyhow::Error {
-        self.error
+        crate::error::chain_text(&self.0)
     }
 }
 
 impl From<anyhow::Error> for AuditError {
     fn from(error: anyhow::Error) -> AuditError {
-        AuditError {
-            kind: kind_of(&error),
-            limit: hit_limit(&error),
-            error,
-        }
+        AuditError(error)
     }
 }
 

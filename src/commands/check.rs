@@ -117,9 +117,6 @@ fn router_lints(
     gate: Option<&gate::config::GateOptions>,
 ) -> Result<Vec<gate::GateFinding>> {
     use crate::routers::config::LintKind;
-    if engine_block_size == 0 {
-        anyhow::bail!("--engine-block-size must be positive");
-    }
     let (loaded, text) = super::settings::router_config(path)?;
     let shown = path.display().to_string();
     let line_of = |needles: &[&str]| {

@@ -1,4 +1,5 @@
 use std::io::Write;
+use std::sync::OnceLock;
 
 use anyhow::{Result, bail};
 
@@ -38,6 +39,12 @@ fn audit_rows(
     run: &CorpusRun,
     args: &CorpusArgs,
 ) -> Result<(corpus::CorpusReport, Option<output::AtomicFile>)> {
+    // Without a per-transition file, the tokenizer loads while the workers render the first
+    // rows. With one, it loads before the input is opened: the load-ahead path has not been
+    // tested with per-transition lines.
+    let tokenizer = OnceLock::new();
+    let ahead = args.per_transition.is_none();
+    let model = corpus::ModelLoad::start(&run.files, &run.audit, &tokenizer, ahead)?;
     let rows = Rows::new(args.files.clone(), run.row_format, run.selection);
     if let Some(e) = rows.open_error.as_ref() {
         bail!("{e}: {}", e.source);
@@ -68,15 +75,6 @@ fn audit_rows(
     let summary = |r: &Rows| {
         open_error = r.open_error.as_ref().map(|e| format!("{e}: {}", e.source));
         r.summary()
-    };
-    // Without a per-transition file, the tokenizer loads while the workers render the
-    // first rows. With one, it loads first (which once kept a model that fails to load from
-    // leaving an emptied file; the atomic output does that now, but the load-ahead path has
-    // not been tested with per-transition lines).
-    let model = corpus::ModelLoad {
-        files: &run.files,
-        settings: &run.audit,
-        ahead: args.per_transition.is_none(),
     };
     let report = corpus::run_loading(model, rows, summary, &run.corpus, hooks)?;
     drop(bar);

@@ -6,15 +6,20 @@ use crate::audit;
 use crate::report::keys::KeysReport;
 
 pub fn run(args: &crate::cli::KeysArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
-    let settings = KeysSettings::from_args(args, &mut super::terminal::stderr_line)?;
-    let (sequences, server) = match &settings.input {
+    let KeysSettings {
+        index,
+        input,
+        model_name: (model_name, from),
+        format,
+    } = KeysSettings::from_args(args, &mut super::terminal::stderr_line)?;
+    let (sequences, server) = match input {
         KeysInput::Prompts {
             files,
             conversations,
             audit,
         } => {
-            let tok = crate::model::tokenizer_for(files, audit.plan.server)?;
-            let prompts = audit::conversation_prompts(files, &tok, conversations, audit)?;
+            let tok = crate::model::tokenizer_for(&files, audit.plan.server)?;
+            let prompts = audit::conversation_prompts(&files, &tok, &conversations, &audit)?;
             let sequences: Vec<(String, Vec<u32>)> = prompts
                 .into_iter()
                 .flat_map(|(source, prompts)| {
@@ -26,9 +31,9 @@ pub fn run(args: &crate::cli::KeysArgs, out: &mut dyn std::io::Write) -> Result<
                 .collect();
             (sequences, Some(audit.plan.server.name()))
         }
-        KeysInput::Ids(name, ids) => (vec![(name.clone(), ids.clone())], None),
+        KeysInput::Ids(name, ids) => (vec![(name, ids)], None),
     };
-    let b = settings.index.block_size;
+    let b = index.block_size;
     if sequences.iter().all(|(_, ids)| ids.len() < b) {
         let longest = sequences
             .iter()
@@ -40,10 +45,9 @@ pub fn run(args: &crate::cli::KeysArgs, out: &mut dyn std::io::Write) -> Result<
              {longest} tokens (lower --block-sizes or give more tokens)"
         );
     }
-    let (model_name, from) = &settings.model_name;
-    let mut report = KeysReport::new(&settings.index, model_name, from, sequences);
+    let mut report = KeysReport::new(&index, &model_name, &from, sequences);
     report.server = server;
-    let text = crate::report::export(&report, settings.format, &super::settings::style(false))?;
+    let text = crate::report::export(&report, format, &super::settings::style(false))?;
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)
 }

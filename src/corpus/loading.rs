@@ -11,17 +11,60 @@ use super::workers::{AuditorAt, Hooks, run};
 use super::{CorpusReport, CorpusSettings};
 use crate::audit::{AuditSettings, Auditor, PlanAhead};
 use crate::model::ModelFiles;
+use crate::tokenize::Tokenizer;
 
-/// The model a run audits with, and when it loads.
-pub struct ModelLoad<'m> {
-    pub files: &'m ModelFiles,
-    pub settings: &'m AuditSettings,
-    /// Load it while the workers render the first rows; otherwise before any row is taken.
-    pub ahead: bool,
+/// The model a run audits with: loaded already, or to be loaded while the run starts.
+pub struct ModelLoad<'a> {
+    files: &'a ModelFiles,
+    settings: &'a AuditSettings,
+    tokenizer: &'a OnceLock<Tokenizer>,
+    state: State<'a>,
 }
 
-/// Audits `rows` as [`run`] does, with the auditor made from `model`. `Err` when the model
-/// could not be loaded (its own error, whole) or the run failed.
+enum State<'a> {
+    Ready(Auditor<'a>),
+    Ahead(PlanAhead<'a>),
+}
+
+impl<'a> ModelLoad<'a> {
+    /// With `ahead`, nothing is loaded until the run starts; without, the model is loaded now
+    /// (its error comes before anything else is opened). The tokenizer is kept in `tokenizer`,
+    /// which the caller owns because the auditor borrows it.
+    pub fn start(
+        files: &'a ModelFiles,
+        settings: &'a AuditSettings,
+        tokenizer: &'a OnceLock<Tokenizer>,
+        ahead: bool,
+    ) -> Result<ModelLoad<'a>> {
+        let state = if ahead {
+            State::Ahead(PlanAhead::new(files, settings))
+        } else {
+            State::Ready(auditor(files, settings, tokenizer, None)?)
+        };
+        Ok(ModelLoad {
+            files,
+            settings,
+            tokenizer,
+            state,
+        })
+    }
+}
+
+fn auditor<'a>(
+    files: &'a ModelFiles,
+    settings: &'a AuditSettings,
+    slot: &'a OnceLock<Tokenizer>,
+    ahead: Option<&PlanAhead<'a>>,
+) -> Result<Auditor<'a>> {
+    let tok = crate::model::tokenizer_for(files, settings.plan.server)?;
+    let tok = slot.get_or_init(|| tok);
+    // Built here rather than by the first row to need them, while the workers render.
+    tok.prepare_encoders();
+    Auditor::adopting(files, tok, settings, ahead)
+}
+
+/// Audits `rows` as [`run`] does, with the auditor of `model`. `Err` when the model could not
+/// be loaded (its own error, whole) or the run failed.
 pub fn run_loading<I>(
     model: ModelLoad<'_>,
     rows: I,
@@ -32,54 +75,41 @@ pub fn run_loading<I>(
 where
     I: Iterator<Item = Item> + Send,
 {
-    let ModelLoad {
-        files,
-        settings: audit,
-        ahead,
-    } = model;
-    let ahead = ahead.then(|| PlanAhead::new(files, audit));
-    // The auditor borrows the tokenizer, so both live in this frame.
-    let tok_slot = OnceLock::new();
-    let auditor_slot: OnceLock<Result<Auditor>> = OnceLock::new();
-    let make_auditor = || {
-        let tok = crate::model::tokenizer_for(files, audit.plan.server)?;
-        let tok = tok_slot.get_or_init(|| tok);
-        // Built here rather than by the first row to need them, while the workers render.
-        tok.prepare_encoders();
-        Auditor::adopting(files, tok, audit, ahead.as_ref())
-    };
-    let report = match &ahead {
-        None => {
-            let auditor = make_auditor()?;
-            run(AuditorAt::Ready(&auditor), rows, input, settings, hooks)
+    let ahead = match model.state {
+        State::Ready(auditor) => {
+            return run(AuditorAt::Ready(&auditor), rows, input, settings, hooks);
         }
-        Some(ahead) => std::thread::scope(|s| {
-            let loader = std::thread::Builder::new().spawn_scoped(s, || {
-                // Set even if making it panics, or the workers would wait for it forever.
-                let guard = SetOnDrop(&auditor_slot);
-                let _ = auditor_slot.set(make_auditor());
-                drop(guard);
-            });
-            if let Err(e) = loader {
-                let _ = auditor_slot
-                    .set(Err(anyhow::Error::new(e)
-                        .context("cannot start the thread that loads the model")));
-            }
-            let at = AuditorAt::Loading {
-                ahead,
-                auditor: &auditor_slot,
-            };
-            run(at, rows, input, settings, hooks)
-        }),
+        State::Ahead(ahead) => ahead,
     };
-    // The model's own error comes first: the run's is only that the auditor never came.
-    if let Some(Err(_)) = auditor_slot.get() {
-        return Err(match auditor_slot.into_inner() {
-            Some(Err(e)) => e,
-            _ => anyhow::anyhow!("the model could not be loaded"),
+    let slot: OnceLock<Result<Auditor>> = OnceLock::new();
+    let report = std::thread::scope(|s| {
+        let loader = std::thread::Builder::new().spawn_scoped(s, || {
+            // Set even if making it panics, or the workers would wait for it forever.
+            let guard = SetOnDrop(&slot);
+            let _ = slot.set(auditor(
+                model.files,
+                model.settings,
+                model.tokenizer,
+                Some(&ahead),
+            ));
+            drop(guard);
         });
+        if let Err(e) = loader {
+            let _ = slot.set(Err(
+                anyhow::Error::new(e).context("cannot start the thread that loads the model")
+            ));
+        }
+        let at = AuditorAt::Loading {
+            ahead: &ahead,
+            auditor: &slot,
+        };
+        run(at, rows, input, settings, hooks)
+    });
+    // The model's own error comes first: the run's is only that the auditor never came.
+    match slot.into_inner() {
+        Some(Err(e)) => Err(e),
+        _ => report,
     }
-    report
 }
 
 /// Fills an empty slot with an error when dropped.

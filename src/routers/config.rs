@@ -36,6 +36,8 @@ pub enum ConfigError {
     /// not model).
     #[error("{0}")]
     Unmodelled(String),
+    #[error(transparent)]
+    BlockSize(#[from] crate::align::BlockSizeError),
 }
 
 /// A config file is small; a larger one is refused before it is parsed.
@@ -168,7 +170,7 @@ fn block(v: Option<&Json>, what: &str) -> Result<Option<usize>, ConfigError> {
     match uint(v, what)? {
         Some(b) if b > 0 => crate::align::check_block_size(what, b)
             .map(Some)
-            .map_err(|e| ConfigError::Invalid(e.to_string())),
+            .map_err(ConfigError::from),
         b => Ok(b),
     }
 }
@@ -487,10 +489,7 @@ fn flags(text: &str) -> Result<Loaded, ConfigError> {
                 .ok_or_else(|| {
                     ConfigError::Invalid(format!("{f} {v}: expected a positive integer"))
                 })
-                .and_then(|b| {
-                    crate::align::check_block_size(f, b)
-                        .map_err(|e| ConfigError::Invalid(e.to_string()))
-                })?;
+                .and_then(|b| crate::align::check_block_size(f, b).map_err(ConfigError::from))?;
             last = Some(b);
         }
         Ok(last)

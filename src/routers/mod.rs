@@ -302,12 +302,12 @@ pub(crate) fn by_event_match(
     [pd, hit, miss]: [(Reason, &str); 3],
 ) -> Answer {
     let visible = event_visible(t);
-    let (visible, decision, (why, rule)) = if pd_mode {
-        (visible, Decision::Other, pd)
+    let (decision, (why, rule)) = if pd_mode {
+        (Decision::Other, pd)
     } else if visible > 0 {
-        (visible, Decision::Decode, hit)
+        (Decision::Decode, hit)
     } else {
-        (0, Decision::Other, miss)
+        (Decision::Other, miss)
     };
     Answer::tokens(router, visible, decision, why, rule.into())
 }

@@ -23,6 +23,8 @@ pub enum RouterSpecError {
     /// out of range, a setting without the one it belongs to).
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    BlockSize(#[from] crate::align::BlockSizeError),
 }
 
 impl RouterSpecError {
@@ -83,10 +85,7 @@ impl Params {
 
     pub(crate) fn block_size(&mut self) -> Result<Option<usize>, RouterSpecError> {
         self.number("block_size")?
-            .map(|b| {
-                crate::align::check_block_size("block_size", b)
-                    .map_err(|e| RouterSpecError::Invalid(e.to_string()))
-            })
+            .map(|b| crate::align::check_block_size("block_size", b).map_err(RouterSpecError::from))
             .transpose()
     }
 

@@ -25,6 +25,13 @@ pub enum TokenizeError {
     Encode(String),
 }
 
+impl TokenizeError {
+    /// The tokenizers crate's error (or any other) as an encoding failure.
+    pub(crate) fn encode(e: impl std::fmt::Display) -> TokenizeError {
+        TokenizeError::Encode(e.to_string())
+    }
+}
+
 /// What kvaudit refuses, or cannot prepare, in a tokenizer.json (an untrusted file).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenizerFileError {
@@ -387,7 +394,7 @@ impl Tokenizer {
             Inner::Prepared(t) => t.encode_fast(text, false),
         };
         enc.map(|e| e.get_ids().to_vec())
-            .map_err(|e| TokenizeError::Encode(e.to_string()))
+            .map_err(TokenizeError::encode)
     }
 
     /// `text` encoded as [`encode`](Self::encode) does, reusing the ids of `base` up to the

@@ -47,8 +47,7 @@ impl WordIds for tokenizers::ModelWrapper {
         out: &mut Vec<u32>,
     ) -> Result<(), TokenizeError> {
         let word = byte_level(piece.as_bytes(), scratch);
-        let tokens = tokenizers::Model::tokenize(self, word)
-            .map_err(|e| TokenizeError::Encode(e.to_string()))?;
+        let tokens = tokenizers::Model::tokenize(self, word).map_err(TokenizeError::encode)?;
         out.extend(tokens.iter().map(|t| t.id));
         Ok(())
     }

@@ -65,17 +65,6 @@ impl Causes {
     pub fn recomputed(&self) -> usize {
         self.total() - self.reused
     }
-
-    /// Adds another request's causes to these.
-    pub fn add(&mut self, other: &Causes) {
-        self.reused += other.reused;
-        self.misrouted += other.misrouted;
-        self.evicted += other.evicted;
-        self.block_tail += other.block_tail;
-        self.rewritten += other.rewritten;
-        self.new += other.new;
-        self.disagreement += other.disagreement;
-    }
 }
 
 /// The causes of `r`'s prompt tokens (see the module documentation for the rules).

@@ -1,7 +1,7 @@
 //! What each pod holds now, at its engine's block size, kept current by the pod's KV events.
 //!
-//! A block is known by its content: the key of block `i` of a sequence hashes the key of
-//! block `i - 1` and the block's own tokens, so a prompt's blocks are looked up without the
+//! A block is known by its content: the key of block `i` of a sequence hashes the block's own
+//! tokens seeded with the key of block `i - 1`, so a prompt's blocks are looked up without the
 //! engine's hash function (which varies by version, seed and engine). The engine's own hashes
 //! only link a stored block to its parent and name the blocks an eviction removes. The view is
 //! exact for what the events say; where they cannot say (a parent never seen, a pod past its
@@ -156,13 +156,10 @@ impl Holdings {
     }
 }
 
+/// A block's key: its tokens hashed with its parent's key as the seed, so equal keys mean
+/// equal sequences up to and including the block.
 fn chain(parent: u64, block: &[u32]) -> u64 {
-    let mut bytes = Vec::with_capacity(8 + 4 * block.len());
-    bytes.extend_from_slice(&parent.to_le_bytes());
-    for t in block {
-        bytes.extend_from_slice(&t.to_le_bytes());
-    }
-    xxhash_rust::xxh3::xxh3_64(&bytes)
+    crate::routers::dynamo::index::tokens_hash(block, parent)
 }
 
 /// The engine's hash as one number: ints as they are, bytes hashed whole (vLLM's are

@@ -42,6 +42,7 @@ impl CheckSettings {
             return Ok(CheckSettings::Explain(code));
         }
         if let Some(path) = alone(args) {
+            check_engine_block_size(args)?;
             return Ok(CheckSettings::LintRouterConfig(path.to_path_buf()));
         }
         let mut config = check_config(args)?;
@@ -50,9 +51,7 @@ impl CheckSettings {
                 .map_err(|e| anyhow::anyhow!("--router {text:?}: {e}"))?;
             config.gate.routers.push(text.clone());
         }
-        if args.engine_block_size == 0 {
-            bail!("--engine-block-size must be positive");
-        }
+        check_engine_block_size(args)?;
         if let Some(path) = &args.router_config {
             let (loaded, _) = super::router_config(path)?;
             // Its llm-d wiring becomes the router view of the run (KVA401/KVA402 measure it).
@@ -109,12 +108,19 @@ fn alone(args: &CheckArgs) -> Option<&Path> {
         (Some(path), None)
             if args.model.is_empty()
                 && args.scenario.is_empty()
-                && !Path::new("kvaudit.toml").exists() =>
+                && !Path::new(gate::config::FILE_NAME).exists() =>
         {
             Some(path.as_path())
         }
         _ => None,
     }
+}
+
+fn check_engine_block_size(args: &CheckArgs) -> Result<()> {
+    if args.engine_block_size == 0 {
+        bail!("--engine-block-size must be positive");
+    }
+    Ok(())
 }
 
 /// The llm-d settings a router config's wiring starts from.

@@ -16,15 +16,20 @@ pub const SEED: u64 = 1337;
 
 /// A block's hash as Dynamo computes it: XXH3-64 of its tokens as little-endian u32s.
 pub fn local_hash(tokens: &[u32]) -> u64 {
+    tokens_hash(tokens, SEED)
+}
+
+/// XXH3-64 with `seed` of `tokens` as little-endian u32s (on the stack up to a 64-token block).
+pub fn tokens_hash(tokens: &[u32], seed: u64) -> u64 {
     let mut bytes = [0u8; 4 * 64];
     if tokens.len() <= 64 {
         for (b, t) in bytes.chunks_exact_mut(4).zip(tokens) {
             b.copy_from_slice(&t.to_le_bytes());
         }
-        return xxhash_rust::xxh3::xxh3_64_with_seed(&bytes[..4 * tokens.len()], SEED);
+        return xxhash_rust::xxh3::xxh3_64_with_seed(&bytes[..4 * tokens.len()], seed);
     }
     let v: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
-    xxhash_rust::xxh3::xxh3_64_with_seed(&v, SEED)
+    xxhash_rust::xxh3::xxh3_64_with_seed(&v, seed)
 }
 
 #[derive(Debug, Default)]

@@ -422,7 +422,7 @@ impl FastBpe {
                         byte_level(&raw[..len], scratch)
                     };
                     self.short_or_merged(words, Some(key), word, out)
-                        .map_err(|e| TokenizeError::Encode(e.to_string()))
+                        .map_err(TokenizeError::encode)
                 };
             f(&mut |piece| {
                 if piece.is_empty() {
@@ -441,7 +441,7 @@ impl FastBpe {
                         }
                         let word = byte_level(piece.as_bytes(), &mut scratch);
                         self.unstored_word_ids(words, None, word, out)
-                            .map_err(|e| TokenizeError::Encode(e.to_string()))?;
+                            .map_err(TokenizeError::encode)?;
                     }
                 }
                 Ok(())
@@ -469,7 +469,7 @@ impl WordIds for FastBpe {
             move || byte_level(piece.as_bytes(), scratch),
             out,
         )
-        .map_err(|e| TokenizeError::Encode(e.to_string()))
+        .map_err(TokenizeError::encode)
     }
 
     fn with_pieces(
