@@ -50,6 +50,7 @@ mod sglang_live;
 mod tokenizer;
 mod ux;
 mod vllm_live;
+mod watch;
 
 /// Each `tests/NAME.rs` is `mod NAME;` above (a file left out would never be compiled, let
 /// alone run), and each snapshot belongs to one of them.
