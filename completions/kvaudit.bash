@@ -55,6 +55,9 @@ _kvaudit() {
             kvaudit,replay)
                 cmd="kvaudit__subcmd__replay"
                 ;;
+            kvaudit,watch)
+                cmd="kvaudit__subcmd__watch"
+                ;;
             kvaudit__subcmd__help,capture)
                 cmd="kvaudit__subcmd__help__subcmd__capture"
                 ;;
@@ -94,6 +97,9 @@ _kvaudit() {
             kvaudit__subcmd__help,replay)
                 cmd="kvaudit__subcmd__help__subcmd__replay"
                 ;;
+            kvaudit__subcmd__help,watch)
+                cmd="kvaudit__subcmd__help__subcmd__watch"
+                ;;
             *)
                 ;;
         esac
@@ -101,7 +107,7 @@ _kvaudit() {
 
     case "${cmd}" in
         kvaudit)
-            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture check corpus merge probe init completions help"
+            opts="-q -h -V --color --quiet --help --version diff-turns fetch replay keys render capture watch check corpus merge probe init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -655,7 +661,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help)
-            opts="diff-turns fetch replay keys render capture check corpus merge probe init completions help"
+            opts="diff-turns fetch replay keys render capture watch check corpus merge probe init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -837,6 +843,20 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__help__subcmd__replay)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__help__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1336,6 +1356,104 @@ _kvaudit() {
                     return 0
                     ;;
                 --pod)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "human json prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvaudit__subcmd__watch)
+            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --requests --block-size --capacity --conversations --record --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -m)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --revision)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --template-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tokenizer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requests)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --capacity)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conversations)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --record)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reply-format)
+                    COMPREPLY=($(compgen -W "plain think_nl think_tight harmony" -- "${cur}"))
+                    return 0
+                    ;;
+                --template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kwargs-turn)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -W "transformers vllm vllm@0.32 sglang sglang@0.5.23 sglang@main llamacpp" -- "${cur}"))
+                    return 0
+                    ;;
+                --server-template-kwarg)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fuel)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -107,6 +107,42 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_shl(shift).filter(|b| b >> shift == n)
 }
 
+/// Reads one line (without its `\n`) into `buf`, keeping at most `limit` bytes of it:
+/// `Ok(None)` at the end of the input, `Ok(Some(false))` for a longer line, read to its end
+/// without holding it (`buf` then empty).
+pub fn read_line_bounded(
+    reader: &mut dyn std::io::BufRead,
+    limit: usize,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let (mut any, mut over) = (false, false);
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(any.then_some(!over));
+        }
+        any = true;
+        let (part, found) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if !over {
+            if buf.len() + part.len() > limit {
+                over = true;
+                *buf = Vec::new();
+            } else {
+                buf.extend_from_slice(part);
+            }
+        }
+        let n = found.unwrap_or(chunk.len());
+        reader.consume(n);
+        if found.is_some() {
+            return Ok(Some(!over));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +196,23 @@ mod tests {
         assert_eq!(super::parse_size("lots"), None);
         assert_eq!(super::parse_size("-1"), None);
         assert_eq!(super::parse_size(""), None);
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_read_to_its_end_and_not_kept() {
+        let mut input = std::io::BufReader::with_capacity(4, &b"abc\n0123456789\nxy"[..]);
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        while let Some(whole) = read_line_bounded(&mut input, 5, &mut buf).unwrap() {
+            got.push((whole, String::from_utf8(buf.clone()).unwrap()));
+        }
+        assert_eq!(
+            got,
+            [
+                (true, "abc".to_string()),
+                (false, String::new()),
+                (true, "xy".to_string())
+            ]
+        );
     }
 }

@@ -63,6 +63,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => commands::keys::run(args, &mut out),
         Command::Render(args) => commands::render::run(args, &mut out),
         Command::Capture(args) => commands::capture::run(args, &mut out),
+        Command::Watch(args) => commands::watch::run(args, &mut out),
         Command::Check(args) => commands::check::run(args, &mut out),
         Command::Corpus(args) => commands::corpus::run(args, &mut out),
         Command::Merge(args) => commands::merge::run(args, &mut out),

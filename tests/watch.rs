@@ -199,3 +199,545 @@ fn holdings_say_what_each_pod_held_after_every_message_of_the_real_captures() {
         "{captures} captures, {nonzero} non-zero"
     );
 }
+
+// ---- request-log mode over a scripted two-pod scenario ----------------------------------
+
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+
+use kvaudit::events::encode::encode_batch;
+use kvaudit::events::frames::write_frame;
+use kvaudit::events::msgpack::IntWidth;
+use kvaudit::events::{
+    Batch, BatchWire, BlockRemoved, BlockStored, Event, EventKind, EventWire, WireHash,
+};
+use serde_json::json;
+
+const B: usize = 16;
+/// Fixed, so every prompt's date line is the same day.
+const NOW: &str = "2024-07-26T10:00:00";
+
+/// A pod as the scenario drives it: the engine's hash of each held block, and its capture.
+struct ScriptedPod {
+    name: &'static str,
+    alive: HashSet<u64>,
+    frames: Vec<u8>,
+    seq: u64,
+}
+
+/// The engine's hash of each whole block of `ids` (any function of the block and its parent
+/// will do: kvaudit never computes it).
+fn chain_hashes(ids: &[u32]) -> Vec<u64> {
+    let mut parent = 0u64;
+    ids.chunks_exact(B)
+        .map(|block| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (parent, block).hash(&mut h);
+            parent = h.finish();
+            parent
+        })
+        .collect()
+}
+
+fn wire(h: u64) -> WireHash {
+    WireHash::Uint(h, IntWidth::U64)
+}
+
+impl ScriptedPod {
+    fn new(name: &'static str) -> ScriptedPod {
+        ScriptedPod {
+            name,
+            alive: HashSet::new(),
+            frames: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    fn publish(&mut self, ts: f64, kind: EventKind) {
+        let batch = Batch {
+            ts,
+            events: vec![Event {
+                kind,
+                wire: EventWire::Map,
+            }],
+            data_parallel_rank: Some(0),
+            wire: BatchWire::Array(3),
+        };
+        let topic = format!("kv@{}@tiny", self.name);
+        write_frame(
+            &mut self.frames,
+            topic.as_bytes(),
+            self.seq,
+            &encode_batch(&batch),
+        );
+        self.seq += 1;
+    }
+
+    /// Serves a request as vLLM does: one store for the prompt's whole blocks it did not hold
+    /// (parent: the last it held), then one per block the reply fills. `kept` is the prompt
+    /// and the reply less its last token.
+    fn serve(&mut self, ts: f64, prompt_len: usize, kept: &[u32]) {
+        let hashes = chain_hashes(kept);
+        let cached = hashes.iter().take_while(|h| self.alive.contains(h)).count();
+        let prefill_end = (prompt_len / B).max(cached);
+        let mut spans = vec![(cached, prefill_end)];
+        spans.extend((prefill_end..hashes.len()).map(|i| (i, i + 1)));
+        for (k, (from, to)) in spans.into_iter().filter(|(a, b)| b > a).enumerate() {
+            let store = BlockStored {
+                block_hashes: hashes[from..to].iter().map(|&h| wire(h)).collect(),
+                parent_block_hash: from.checked_sub(1).map(|p| wire(hashes[p])),
+                token_ids: kept[from * B..to * B].to_vec(),
+                block_size: B as i64,
+                medium: Some("GPU".into()),
+                ..BlockStored::default()
+            };
+            self.alive.extend(&hashes[from..to]);
+            self.publish(ts + 0.01 * k as f64, EventKind::Stored(Box::new(store)));
+        }
+    }
+
+    /// Evicts the blocks of `ids` from the first that `keep` does not share.
+    fn evict_after_shared(&mut self, ts: f64, ids: &[u32], keep: &[u32]) {
+        let keep: HashSet<u64> = chain_hashes(keep).into_iter().collect();
+        let gone: Vec<u64> = chain_hashes(ids)
+            .into_iter()
+            .filter(|h| !keep.contains(h) && self.alive.remove(h))
+            .collect();
+        let removed = BlockRemoved {
+            block_hashes: gone.iter().map(|&h| wire(h)).collect(),
+            medium: Some("GPU".into()),
+            ..BlockRemoved::default()
+        };
+        self.publish(ts, EventKind::Removed(Box::new(removed)));
+    }
+
+    /// Tokens of `ids` held: whole blocks from the start.
+    fn held(&self, ids: &[u32]) -> usize {
+        chain_hashes(ids)
+            .iter()
+            .take_while(|h| self.alive.contains(h))
+            .count()
+            * B
+    }
+}
+
+/// Prompt ids and what the pod keeps after each reply, as `kvaudit render` gives them.
+struct Rendered {
+    prompts: Vec<Vec<u32>>,
+    kept: Vec<Vec<u32>>,
+}
+
+fn rendered(model: &Path, conv: &Path) -> Rendered {
+    let run = |extra: &[&str]| -> Json {
+        let out = common::kvaudit()
+            .args([
+                "render", "--server", "vllm", "--now", NOW, "--format", "json", "--tokens",
+            ])
+            .arg("-m")
+            .arg(model)
+            .arg("-c")
+            .arg(conv)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let prompts: Vec<Vec<u32>> = run(&[])["conversations"][0]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| ids(&p["ids"]))
+        .collect();
+    let kept = (1..prompts.len())
+        .map(|k| ids(&run(&["--held", &k.to_string()])["conversations"][0]["held"][0]["ids"]))
+        .collect();
+    Rendered { prompts, kept }
+}
+
+/// What the causes must be, token by token: the first rule that claims a token wins.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Want {
+    reused: u64,
+    misrouted: u64,
+    evicted: u64,
+    block_tail: u64,
+    rewritten: u64,
+    new: u64,
+}
+
+fn want(prompt: &[u32], serving: usize, others: usize, previous: Option<&[u32]>) -> Want {
+    let n = prompt.len();
+    // The engine computes the last token whatever it holds.
+    let reusable = (n - 1) / B * B;
+    let (left, shared) = match previous {
+        Some(p) => (
+            p.len(),
+            p.iter().zip(prompt).take_while(|(a, b)| a == b).count(),
+        ),
+        None => (0, 0),
+    };
+    let mut w = Want::default();
+    for i in 0..n {
+        let in_whole = |end: usize| i < end / B * B && i < reusable;
+        if in_whole(serving) {
+            w.reused += 1;
+        } else if in_whole(others) {
+            w.misrouted += 1;
+        } else if in_whole(shared) {
+            w.evicted += 1;
+        } else if i < shared.max(serving).max(others) {
+            w.block_tail += 1;
+        } else if i < left {
+            w.rewritten += 1;
+        } else {
+            w.new += 1;
+        }
+    }
+    w
+}
+
+fn causes(v: &Json) -> Want {
+    let n = |k: &str| v[k].as_u64().unwrap();
+    Want {
+        reused: n("reused"),
+        misrouted: n("misrouted"),
+        evicted: n("evicted"),
+        block_tail: n("block_tail"),
+        rewritten: n("rewritten"),
+        new: n("new"),
+    }
+}
+
+fn add(a: Want, b: Want) -> Want {
+    Want {
+        reused: a.reused + b.reused,
+        misrouted: a.misrouted + b.misrouted,
+        evicted: a.evicted + b.evicted,
+        block_tail: a.block_tail + b.block_tail,
+        rewritten: a.rewritten + b.rewritten,
+        new: a.new + b.new,
+    }
+}
+
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
+#[test]
+fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
+    let test = "request_log_mode_attributes_every_token_of_a_scripted_two_pod_day";
+    let Some(shared) = common::shared_dir(test) else {
+        return;
+    };
+    let model = shared.join("models/llama-3.1-8b-instruct");
+    let dir = tempfile::tempdir().unwrap();
+    let talk = |name: &str, first: &str, reply: &str, second: &str| -> (Json, Rendered) {
+        let conv = json!({"messages": [
+            {"role": "user", "content": first},
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": second},
+        ]});
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, conv.to_string()).unwrap();
+        (conv, rendered(&model, &path))
+    };
+    let a = talk(
+        "a",
+        "Name three rivers of Europe and the seas they flow into, one line each.",
+        "The Danube flows into the Black Sea.\nThe Rhine flows into the North Sea.\nThe Rhone flows into the Mediterranean Sea.",
+        "Which of them is the longest?",
+    );
+    let b = talk(
+        "b",
+        "Write a haiku about the first snow of winter falling on a quiet village.",
+        "Soft flakes drift and fall\nroofs and lanes turn white and still\nthe village breathes slow",
+        "Now one about spring rain.",
+    );
+    let c = talk(
+        "c",
+        "Explain in two sentences why the sky looks blue during the day.",
+        "Sunlight scatters off the molecules of the air, and shorter blue wavelengths scatter far more than red ones. So light reaching us from every part of the sky is mostly blue.",
+        "And why is it red at sunset?",
+    );
+    let (d, d_rendered) = {
+        let conv = json!({"messages": [{"role": "user", "content": "Count from one to ten in French, separated by commas, please."}]});
+        let path = dir.path().join("d.json");
+        std::fs::write(&path, conv.to_string()).unwrap();
+        let r = rendered(&model, &path);
+        (conv, r)
+    };
+    let first = |conv: &Json| json!({"model": "tiny", "messages": [conv["messages"][0]]});
+    let whole = |conv: &Json| json!({"model": "tiny", "messages": conv["messages"]});
+
+    let mut pods = [ScriptedPod::new("d0"), ScriptedPod::new("d1")];
+    let mut lines: Vec<String> = Vec::new();
+    let mut expected: Vec<(&str, Want)> = Vec::new();
+    let ts = std::cell::Cell::new(100.0);
+    // One request: its line, what it must be attributed, then its pod serving it.
+    let mut request = |pods: &mut [ScriptedPod; 2],
+                       pod: usize,
+                       named: bool,
+                       body: Json,
+                       prompt: &[u32],
+                       previous: Option<&[u32]>,
+                       kept: &[u32],
+                       cached_off: usize| {
+        let serving = pods[pod].held(prompt);
+        let others = pods[1 - pod].held(prompt);
+        let w = want(prompt, serving, others, previous);
+        let mut line = json!({"ts": ts.get(), "request": body,
+            "usage": {"prompt_tokens": prompt.len(),
+                      "prompt_tokens_details": {"cached_tokens": w.reused as usize + cached_off}}});
+        if named {
+            line["pod"] = json!(pods[pod].name);
+        }
+        lines.push(line.to_string());
+        expected.push((pods[pod].name, w));
+        pods[pod].serve(ts.get() + 0.5, prompt.len(), kept);
+        ts.set(ts.get() + 1.0);
+    };
+    let (av, ar) = &a;
+    let (bv, br) = &b;
+    let (cv, cr) = &c;
+    request(
+        &mut pods,
+        0,
+        true,
+        first(av),
+        &ar.prompts[0],
+        None,
+        &ar.kept[0],
+        0,
+    );
+    request(
+        &mut pods,
+        1,
+        true,
+        first(bv),
+        &br.prompts[0],
+        None,
+        &br.kept[0],
+        0,
+    );
+    request(
+        &mut pods,
+        0,
+        true,
+        first(cv),
+        &cr.prompts[0],
+        None,
+        &cr.kept[0],
+        0,
+    );
+    // A's second turn on the pod that served its first: reused, a block tail, new.
+    let a2 = ar.prompts[1].clone();
+    request(
+        &mut pods,
+        0,
+        true,
+        whole(av),
+        &a2,
+        Some(&ar.kept[0]),
+        &a2,
+        16,
+    );
+    // C's first turn evicted from d0 (all but what other conversations share), then C's
+    // second turn there: evicted.
+    pods[0].evict_after_shared(ts.get(), &cr.kept[0], &ar.kept[0]);
+    ts.set(ts.get() + 1.0);
+    let c2 = cr.prompts[1].clone();
+    request(
+        &mut pods,
+        0,
+        true,
+        whole(cv),
+        &c2,
+        Some(&cr.kept[0]),
+        &c2,
+        0,
+    );
+    // B's second turn sent to d0 while d1 holds its first: misrouted.
+    let b2 = br.prompts[1].clone();
+    request(
+        &mut pods,
+        0,
+        true,
+        whole(bv),
+        &b2,
+        Some(&br.kept[0]),
+        &b2,
+        0,
+    );
+    // D names no pod: d1's stores of its prompt say d1 served it.
+    let d1 = d_rendered.prompts[0].clone();
+    let mut d_kept = d1.clone();
+    d_kept.extend(1000..1040u32);
+    request(&mut pods, 1, false, whole(&d), &d1, None, &d_kept, 0);
+    lines.insert(3, "{not json".into());
+
+    let requests = dir.path().join("requests.jsonl");
+    std::fs::write(&requests, lines.join("\n") + "\n").unwrap();
+    for p in &pods {
+        std::fs::write(dir.path().join(format!("{}.frames", p.name)), &p.frames).unwrap();
+    }
+    let record = dir.path().join("record.jsonl");
+    let watch = |format: &str, record: bool| {
+        let mut cmd = common::kvaudit();
+        cmd.current_dir(dir.path())
+            .args([
+                "watch",
+                "--server",
+                "vllm",
+                "--now",
+                NOW,
+                "--block-size",
+                "16",
+            ])
+            .args(["--format", format, "--requests", "requests.jsonl"])
+            .args(["--pod", "d0=d0.frames", "--pod", "d1=d1.frames"])
+            .args(["-m", "llama-3.1"]);
+        if record {
+            cmd.args(["--record", "record.jsonl"]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The model by a short name of its own, as the metrics' label and the summary show it.
+    std::os::unix::fs::symlink(&model, dir.path().join("llama-3.1")).unwrap();
+    let report: Json = serde_json::from_str(&watch("json", true)).unwrap();
+    let totals = &report["totals"];
+
+    let mut all = Want::default();
+    let mut by_pod: HashMap<&str, (Want, u64)> = HashMap::new();
+    for (pod, w) in &expected {
+        all = add(all, *w);
+        let e = by_pod.entry(pod).or_default();
+        e.0 = add(e.0, *w);
+        e.1 += 1;
+    }
+    // Every cause occurs, so each rule is exercised.
+    assert!(
+        all.reused > 0 && all.misrouted > 0 && all.evicted > 0 && all.block_tail > 0 && all.new > 0,
+        "{all:?}"
+    );
+    assert_eq!(causes(&totals["causes"]), all, "{report:#}");
+    for (pod, (w, n)) in &by_pod {
+        assert_eq!(causes(&totals["pods"][pod]["causes"]), *w, "{pod}");
+        assert_eq!(totals["pods"][pod]["requests"], json!(n), "{pod}");
+    }
+    let prompt_tokens: u64 = expected
+        .iter()
+        .map(|(_, w)| add(*w, Want::default()))
+        .map(|w| w.reused + w.misrouted + w.evicted + w.block_tail + w.rewritten + w.new)
+        .sum();
+    assert_eq!(totals["prompt_tokens"], json!(prompt_tokens));
+    assert_eq!(totals["requests"], json!(7));
+    // The one request whose cached_tokens was off by a block.
+    assert_eq!(totals["causes"]["disagreement"], json!(16));
+    assert_eq!(totals["prompt_mismatches"], json!(0));
+    assert_eq!(totals["unattributed"], json!({}));
+    assert_eq!(report["input"]["links"], json!({"first": 4, "linked": 3}));
+    assert_eq!(report["input"]["bad_lines"], json!({"json": 1}));
+    assert_eq!(report["input"]["first_bad"][0], json!(4));
+
+    // The record holds each conversation once, at its last request, as corpus reads it.
+    let rows: Vec<Json> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    for conv in [av, bv, cv, &d] {
+        assert!(
+            rows.contains(&json!({"messages": conv["messages"]})),
+            "{conv}"
+        );
+    }
+    let corpus = common::kvaudit()
+        .args([
+            "corpus",
+            "--server",
+            "vllm",
+            "--now",
+            NOW,
+            "--format",
+            "json",
+            "--block-sizes",
+            "16",
+        ])
+        .arg("-m")
+        .arg(&model)
+        .arg(&record)
+        .output()
+        .unwrap();
+    let corpus: Json = serde_json::from_slice(&corpus.stdout).unwrap();
+    // D has one request, so no turn to audit; A, B and C one transition each, none
+    // rewritten (Llama 3.1's template extends its history).
+    assert_eq!(
+        (&corpus["conversations"], &corpus["transitions"]),
+        (&json!(3), &json!(3)),
+        "{corpus:#}"
+    );
+    assert_eq!(corpus["transitions_with_rewrite"], json!(0), "{corpus:#}");
+
+    // The Prometheus text, read by the Prometheus client's own parser, says the same.
+    let text = watch("prometheus", false);
+    let parsed = prometheus_samples(&text);
+    let mut by_cause: HashMap<String, u64> = HashMap::new();
+    for (name, labels, value) in &parsed {
+        if name == "kvaudit_watch_prompt_tokens_total" {
+            assert_eq!(labels["model"], "llama-3.1");
+            *by_cause.entry(labels["cause"].clone()).or_default() += *value as u64;
+        }
+    }
+    for cause in [
+        "reused",
+        "misrouted",
+        "evicted",
+        "block_tail",
+        "rewritten",
+        "new",
+    ] {
+        assert_eq!(json!(by_cause[cause]), totals["causes"][cause], "{cause}");
+    }
+    insta::assert_snapshot!("watch_log_human", watch("human", false));
+}
+
+/// Every sample of a Prometheus text exposition as prometheus_client parses it: name, labels,
+/// value.
+fn prometheus_samples(text: &str) -> Vec<(String, HashMap<String, String>, f64)> {
+    use std::io::Write as _;
+    let script = "import json, sys\n\
+        from prometheus_client.parser import text_string_to_metric_families as parse\n\
+        print(json.dumps([[s.name, s.labels, s.value] for f in parse(sys.stdin.read()) for s in f.samples]))";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client could not parse it ({}):\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -663,3 +663,55 @@ pub struct ProbeArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub format: OutputFormat,
 }
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// A pod and where its KV events come from: `NAME=FILE`, a capture `kvaudit capture`
+    /// wrote of that pod's publisher (repeatable, one per pod).
+    #[arg(long, value_name = "NAME=SOURCE", required = true)]
+    pub pod: Vec<String>,
+
+    /// The requests, one JSON object a line (`-` for standard input): `{"ts": SECONDS,
+    /// "request": {chat completion body}, "pod": NAME, "usage": {the response's usage}}`;
+    /// `pod` and `usage` when known. `ts` is on the engines' clock (the events' timestamps).
+    #[arg(long, value_name = "FILE|-")]
+    pub requests: PathBuf,
+
+    /// The engine's KV block size (default: the --server engine's default).
+    #[arg(long, value_name = "TOKENS", value_parser = block_size)]
+    pub block_size: Option<usize>,
+
+    /// The most KV blocks one pod holds (its GPU block count): a pod's view stops there and
+    /// is marked stale rather than grow without bound.
+    #[arg(long, default_value_t = 4_000_000, value_name = "BLOCKS")]
+    pub capacity: usize,
+
+    /// Conversations remembered to link a request to the one before it (least recently
+    /// seen forgotten first).
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub conversations: usize,
+
+    /// Also write the observed conversations, one JSON line each, as `kvaudit corpus` reads
+    /// them (opt-in: they hold the prompts).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub record: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub rendering: RenderingArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = WatchFormat::Human)]
+    pub format: WatchFormat,
+}
+
+format_choice! {
+    /// Formats of the watch summary.
+    WatchFormat {
+        Human,
+        Json,
+        Prometheus,
+    }
+}

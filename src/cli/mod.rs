@@ -81,6 +81,10 @@ pub enum Command {
     /// Record KV events live from vLLM/SGLang ZMQ publishers into a `.frames` file, with gap
     /// detection and recovery through the publishers' replay sockets.
     Capture(Box<CaptureArgs>),
+    /// Attribute every prompt token of a fleet's requests to why it was or was not served from
+    /// the KV cache (reused, misrouted, evicted, block tail, rewritten, new), with each pod's
+    /// holdings kept by its KV events.
+    Watch(Box<WatchArgs>),
     /// The CI gate: audit the models of kvaudit.toml, compare with the baseline, and fail
     /// (exit 1) on deny findings.
     #[command(long_about = CHECK_ABOUT, after_help = CHECK_EXAMPLES)]

@@ -15,6 +15,7 @@ pub mod render;
 pub mod replay;
 pub mod settings;
 pub mod terminal;
+pub mod watch;
 
 /// What a command found; main maps it to the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

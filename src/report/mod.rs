@@ -15,6 +15,7 @@ pub mod markdown;
 pub mod probe;
 pub mod render;
 pub mod replay;
+pub mod watch;
 
 use anyhow::{Result, bail};
 use serde::Serialize;

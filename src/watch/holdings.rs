@@ -54,10 +54,12 @@ impl Unapplied {
 
 #[derive(Debug, Default)]
 struct Pod {
-    /// The engine's hash of each block held → the block's content key.
-    by_engine: FxHashMap<u64, u64>,
+    /// The engine's hash of each block held → the block's content key and its parent's.
+    by_engine: FxHashMap<u64, (u64, u64)>,
     /// Content key → how many held blocks have it.
     held: FxHashMap<u64, u32>,
+    /// Content key → how many held blocks follow it: a sequence continued past a prompt.
+    children: FxHashMap<u64, u32>,
     unapplied: BTreeMap<Unapplied, u64>,
     /// Set by the first event that left the view incomplete; cleared by AllBlocksCleared.
     stale: Option<Unapplied>,
@@ -127,6 +129,15 @@ impl Holdings {
         })
     }
 
+    /// Whether `pod` holds a block that follows the last of `keys` (a prompt's whole blocks):
+    /// the pod went on past the prompt. Never for a prompt without a whole block.
+    pub fn holds_after(&self, pod: &str, keys: &[u64]) -> bool {
+        match (self.pods.get(pod), keys.last()) {
+            (Some(p), Some(last)) => p.children.contains_key(last),
+            _ => false,
+        }
+    }
+
     /// The most prompt tokens a pod other than `serving` holds.
     pub fn held_elsewhere(&self, serving: &str, keys: &[u64]) -> usize {
         self.pods
@@ -193,10 +204,12 @@ fn store(
     }
     let mut parent = match &s.parent_block_hash {
         None => ROOT,
-        Some(h) => *p
-            .by_engine
-            .get(&engine_key(h))
-            .ok_or(Unapplied::UnknownParent)?,
+        Some(h) => {
+            p.by_engine
+                .get(&engine_key(h))
+                .ok_or(Unapplied::UnknownParent)?
+                .0
+        }
     };
     if p.by_engine.len() + s.block_hashes.len() > capacity {
         return Err(Unapplied::OverCapacity);
@@ -208,10 +221,11 @@ fn store(
     {
         let key = chain(parent, block);
         // A hash stored again (the engine re-published it) replaces, not duplicates.
-        if let Some(old) = p.by_engine.insert(engine_key(hash), key) {
+        if let Some(old) = p.by_engine.insert(engine_key(hash), (key, parent)) {
             release(p, old);
         }
         *p.held.entry(key).or_default() += 1;
+        *p.children.entry(parent).or_default() += 1;
         parent = key;
     }
     Ok(())
@@ -234,11 +248,16 @@ fn remove(p: &mut Pod, r: &BlockRemoved) -> Result<(), Unapplied> {
     Ok(())
 }
 
-fn release(p: &mut Pod, key: u64) {
-    if let Some(n) = p.held.get_mut(&key) {
+fn release(p: &mut Pod, (key, parent): (u64, u64)) {
+    decrement(&mut p.held, key);
+    decrement(&mut p.children, parent);
+}
+
+fn decrement(counts: &mut FxHashMap<u64, u32>, key: u64) {
+    if let Some(n) = counts.get_mut(&key) {
         *n -= 1;
         if *n == 0 {
-            p.held.remove(&key);
+            counts.remove(&key);
         }
     }
 }
@@ -301,6 +320,11 @@ mod tests {
         assert_eq!(h.held("d1", &keys), 0);
         assert_eq!(h.held_elsewhere("d1", &keys), 12);
         assert_eq!(h.held_elsewhere("d0", &keys), 0);
+        // The first two blocks as a prompt: d0 went on past it, d1 did not.
+        assert!(h.holds_after("d0", &keys[..2]));
+        assert!(!h.holds_after("d0", &keys));
+        assert!(!h.holds_after("d1", &keys[..2]));
+        assert!(!h.holds_after("d0", &[]));
         // Evicting the middle block ends the match there, whatever follows it.
         h.apply("d0", &batch(vec![removed(&[12])]));
         assert_eq!(h.held("d0", &keys), 4);

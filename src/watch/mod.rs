@@ -1,10 +1,13 @@
 //! The live monitor (`kvaudit watch`, issue 51): each request of a running fleet, its prompt
-//! tokens attributed to why they were or were not served from KV cache. This stage holds the
-//! attribution and each pod's holdings; the pod subscriptions, the proxy and the exports
-//! build on them.
+//! tokens attributed to why they were or were not served from KV cache.
 
 pub mod attribute;
+pub mod conversations;
+pub mod exchange;
 pub mod holdings;
+pub mod log;
+pub mod monitor;
 
 pub use attribute::{Causes, Request, attribute};
 pub use holdings::{Holdings, Unapplied};
+pub use monitor::{Attributed, CauseTotals, Exchange, Monitor, PodTotals, Totals, Unattributed};

@@ -21,6 +21,7 @@ mod keys;
 mod probe;
 mod render;
 mod replay;
+mod watch;
 
 pub use check::*;
 pub use corpus::*;
@@ -29,6 +30,7 @@ pub use keys::*;
 pub use probe::*;
 pub use render::*;
 pub use replay::*;
+pub use watch::*;
 
 /// llm-d's index settings from the flags diff-turns, replay, capture and keys share.
 pub fn index_config(

@@ -1,0 +1,121 @@
+//! The watch summary for a reader.
+
+use std::fmt::Write;
+
+use super::{WatchOutput, answer, percent};
+use crate::report::layout::wrap_long_lines;
+use crate::report::{Exporter, Style, thousands};
+
+pub struct Human;
+
+impl Exporter<WatchOutput<'_>> for Human {
+    fn export(&self, out: &WatchOutput<'_>, style: &Style) -> anyhow::Result<String> {
+        Ok(wrap_long_lines(&to_human(out), style.width))
+    }
+}
+
+fn n(v: u64) -> String {
+    thousands(v as u128)
+}
+
+/// `v` and its noun, one or many.
+fn count(v: u64, one: &str, many: &str) -> String {
+    format!("{} {}", n(v), if v == 1 { one } else { many })
+}
+
+fn to_human(o: &WatchOutput) -> String {
+    let t = o.totals;
+    let c = &t.causes;
+    let whole = c.total();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: {} requests, {} prompt tokens ({}, {}, block size {})",
+        o.requests,
+        n(t.requests),
+        n(t.prompt_tokens),
+        o.model,
+        o.server,
+        o.block_size
+    );
+    out.push('\n');
+    let _ = writeln!(out, "  {:<12} {:>12} {:>7}", "cause", "tokens", "share");
+    for (name, v) in c.named() {
+        let mut line = format!("  {name:<12} {:>12} {:>7}", n(v), percent(v, whole));
+        if name == "rewritten" && !t.rewrite_classes.is_empty() {
+            let classes: Vec<String> = t
+                .rewrite_classes
+                .iter()
+                .map(|(k, v)| format!("{k} {}", n(*v)))
+                .collect();
+            let _ = write!(line, "  ({})", classes.join(", "));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out.push('\n');
+    for (name, p) in &t.pods {
+        let _ = write!(
+            out,
+            "  pod {name}: {} requests, {} reused, {} blocks held, {} event batches",
+            n(p.requests),
+            percent(p.causes.reused, p.causes.total()),
+            n(p.blocks as u64),
+            n(p.batches)
+        );
+        if let Some(why) = p.stale {
+            let _ = write!(out, ", view stale ({why})");
+        }
+        let unapplied: Vec<String> = p
+            .unapplied
+            .iter()
+            .map(|(k, v)| format!("{k} {}", n(*v)))
+            .collect();
+        if !unapplied.is_empty() {
+            let _ = write!(out, ", events not applied: {}", unapplied.join(", "));
+        }
+        if let Some(m) = o.counts.malformed.get(name) {
+            let _ = write!(out, ", {} messages malformed", n(*m));
+        }
+        out.push('\n');
+    }
+    let links: Vec<String> = o
+        .counts
+        .links
+        .iter()
+        .map(|(k, v)| format!("{} {}", k.as_str(), n(*v)))
+        .collect();
+    if !links.is_empty() {
+        let _ = writeln!(out, "  turns: {}", links.join(", "));
+    }
+    if c.disagreement > 0 {
+        let _ = writeln!(
+            out,
+            "  the engines' cached_tokens differ from what their events say they held by {} tokens",
+            n(c.disagreement)
+        );
+    }
+    if t.prompt_mismatches > 0 {
+        let _ = writeln!(
+            out,
+            "  {} requests the engine counted otherwise than kvaudit rendered them (check --server and the template)",
+            n(t.prompt_mismatches)
+        );
+    }
+    for (why, v) in &t.unattributed {
+        let _ = writeln!(
+            out,
+            "  {} not attributed: {}",
+            count(*v, "request", "requests"),
+            why.as_str()
+        );
+    }
+    for (why, v) in &o.counts.bad_lines {
+        let _ = writeln!(out, "  {} not a request: {why}", count(*v, "line", "lines"));
+    }
+    if let Some((line, why)) = &o.counts.first_bad {
+        let _ = writeln!(out, "    first at line {line}: {why}");
+    }
+    out.push('\n');
+    let _ = writeln!(out, "{}", answer(t));
+    out
+}

@@ -1,0 +1,160 @@
+//! Request-log mode: a day of requests (JSONL) and each pod's capture of its KV events, merged
+//! in time order (the events' `ts` and the lines' `ts`, both on the engines' clock) through
+//! the same monitor the live modes feed.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
+
+use serde::Serialize;
+
+use super::conversations::{Conversations, Link};
+use super::exchange::{LineError, MAX_LINE, parse_line};
+use super::monitor::Monitor;
+use crate::events::frames::CaptureReader;
+use crate::events::{Batch, Engine, decode_batch};
+
+/// One pod's capture.
+pub struct PodCapture {
+    pub name: String,
+    pub reader: CaptureReader<Box<dyn Read>>,
+}
+
+/// What reading the log and the captures counted, beside the monitor's totals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LogCounts {
+    pub lines: u64,
+    /// Requests by how they linked to the one before them.
+    pub links: BTreeMap<Link, u64>,
+    /// Lines that are not requests, by reason.
+    pub bad_lines: BTreeMap<&'static str, u64>,
+    /// The first of them: its line number and why.
+    pub first_bad: Option<(u64, String)>,
+    /// Capture messages that do not decode, by pod.
+    pub malformed: BTreeMap<String, u64>,
+}
+
+fn reason(e: &LineError) -> &'static str {
+    match e {
+        LineError::Json(_) => "json",
+        LineError::NoRequest => "no_request",
+        LineError::Time => "ts",
+        LineError::Pod => "pod",
+        LineError::Body(_) => "body",
+    }
+}
+
+/// A pod's next batch, read ahead so the earliest of all sources goes first.
+struct Ahead {
+    name: String,
+    reader: CaptureReader<Box<dyn Read>>,
+    next: Option<Batch>,
+}
+
+impl Ahead {
+    fn advance(&mut self, engine: Engine, counts: &mut LogCounts) {
+        self.next = None;
+        while let Some(m) = self.reader.next_message() {
+            let decoded = m
+                .ok()
+                .and_then(|m| decode_batch(&m.payload, 0, engine).ok());
+            match decoded {
+                Some(b) => {
+                    self.next = Some(b);
+                    return;
+                }
+                None => *counts.malformed.entry(self.name.clone()).or_default() += 1,
+            }
+        }
+    }
+}
+
+/// Runs the log through `monitor`, every pod's events applied up to each request's time.
+pub fn run(
+    requests: &mut dyn BufRead,
+    source: &str,
+    pods: Vec<PodCapture>,
+    engine: Engine,
+    monitor: &mut Monitor,
+    conversations: &mut Conversations,
+    mut forgotten: impl FnMut(Vec<serde_json::Value>),
+) -> std::io::Result<LogCounts> {
+    let mut counts = LogCounts::default();
+    let mut pods: Vec<Ahead> = pods
+        .into_iter()
+        .map(|p| Ahead {
+            name: p.name,
+            reader: p.reader,
+            next: None,
+        })
+        .collect();
+    for p in &mut pods {
+        p.advance(engine, &mut counts);
+    }
+    let mut buf = Vec::new();
+    let bad = |counts: &mut LogCounts, line: u64, why: &'static str, text: String| {
+        *counts.bad_lines.entry(why).or_default() += 1;
+        counts.first_bad.get_or_insert((line, text));
+    };
+    while let Some(whole) = crate::input::read_line_bounded(requests, MAX_LINE, &mut buf)? {
+        counts.lines += 1;
+        let line_no = counts.lines;
+        if !whole {
+            bad(
+                &mut counts,
+                line_no,
+                "too_long",
+                format!("longer than {MAX_LINE} bytes"),
+            );
+            continue;
+        }
+        let text = String::from_utf8_lossy(&buf);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let line = match parse_line(&text, &format!("{source}:{line_no}")) {
+            Ok(l) => l,
+            Err(e) => {
+                bad(&mut counts, line_no, reason(&e), e.to_string());
+                continue;
+            }
+        };
+        // Every event published before the request arrived.
+        apply_until(&mut pods, line.ts, engine, monitor, &mut counts);
+        let link = conversations.observe(&line.exchange.conversation);
+        *counts.links.entry(link).or_default() += 1;
+        let forgotten_rows = conversations.take_forgotten();
+        if !forgotten_rows.is_empty() {
+            forgotten(forgotten_rows);
+        }
+        let _ = monitor.request(&line.exchange);
+    }
+    // The events after the last request can still name the pods of requests waiting.
+    apply_until(&mut pods, f64::INFINITY, engine, monitor, &mut counts);
+    monitor.finish();
+    Ok(counts)
+}
+
+/// Applies every pod's batches published at or before `until`, earliest first (a request at
+/// the same instant as an event comes after it).
+fn apply_until(
+    pods: &mut [Ahead],
+    until: f64,
+    engine: Engine,
+    monitor: &mut Monitor,
+    counts: &mut LogCounts,
+) {
+    loop {
+        let earliest = pods
+            .iter_mut()
+            .filter_map(|p| match &p.next {
+                Some(b) if b.ts <= until => Some((b.ts, p)),
+                _ => None,
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let Some((_, p)) = earliest else { return };
+        if let Some(batch) = p.next.take() {
+            monitor.events(&p.name, &batch);
+        }
+        p.advance(engine, counts);
+    }
+}
