@@ -251,12 +251,24 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l revision -d 'H
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l template -d 'Use this chat template file instead of the model\'s (e.g. the file under review)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l template-name -d 'Use the model\'s named template (e.g. `tool_use`)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l tokenizer -d 'Use this tokenizer.json instead of the model\'s' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l pod -d 'A pod and where its KV events come from: `NAME=FILE`, a capture `kvaudit capture` wrote of that pod\'s publisher (repeatable, one per pod)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l requests -d 'The requests, one JSON object a line (`-` for standard input): `{"ts": SECONDS, "request": {chat completion body}, "pod": NAME, "usage": {the response\'s usage}}`; `pod` and `usage` when known. `ts` is on the engines\' clock (the events\' timestamps)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l pod -d 'A pod and where its KV events come from: `NAME=ENDPOINT`, its publisher to subscribe to (e.g. d0=tcp://10.0.0.5:5557; vLLM binds for `tcp://*:PORT`), or with --requests `NAME=FILE`, a capture of it `kvaudit capture` wrote (repeatable, one per pod)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l bind -d 'A pod whose publisher connects out (vLLM with a host in its endpoint): `NAME=ENDPOINT` to bind for it, e.g. d1=tcp://0.0.0.0:5558 (repeatable)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l upstream -d 'Proxy mode: forward every connection to this URL (`http://HOST:PORT`, the router or the engine), every byte unchanged both ways, reading the chat requests and their answers as they pass' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l listen -d 'Where the proxy listens (loopback unless you say otherwise)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l pod-header -d 'A response header naming the pod that served the request (else the pod whose next stores carry the prompt)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l metrics -d 'Serve Prometheus text at http://ADDR/metrics' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l interval -d 'How often the human summary goes to standard error while watching' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l duration -d 'Stop after this long (else at SIGTERM or Ctrl-C); the report goes to standard output' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l drain -d 'After the stop, how long exchanges in flight get to finish' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l topic -d 'Only event topics starting with this prefix' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l max-body -d 'The longest request or response body read (longer ones pass through unread, and are counted)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l connect-timeout -d 'How long to wait for each publisher and for the upstream to accept a connection' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l requests -d 'Request-log mode: the requests, one JSON object a line (`-` for standard input): `{"ts": SECONDS, "request": {chat completion body}, "pod": NAME, "usage": {the response\'s usage}}`; `pod` and `usage` when known, `ts` on the engines\' clock' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l block-size -d 'The engine\'s KV block size (default: the --server engine\'s default)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l capacity -d 'The most KV blocks one pod holds (its GPU block count): a pod\'s view stops there and is marked stale rather than grow without bound' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l conversations -d 'Conversations remembered to link a request to the one before it (least recently seen forgotten first)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l record -d 'Also write the observed conversations, one JSON line each, as `kvaudit corpus` reads them (opt-in: they hold the prompts)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l per-request -d 'Also write one JSON line per attributed request: its number, pod, prompt length, the engine\'s cached_tokens and the tokens of each cause (counts only, no text)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
 think_nl\t''
 think_tight\t''

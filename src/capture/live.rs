@@ -3,19 +3,17 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
 
 use super::recovery::{GapRequest, RECOVERED_QUEUE, Recovery, ReplayWorker, WorkerStatus};
 use super::sequence::{SeqTracker, SeqVerdict};
+use super::subscribe::{Incoming, Source, Subscribed, subscribe};
 use super::summary::{CaptureSummary, Gap, ReplayEndpointSummary, Restart, add_malformed};
-use super::validate::{Malformed, MalformedKind, validate};
-use super::zmtp::conn::{Connection, SocketType};
-use super::zmtp::endpoint::{Endpoint, Listener, Stream};
-use super::zmtp::{Limits, ZmtpError};
+use super::validate::validate;
+use super::zmtp::Limits;
 use crate::events::frames::write_frame;
 use crate::events::{Engine, Pool, decode_batch_with};
 use crate::output::AtomicFile;
@@ -83,37 +81,6 @@ pub enum CaptureFailure {
     Usage(String),
 }
 
-/// Messages waiting for the receive loop hold at most this many bytes between them (one
-/// larger message may wait alone): a fast publisher and a slow disk or emulation make the
-/// publishers wait, not memory grow.
-const QUEUE_BYTES: usize = 64 << 20;
-/// Peers a `--bind` socket serves at once; more are refused (and counted). Each holds a read
-/// buffer and up to one message in progress.
-const MAX_BOUND_PEERS: usize = 1024;
-/// Reconnection to a connected publisher after its connection ended (libzmq's 100 ms
-/// reconnect interval), doubling while it keeps failing.
-const RECONNECT_FIRST: Duration = Duration::from_millis(100);
-const RECONNECT_MAX: Duration = Duration::from_secs(10);
-
-enum Incoming {
-    /// A message from source `src`, with its share of the queue's byte budget.
-    Message(usize, Vec<Bytes>, OwnedSemaphorePermit),
-    /// A peer given up on (or lost), by name: counted with the reason.
-    Lost(String, Malformed),
-}
-
-/// What every peer session needs.
-#[derive(Clone)]
-struct PeerConfig {
-    limits: Limits,
-    handshake_timeout: Duration,
-    /// The subscription message: 0x01 + the topic prefix.
-    subscription: Vec<u8>,
-    topic: Vec<u8>,
-    budget: Arc<Semaphore>,
-    tx: mpsc::Sender<Incoming>,
-}
-
 /// The live loop's side of one replay worker.
 struct ReplayHandle {
     requests: mpsc::Sender<GapRequest>,
@@ -149,65 +116,22 @@ pub async fn capture(
     // destination itself is untouched until the capture is complete.
     let file = AtomicFile::create(&opts.out)?;
     let limits = Limits::new(opts.max_message);
-    let (tx, mut rx) = mpsc::channel::<Incoming>(4096);
-    let mut subscription = vec![1u8];
-    subscription.extend_from_slice(opts.topic.as_bytes());
-    let peer = PeerConfig {
-        limits,
-        handshake_timeout: opts.connect_timeout,
-        subscription,
-        topic: opts.topic.as_bytes().to_vec(),
-        budget: Arc::new(Semaphore::new(QUEUE_BYTES)),
-        tx,
-    };
-    let mut sources: Vec<String> = Vec::new();
-    let mut bound_at = None;
+    let mut wanted: Vec<Source> = Vec::new();
     if let Some(addr) = &opts.bind {
-        let bind_error = |reason: String| CaptureFailure::Bind {
-            endpoint: addr.clone(),
-            reason,
-        };
-        let endpoint = Endpoint::parse(addr).map_err(|e| bind_error(e.to_string()))?;
-        let (listener, bound) = Listener::bind(&endpoint)
-            .await
-            .map_err(|e| bind_error(e.to_string()))?;
-        // The address as bound: with port 0 the system chose one, and publishers need it.
-        on_status(Status::Bound(&bound));
-        bound_at = Some(bound.clone());
-        sources.push(bound.clone());
-        tokio::spawn(serve_bound(listener, bound, 0, peer.clone()));
+        wanted.push(Source::Bind(addr.clone()));
     }
+    wanted.extend(opts.endpoints.iter().cloned().map(Source::Connect));
+    let Subscribed {
+        mut rx,
+        sources,
+        bound,
+    } = subscribe(&wanted, &opts.topic, limits, opts.connect_timeout, |b| {
+        on_status(Status::Bound(b))
+    })
+    .await?;
+    let bound_at = bound.into_iter().next();
     // Source index of endpoint i: after the bound socket, when there is one.
     let offset = usize::from(opts.bind.is_some());
-    for ep in &opts.endpoints {
-        let connect_error = |reason: String| CaptureFailure::Connect {
-            endpoint: ep.clone(),
-            reason,
-        };
-        let endpoint = Endpoint::parse(ep).map_err(|e| connect_error(e.to_string()))?;
-        // Only the first connection is checked here (a wrong address is a usage error);
-        // the handshake and everything after it is the peer's to fail, and counted.
-        let stream =
-            match tokio::time::timeout(opts.connect_timeout, Stream::connect(&endpoint)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err(connect_error(e.to_string())),
-                Err(_) => {
-                    return Err(connect_error(format!(
-                        "no publisher answered within {:?}",
-                        opts.connect_timeout
-                    )));
-                }
-            };
-        sources.push(ep.clone());
-        tokio::spawn(subscribe_to(
-            endpoint,
-            ep.clone(),
-            sources.len() - 1,
-            stream,
-            peer.clone(),
-        ));
-    }
-    drop(peer);
 
     // Bounded: a worker waits (and stops reading its ROUTER) while the live loop catches up.
     let (rec_tx, mut rec_rx) = mpsc::channel::<Recovery>(RECOVERED_QUEUE);
@@ -505,128 +429,6 @@ impl Recorder {
             }
         }
         Ok(())
-    }
-}
-
-/// The ZMTP kinds of failure as the summary counts them.
-fn malformed(e: ZmtpError) -> Malformed {
-    use super::zmtp::ErrorKind as K;
-    let kind = match e.kind {
-        K::Greeting | K::Handshake => MalformedKind::HandshakeFailed,
-        K::HandshakeTimeout => MalformedKind::HandshakeTimeout,
-        K::OversizedCommand => MalformedKind::OversizedCommand,
-        K::OversizedMessage => MalformedKind::OversizedMessage,
-        K::TooManyFrames => MalformedKind::TooManyFrames,
-        K::Protocol => MalformedKind::ProtocolError,
-        K::Closed => MalformedKind::SocketClosed,
-    };
-    Malformed::new(kind, e.detail)
-}
-
-/// One connected publisher, for the whole capture: its connection, then reconnections after
-/// it ends or is dropped (as libzmq's SUB reconnects), backing off while they keep failing.
-async fn subscribe_to(
-    endpoint: Endpoint,
-    name: String,
-    src: usize,
-    first: Stream,
-    peer: PeerConfig,
-) {
-    let mut stream = Some(first);
-    let mut delay = RECONNECT_FIRST;
-    loop {
-        let s = match stream.take() {
-            Some(s) => s,
-            None => {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(RECONNECT_MAX);
-                match tokio::time::timeout(peer.handshake_timeout, Stream::connect(&endpoint)).await
-                {
-                    Ok(Ok(s)) => s,
-                    _ => continue,
-                }
-            }
-        };
-        match session(s, src, &name, &peer).await {
-            None => return,
-            Some(true) => delay = RECONNECT_FIRST,
-            Some(false) => {}
-        }
-    }
-}
-
-/// The `--bind` socket: every publisher that connects gets a session, up to
-/// MAX_BOUND_PEERS at once.
-async fn serve_bound(listener: Listener, bound: String, src: usize, peer: PeerConfig) {
-    let slots = Arc::new(Semaphore::new(MAX_BOUND_PEERS));
-    loop {
-        let (stream, from) = match listener.accept().await {
-            Ok(x) => x,
-            Err(_) => {
-                // Out of file descriptors, most likely: wait for some to close.
-                tokio::time::sleep(RECONNECT_FIRST).await;
-                continue;
-            }
-        };
-        let name = format!("{from} (via {bound})");
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(stream);
-            let why = Malformed::new(
-                MalformedKind::TooManyPeers,
-                format!("{MAX_BOUND_PEERS} publishers connected already"),
-            );
-            if peer.tx.send(Incoming::Lost(name, why)).await.is_err() {
-                return;
-            }
-            continue;
-        };
-        let peer = peer.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            session(stream, src, &name, &peer).await;
-        });
-    }
-}
-
-/// One connection to a publisher: handshake, subscription, then its messages to the receive
-/// loop until it ends. `Some(delivered any)` when the connection is over, `None` when the
-/// receive loop is.
-async fn session(stream: Stream, src: usize, name: &str, peer: &PeerConfig) -> Option<bool> {
-    let lost = |e: ZmtpError| async move {
-        peer.tx
-            .send(Incoming::Lost(name.to_string(), malformed(e)))
-            .await
-            .is_ok()
-    };
-    let mut c =
-        match Connection::handshake(stream, SocketType::Sub, peer.limits, peer.handshake_timeout)
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => return lost(e).await.then_some(false),
-        };
-    if let Err(e) = c.send(&[&peer.subscription]).await {
-        return lost(e).await.then_some(false);
-    }
-    let mut delivered = false;
-    loop {
-        let frames = match c.recv().await {
-            Ok(Some(frames)) => frames,
-            Ok(None) => return Some(delivered),
-            Err(e) => return lost(e).await.then_some(delivered),
-        };
-        // A SUB filters too (as libzmq's does): a publisher may send what was not asked for.
-        if !frames.first().is_some_and(|t| t.starts_with(&peer.topic)) {
-            continue;
-        }
-        let size: usize = frames.iter().map(Bytes::len).sum();
-        let permits = size.clamp(1, QUEUE_BYTES) as u32;
-        let permit = peer.budget.clone().acquire_many_owned(permits).await.ok()?;
-        peer.tx
-            .send(Incoming::Message(src, frames, permit))
-            .await
-            .ok()?;
-        delivered = true;
     }
 }
 

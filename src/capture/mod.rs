@@ -5,6 +5,7 @@
 mod live;
 mod recovery;
 mod sequence;
+pub mod subscribe;
 mod summary;
 mod validate;
 pub mod zmtp;

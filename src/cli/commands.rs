@@ -669,16 +669,66 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
 
-    /// A pod and where its KV events come from: `NAME=FILE`, a capture `kvaudit capture`
-    /// wrote of that pod's publisher (repeatable, one per pod).
-    #[arg(long, value_name = "NAME=SOURCE", required = true)]
+    /// A pod and where its KV events come from: `NAME=ENDPOINT`, its publisher to subscribe
+    /// to (e.g. d0=tcp://10.0.0.5:5557; vLLM binds for `tcp://*:PORT`), or with --requests
+    /// `NAME=FILE`, a capture of it `kvaudit capture` wrote (repeatable, one per pod).
+    #[arg(long, value_name = "NAME=SOURCE")]
     pub pod: Vec<String>,
 
-    /// The requests, one JSON object a line (`-` for standard input): `{"ts": SECONDS,
-    /// "request": {chat completion body}, "pod": NAME, "usage": {the response's usage}}`;
-    /// `pod` and `usage` when known. `ts` is on the engines' clock (the events' timestamps).
+    /// A pod whose publisher connects out (vLLM with a host in its endpoint): `NAME=ENDPOINT`
+    /// to bind for it, e.g. d1=tcp://0.0.0.0:5558 (repeatable).
+    #[arg(long, value_name = "NAME=ENDPOINT")]
+    pub bind: Vec<String>,
+
+    /// Proxy mode: forward every connection to this URL (`http://HOST:PORT`, the router or
+    /// the engine), every byte unchanged both ways, reading the chat requests and their
+    /// answers as they pass.
+    #[arg(long, value_name = "URL", conflicts_with = "requests")]
+    pub upstream: Option<String>,
+
+    /// Where the proxy listens (loopback unless you say otherwise).
+    #[arg(long, default_value = "127.0.0.1:8001", value_name = "ADDR")]
+    pub listen: String,
+
+    /// A response header naming the pod that served the request (else the pod whose next
+    /// stores carry the prompt).
+    #[arg(long, value_name = "NAME")]
+    pub pod_header: Option<String>,
+
+    /// Serve Prometheus text at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
+    /// How often the human summary goes to standard error while watching.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub interval: String,
+
+    /// Stop after this long (else at SIGTERM or Ctrl-C); the report goes to standard output.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+
+    /// After the stop, how long exchanges in flight get to finish.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub drain: String,
+
+    /// Only event topics starting with this prefix.
+    #[arg(long, default_value = "", value_name = "PREFIX")]
+    pub topic: String,
+
+    /// The longest request or response body read (longer ones pass through unread, and are
+    /// counted).
+    #[arg(long, default_value = "16MiB", value_name = "SIZE", value_parser = message_size)]
+    pub max_body: usize,
+
+    /// How long to wait for each publisher and for the upstream to accept a connection.
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub connect_timeout: String,
+
+    /// Request-log mode: the requests, one JSON object a line (`-` for standard input):
+    /// `{"ts": SECONDS, "request": {chat completion body}, "pod": NAME, "usage": {the
+    /// response's usage}}`; `pod` and `usage` when known, `ts` on the engines' clock.
     #[arg(long, value_name = "FILE|-")]
-    pub requests: PathBuf,
+    pub requests: Option<PathBuf>,
 
     /// The engine's KV block size (default: the --server engine's default).
     #[arg(long, value_name = "TOKENS", value_parser = block_size)]
@@ -698,6 +748,11 @@ pub struct WatchArgs {
     /// them (opt-in: they hold the prompts).
     #[arg(long, value_name = "FILE.jsonl")]
     pub record: Option<PathBuf>,
+
+    /// Also write one JSON line per attributed request: its number, pod, prompt length, the
+    /// engine's cached_tokens and the tokens of each cause (counts only, no text).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub per_request: Option<PathBuf>,
 
     #[command(flatten)]
     pub rendering: RenderingArgs,

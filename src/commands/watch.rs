@@ -6,101 +6,234 @@ use std::io::{BufRead, Read, Write};
 use anyhow::{Context, Result};
 
 use super::Outcome;
-use super::settings::{WatchSettings, style};
+use super::settings::{WatchMode, WatchSettings, style};
 use crate::cli::WatchArgs;
 use crate::events::frames::CaptureReader;
 use crate::output::{self, AtomicFile};
 use crate::report::watch::WatchOutput;
+use crate::report::{Format, Style};
 use crate::watch::conversations::Conversations;
-use crate::watch::log::PodCapture;
-use crate::watch::monitor::Monitor;
+use crate::watch::live::LiveHooks;
+use crate::watch::log::{InputCounts, Outputs, PodCapture};
+use crate::watch::monitor::{Attributed, Monitor, Totals};
 
 pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
     let s = WatchSettings::from_args(args, &mut super::terminal::stderr_line)?;
-    let inputs = s
-        .pods
-        .iter()
-        .map(|(_, p)| p.clone())
-        .chain(std::iter::once(s.requests.clone()));
-    output::check_outputs(inputs, s.record.iter())?;
-    let mut pods = Vec::with_capacity(s.pods.len());
-    for (name, path) in &s.pods {
-        let shown = path.display();
-        let f = crate::input::open_regular(path)
-            .with_context(|| format!("--pod {name}: cannot open capture {shown}"))?;
-        let reader = CaptureReader::new(Box::new(std::io::BufReader::new(f)) as Box<dyn Read>)
-            .with_context(|| format!("--pod {name}: cannot read capture {shown}"))?;
-        pods.push(PodCapture {
-            name: name.clone(),
-            reader,
-        });
+    let mut inputs = Vec::new();
+    if let WatchMode::Log { requests, captures } = &s.mode {
+        inputs.extend(captures.iter().map(|(_, p)| p.clone()));
+        inputs.push(requests.clone());
     }
-    let shown = s.requests.display().to_string();
-    let mut requests: Box<dyn BufRead> = if shown == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        let f = crate::input::open_regular(&s.requests)
-            .with_context(|| format!("cannot open requests {shown}"))?;
-        Box::new(std::io::BufReader::new(f))
+    output::check_outputs(inputs, s.record.iter().chain(s.per_request.iter()))?;
+    let mut files = Files {
+        record: s.record.as_deref().map(AtomicFile::create).transpose()?,
+        per_request: s.per_request.as_deref().map(AtomicFile::create).transpose()?,
+        error: None,
     };
-    let mut record = s.record.as_deref().map(AtomicFile::create).transpose()?;
     let tok = crate::model::tokenizer_for(&s.files, s.audit.plan.server)?;
     let auditor = crate::audit::Auditor::new(&s.files, &tok, &s.audit)?;
-    let names: Vec<String> = s.pods.iter().map(|(n, _)| n.clone()).collect();
-    let mut monitor = Monitor::new(auditor, s.block_size, s.capacity, &names);
-    let mut conversations = Conversations::new(s.conversations, record.is_some());
-    let mut write_error = None;
-    let counts = crate::watch::log::run(
-        &mut requests,
-        &shown,
-        pods,
-        s.engine,
-        &mut monitor,
-        &mut conversations,
-        |rows| write_rows(record.as_mut(), rows, &mut write_error),
-    )
-    .with_context(|| format!("cannot read requests {shown}"))?;
-    write_rows(
-        record.as_mut(),
-        conversations.drain_rows(),
-        &mut write_error,
-    );
-    if let Some(e) = write_error {
-        return Err(e.into());
-    }
-    if let Some(mut file) = record {
-        file.sync()?;
-        file.commit()?;
-    }
-    let totals = monitor.totals();
-    if totals.requests == 0
-        && let Some((line, why)) = &counts.first_bad
-    {
-        anyhow::bail!("{shown}: no line is a request (line {line}: {why})");
-    }
-    let report = WatchOutput {
-        model: &s.model_label,
+    let mut monitor = Monitor::new(auditor, s.block_size, s.capacity, &s.pod_names());
+    let mut conversations = Conversations::new(s.conversations, files.record.is_some());
+    let header = Header {
+        model: s.model_label.clone(),
         server: s.audit.plan.server.name(),
         block_size: s.block_size,
-        requests: &shown,
-        totals: &totals,
-        counts: &counts,
     };
-    let text = crate::report::export(&report, s.format, &style(false))?;
+    let (counts, shown) = match s.mode {
+        WatchMode::Log { requests, captures } => {
+            let shown = requests.display().to_string();
+            let counts = from_log(
+                &requests,
+                captures,
+                s.engine,
+                &mut monitor,
+                &mut conversations,
+                &mut files,
+            )?;
+            if monitor.totals().requests == 0
+                && let Some((line, why)) = &counts.first_bad
+            {
+                anyhow::bail!("{shown}: no line is a request (line {line}: {why})");
+            }
+            (counts, shown)
+        }
+        WatchMode::Live(live) => {
+            let shown = match &live.proxy {
+                Some((addr, p)) => format!("proxy {addr} -> {}", p.upstream),
+                None => "live".into(),
+            };
+            let mut hooks = Hooks {
+                header: &header,
+                shown: &shown,
+                files: &mut files,
+            };
+            let counts = crate::watch::live::run(
+                live,
+                &mut monitor,
+                &mut conversations,
+                s.pod_header.as_deref(),
+                &mut hooks,
+            )?;
+            (counts, shown)
+        }
+    };
+    files.forgotten(conversations.drain_rows());
+    files.commit()?;
+    let totals = monitor.totals();
+    let text = crate::report::export(
+        &header.output(&shown, &totals, &counts),
+        s.format,
+        &style(false),
+    )?;
     out.write_all(text.as_bytes())?;
     Ok(Outcome::Clean)
 }
 
-/// Conversation rows onto the record, one JSON line each; the first write error kept.
-fn write_rows(
-    record: Option<&mut AtomicFile>,
-    rows: Vec<serde_json::Value>,
-    error: &mut Option<std::io::Error>,
-) {
-    let Some(file) = record else { return };
-    for row in rows {
-        if let Err(e) = writeln!(file, "{row}") {
+/// What names a report.
+struct Header {
+    model: String,
+    server: &'static str,
+    block_size: usize,
+}
+
+impl Header {
+    fn output<'a>(
+        &'a self,
+        shown: &'a str,
+        totals: &'a Totals,
+        counts: &'a InputCounts,
+    ) -> WatchOutput<'a> {
+        WatchOutput {
+            model: &self.model,
+            server: self.server,
+            block_size: self.block_size,
+            requests: shown,
+            totals,
+            counts,
+        }
+    }
+}
+
+/// The files written as the run goes: the record and the per-request lines. Each is put in
+/// place only when the run ends well; the first write error is kept for then.
+struct Files {
+    record: Option<AtomicFile>,
+    per_request: Option<AtomicFile>,
+    error: Option<std::io::Error>,
+}
+
+impl Files {
+    fn line(file: Option<&mut AtomicFile>, text: &str, error: &mut Option<std::io::Error>) {
+        if let Some(f) = file
+            && let Err(e) = writeln!(f, "{text}")
+        {
             error.get_or_insert(e);
         }
     }
+
+    fn commit(self) -> Result<()> {
+        if let Some(e) = self.error {
+            return Err(e.into());
+        }
+        for mut file in self.record.into_iter().chain(self.per_request) {
+            file.sync()?;
+            file.commit()?;
+        }
+        Ok(())
+    }
+}
+
+impl Outputs for Files {
+    fn forgotten(&mut self, rows: Vec<serde_json::Value>) {
+        for row in rows {
+            Files::line(self.record.as_mut(), &row.to_string(), &mut self.error);
+        }
+    }
+
+    fn attributed(&mut self, a: &Attributed) {
+        if self.per_request.is_some() {
+            let text = serde_json::to_string(a).unwrap_or_default();
+            Files::line(self.per_request.as_mut(), &text, &mut self.error);
+        }
+    }
+}
+
+/// The command's side of live mode: where it listens and the summaries, on standard error;
+/// the metrics text; the files.
+struct Hooks<'h> {
+    header: &'h Header,
+    shown: &'h str,
+    files: &'h mut Files,
+}
+
+impl Outputs for Hooks<'_> {
+    fn forgotten(&mut self, rows: Vec<serde_json::Value>) {
+        self.files.forgotten(rows);
+    }
+
+    fn attributed(&mut self, a: &Attributed) {
+        self.files.attributed(a);
+    }
+}
+
+impl LiveHooks for Hooks<'_> {
+    fn listening(&mut self, what: &str, addr: &str) {
+        super::terminal::stderr_line(&format!("watch: {what} listening on {addr}"));
+    }
+
+    fn metrics(&mut self, totals: &Totals, counts: &InputCounts) -> String {
+        crate::report::export(
+            &self.header.output(self.shown, totals, counts),
+            Format::Prometheus,
+            &Style::default(),
+        )
+        .unwrap_or_default()
+    }
+
+    fn summary(&mut self, totals: &Totals, counts: &InputCounts) {
+        if let Ok(text) = crate::report::export(
+            &self.header.output(self.shown, totals, counts),
+            Format::Human,
+            &style(true),
+        ) {
+            eprint!("{text}");
+        }
+    }
+}
+
+fn from_log(
+    requests: &std::path::Path,
+    captures: Vec<(String, std::path::PathBuf)>,
+    engine: crate::events::Engine,
+    monitor: &mut Monitor,
+    conversations: &mut Conversations,
+    outputs: &mut dyn Outputs,
+) -> Result<InputCounts> {
+    let mut pods = Vec::with_capacity(captures.len());
+    for (name, path) in captures {
+        let shown = path.display();
+        let f = crate::input::open_regular(&path)
+            .with_context(|| format!("--pod {name}: cannot open capture {shown}"))?;
+        let reader = CaptureReader::new(Box::new(std::io::BufReader::new(f)) as Box<dyn Read>)
+            .with_context(|| format!("--pod {name}: cannot read capture {shown}"))?;
+        pods.push(PodCapture { name, reader });
+    }
+    let shown = requests.display().to_string();
+    let mut input: Box<dyn BufRead> = if shown == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = crate::input::open_regular(requests)
+            .with_context(|| format!("cannot open requests {shown}"))?;
+        Box::new(std::io::BufReader::new(f))
+    };
+    crate::watch::log::run(
+        &mut input,
+        &shown,
+        pods,
+        engine,
+        monitor,
+        conversations,
+        outputs,
+    )
+    .with_context(|| format!("cannot read requests {shown}"))
 }

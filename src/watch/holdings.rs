@@ -32,6 +32,9 @@ pub enum Unapplied {
     OverCapacity,
     /// Held in a tier other than the GPU's (CPU offload): not what a prompt reuses directly.
     OtherMedium,
+    /// Messages the publisher sent never arrived (a sequence gap): the pod is stale until it
+    /// is cleared.
+    Gap,
 }
 
 impl Unapplied {
@@ -43,12 +46,16 @@ impl Unapplied {
             Unapplied::UnknownBlock => "unknown_block",
             Unapplied::OverCapacity => "over_capacity",
             Unapplied::OtherMedium => "other_medium",
+            Unapplied::Gap => "gap",
         }
     }
 
     /// Whether the pod's view can no longer be trusted to hold all the pod holds.
     fn makes_stale(self) -> bool {
-        matches!(self, Unapplied::UnknownParent | Unapplied::OverCapacity)
+        matches!(
+            self,
+            Unapplied::UnknownParent | Unapplied::OverCapacity | Unapplied::Gap
+        )
     }
 }
 
@@ -63,6 +70,16 @@ struct Pod {
     unapplied: BTreeMap<Unapplied, u64>,
     /// Set by the first event that left the view incomplete; cleared by AllBlocksCleared.
     stale: Option<Unapplied>,
+}
+
+impl Pod {
+    /// Empty and known again; what was counted stays.
+    fn clear(&mut self) {
+        *self = Pod {
+            unapplied: std::mem::take(&mut self.unapplied),
+            ..Pod::default()
+        };
+    }
 }
 
 /// Every pod's holdings.
@@ -94,10 +111,7 @@ impl Holdings {
                 EventKind::Stored(s) => store(p, s, self.block_size, self.capacity),
                 EventKind::Removed(r) => remove(p, r),
                 EventKind::AllCleared => {
-                    *p = Pod {
-                        unapplied: std::mem::take(&mut p.unapplied),
-                        ..Pod::default()
-                    };
+                    p.clear();
                     Ok(())
                 }
             };
@@ -107,6 +121,21 @@ impl Holdings {
                     p.stale = Some(why);
                 }
             }
+        }
+    }
+
+    /// `missing` of `pod`'s messages were lost in transit: what they said is not known.
+    pub fn lost(&mut self, pod: &str, missing: u64) {
+        let p = self.pods.entry(pod.to_string()).or_default();
+        *p.unapplied.entry(Unapplied::Gap).or_default() += missing;
+        p.stale.get_or_insert(Unapplied::Gap);
+    }
+
+    /// `pod`'s publisher started again (its sequence fell back): a restarted engine holds
+    /// nothing, so its view starts again empty and known.
+    pub fn restarted(&mut self, pod: &str) {
+        if let Some(p) = self.pods.get_mut(pod) {
+            p.clear();
         }
     }
 

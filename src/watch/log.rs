@@ -9,9 +9,17 @@ use serde::Serialize;
 
 use super::conversations::{Conversations, Link};
 use super::exchange::{LineError, MAX_LINE, parse_line};
-use super::monitor::Monitor;
+use super::monitor::{Attributed, Monitor};
 use crate::events::frames::CaptureReader;
 use crate::events::{Batch, Engine, decode_batch};
+
+/// Where a run's per-request results go as they are made.
+pub trait Outputs {
+    /// Conversations forgotten (the LRU was full), as corpus rows, when recording.
+    fn forgotten(&mut self, rows: Vec<serde_json::Value>);
+    /// Each request as it is attributed.
+    fn attributed(&mut self, a: &Attributed);
+}
 
 /// One pod's capture.
 pub struct PodCapture {
@@ -19,9 +27,11 @@ pub struct PodCapture {
     pub reader: CaptureReader<Box<dyn Read>>,
 }
 
-/// What reading the log and the captures counted, beside the monitor's totals.
+/// What reading the inputs counted, beside the monitor's totals: the log's lines and the
+/// captures' messages, or the live streams and the proxy.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct LogCounts {
+pub struct InputCounts {
+    /// Request-log lines read.
     pub lines: u64,
     /// Requests by how they linked to the one before them.
     pub links: BTreeMap<Link, u64>,
@@ -29,8 +39,19 @@ pub struct LogCounts {
     pub bad_lines: BTreeMap<&'static str, u64>,
     /// The first of them: its line number and why.
     pub first_bad: Option<(u64, String)>,
-    /// Capture messages that do not decode, by pod.
+    /// Event messages that do not decode, by pod.
     pub malformed: BTreeMap<String, u64>,
+    /// Live: messages lost in sequence gaps, by pod.
+    pub gap_messages: BTreeMap<String, u64>,
+    /// Live: publisher restarts (the pod's view starts again empty), by pod.
+    pub restarts: BTreeMap<String, u64>,
+    /// Live: connections to a pod's publisher given up on or lost, by pod and reason.
+    pub peers_lost: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    /// Proxy: exchanges or connections it could not follow (their bytes went through), by
+    /// reason.
+    pub unfollowed: BTreeMap<&'static str, u64>,
+    /// Observations dropped because the monitor's queue was full.
+    pub dropped: u64,
 }
 
 fn reason(e: &LineError) -> &'static str {
@@ -51,7 +72,7 @@ struct Ahead {
 }
 
 impl Ahead {
-    fn advance(&mut self, engine: Engine, counts: &mut LogCounts) {
+    fn advance(&mut self, engine: Engine, counts: &mut InputCounts) {
         self.next = None;
         while let Some(m) = self.reader.next_message() {
             let decoded = m
@@ -76,9 +97,9 @@ pub fn run(
     engine: Engine,
     monitor: &mut Monitor,
     conversations: &mut Conversations,
-    mut forgotten: impl FnMut(Vec<serde_json::Value>),
-) -> std::io::Result<LogCounts> {
-    let mut counts = LogCounts::default();
+    outputs: &mut dyn Outputs,
+) -> std::io::Result<InputCounts> {
+    let mut counts = InputCounts::default();
     let mut pods: Vec<Ahead> = pods
         .into_iter()
         .map(|p| Ahead {
@@ -91,7 +112,7 @@ pub fn run(
         p.advance(engine, &mut counts);
     }
     let mut buf = Vec::new();
-    let bad = |counts: &mut LogCounts, line: u64, why: &'static str, text: String| {
+    let bad = |counts: &mut InputCounts, line: u64, why: &'static str, text: String| {
         *counts.bad_lines.entry(why).or_default() += 1;
         counts.first_bad.get_or_insert((line, text));
     };
@@ -119,17 +140,19 @@ pub fn run(
             }
         };
         // Every event published before the request arrived.
-        apply_until(&mut pods, line.ts, engine, monitor, &mut counts);
+        apply_until(&mut pods, line.ts, engine, monitor, &mut counts, outputs);
         let link = conversations.observe(&line.exchange.conversation);
         *counts.links.entry(link).or_default() += 1;
         let forgotten_rows = conversations.take_forgotten();
         if !forgotten_rows.is_empty() {
-            forgotten(forgotten_rows);
+            outputs.forgotten(forgotten_rows);
         }
-        let _ = monitor.request(&line.exchange);
+        if let Ok(Some(a)) = monitor.request(&line.exchange) {
+            outputs.attributed(&a);
+        }
     }
     // The events after the last request can still name the pods of requests waiting.
-    apply_until(&mut pods, f64::INFINITY, engine, monitor, &mut counts);
+    apply_until(&mut pods, f64::INFINITY, engine, monitor, &mut counts, outputs);
     monitor.finish();
     Ok(counts)
 }
@@ -141,7 +164,8 @@ fn apply_until(
     until: f64,
     engine: Engine,
     monitor: &mut Monitor,
-    counts: &mut LogCounts,
+    counts: &mut InputCounts,
+    outputs: &mut dyn Outputs,
 ) {
     loop {
         let earliest = pods
@@ -153,7 +177,9 @@ fn apply_until(
             .min_by(|a, b| a.0.total_cmp(&b.0));
         let Some((_, p)) = earliest else { return };
         if let Some(batch) = p.next.take() {
-            monitor.events(&p.name, &batch);
+            for a in monitor.events(&p.name, &batch) {
+                outputs.attributed(&a);
+            }
         }
         p.advance(engine, counts);
     }

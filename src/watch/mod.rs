@@ -5,8 +5,11 @@ pub mod attribute;
 pub mod conversations;
 pub mod exchange;
 pub mod holdings;
+pub mod http;
+pub mod live;
 pub mod log;
 pub mod monitor;
+pub mod proxy;
 
 pub use attribute::{Causes, Request, attribute};
 pub use holdings::{Holdings, Unapplied};

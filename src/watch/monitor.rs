@@ -45,8 +45,11 @@ pub enum Unattributed {
     Render,
     /// No pod was named and none was seen storing its prompt in time.
     NoPod,
-    /// The wait for its pod was full.
-    PendingFull,
+    /// The upstream answered with an error status: nothing was served.
+    Refused,
+    /// No complete response came (the client or the upstream went away), or too many
+    /// requests were in flight to wait for it.
+    NoAnswer,
 }
 
 impl Unattributed {
@@ -54,7 +57,8 @@ impl Unattributed {
         match self {
             Unattributed::Render => "render",
             Unattributed::NoPod => "no_pod",
-            Unattributed::PendingFull => "pending_full",
+            Unattributed::NoAnswer => "no_answer",
+            Unattributed::Refused => "refused",
         }
     }
 }
@@ -62,8 +66,12 @@ impl Unattributed {
 /// One request's attribution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Attributed {
+    /// The request's number (the proxy's, in the order requests arrived; the log's line order).
+    pub id: RequestId,
     pub pod: String,
     pub prompt_tokens: usize,
+    /// What the engine said it reused, when it said.
+    pub engine_cached: Option<usize>,
     pub causes: Causes,
     /// The rewrite class when the template rewrote what the previous turn left.
     pub rewrite: Option<&'static str>,
@@ -141,14 +149,19 @@ pub struct PodTotals {
     pub stale: Option<&'static str>,
 }
 
-/// A request waiting to learn its pod: everything but the pod, read when it arrived.
+/// A request in flight: what was read when it arrived, then its pod and its answer as they
+/// become known. It is attributed once both are.
 #[derive(Debug)]
 struct Pending {
+    id: RequestId,
     keys: Vec<u64>,
     /// What each pod held of the prompt at arrival.
     held: Vec<(String, usize)>,
     partial: Partial,
+    /// Event batches seen when it arrived.
     since: u64,
+    pod: Option<String>,
+    answer: Option<Answer>,
 }
 
 /// A request's facts that do not depend on its pod.
@@ -157,9 +170,21 @@ struct Partial {
     prompt_tokens: usize,
     previous_shared: usize,
     previous_left: usize,
-    engine_cached: Option<usize>,
     rewrite: Option<&'static str>,
-    prompt_mismatch: bool,
+}
+
+/// A request as the proxy or the log numbers it.
+pub type RequestId = u64;
+
+/// What the response said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// The pod a response header named.
+    pub pod: Option<String>,
+    /// `usage.prompt_tokens_details.cached_tokens`.
+    pub engine_cached: Option<usize>,
+    /// `usage.prompt_tokens`.
+    pub engine_prompt_tokens: Option<usize>,
 }
 
 /// Every pod's holdings, the requests in flight, the totals.
@@ -169,6 +194,8 @@ pub struct Monitor<'a> {
     block_size: usize,
     pending: VecDeque<Pending>,
     batches: u64,
+    /// The last id [`request`](Monitor::request) gave.
+    next_id: RequestId,
     totals: Totals,
 }
 
@@ -190,11 +217,12 @@ impl<'a> Monitor<'a> {
             block_size,
             pending: VecDeque::new(),
             batches: 0,
+            next_id: 0,
             totals,
         }
     }
 
-    /// One batch of `pod`'s events; returns the requests it settled the pod of.
+    /// One batch of `pod`'s events; returns the requests it settled.
     pub fn events(&mut self, pod: &str, batch: &Batch) -> Vec<Attributed> {
         self.batches += 1;
         let before = self.pending_held(pod);
@@ -202,15 +230,23 @@ impl<'a> Monitor<'a> {
         self.totals.pods.entry(pod.to_string()).or_default().batches += 1;
         let mut done = Vec::new();
         let mut left = VecDeque::with_capacity(self.pending.len());
-        for (p, held_before) in std::mem::take(&mut self.pending).into_iter().zip(before) {
-            // The pod served it if it now holds more of the prompt, or the block after it.
-            let now = (
-                self.holdings.held(pod, &p.keys),
-                self.holdings.holds_after(pod, &p.keys),
-            );
-            if now.0 > held_before.0 || (now.1 && !held_before.1) {
-                done.push(self.settle(&p, pod));
-            } else if self.batches - p.since > PENDING_BATCHES {
+        for (mut p, held_before) in std::mem::take(&mut self.pending).into_iter().zip(before) {
+            if p.pod.is_none() {
+                // The pod served it if it now holds more of the prompt, or the block after it.
+                let now = (
+                    self.holdings.held(pod, &p.keys),
+                    self.holdings.holds_after(pod, &p.keys),
+                );
+                if now.0 > held_before.0 || (now.1 && !held_before.1) {
+                    p.pod = Some(pod.to_string());
+                }
+            }
+            if p.pod.is_some() && p.answer.is_some() {
+                done.push(self.settle(p));
+            } else if p.pod.is_none()
+                && p.answer.is_some()
+                && self.batches - p.since > PENDING_BATCHES
+            {
                 self.count_unattributed(Unattributed::NoPod);
             } else {
                 left.push_back(p);
@@ -233,9 +269,15 @@ impl<'a> Monitor<'a> {
             .collect()
     }
 
-    /// One request, when it arrived; `Ok(None)` while its pod is not known yet.
-    pub fn request(&mut self, ex: &Exchange) -> Result<Option<Attributed>, Unattributed> {
-        let next = match self.auditor.next_request(&ex.conversation) {
+    /// A request as it arrives: rendered, and what every pod holds of it read now, before
+    /// any later event. `pod` when the caller knows it already.
+    pub fn arrived(
+        &mut self,
+        id: RequestId,
+        conversation: &Conversation,
+        pod: Option<String>,
+    ) -> Result<(), Unattributed> {
+        let next = match self.auditor.next_request(conversation) {
             Ok(n) => n,
             Err(_) => {
                 self.count_unattributed(Unattributed::Render);
@@ -250,15 +292,6 @@ impl<'a> Monitor<'a> {
             ),
             None => (0, 0, None),
         };
-        let prompt_tokens = next.prompt_ids.len();
-        let partial = Partial {
-            prompt_tokens,
-            previous_shared,
-            previous_left,
-            engine_cached: ex.engine_cached,
-            rewrite,
-            prompt_mismatch: ex.engine_prompt_tokens.is_some_and(|n| n != prompt_tokens),
-        };
         let keys = self.holdings.keys(&next.prompt_ids);
         let held = self
             .totals
@@ -266,29 +299,85 @@ impl<'a> Monitor<'a> {
             .keys()
             .map(|pod| (pod.clone(), self.holdings.held(pod, &keys)))
             .collect();
-        let pending = Pending {
+        if self.pending.len() >= MAX_PENDING
+            && let Some(oldest) = self.pending.pop_front()
+        {
+            self.count_unattributed(if oldest.answer.is_some() {
+                Unattributed::NoPod
+            } else {
+                Unattributed::NoAnswer
+            });
+        }
+        self.pending.push_back(Pending {
+            id,
             keys,
             held,
-            partial,
+            partial: Partial {
+                prompt_tokens: next.prompt_ids.len(),
+                previous_shared,
+                previous_left,
+                rewrite,
+            },
             since: self.batches,
-        };
-        match &ex.pod {
-            Some(pod) => {
-                self.totals.pods.entry(pod.clone()).or_default();
-                Ok(Some(self.settle(&pending, pod)))
-            }
-            None if self.pending.len() >= MAX_PENDING => {
-                self.count_unattributed(Unattributed::PendingFull);
-                Err(Unattributed::PendingFull)
-            }
-            None => {
-                self.pending.push_back(pending);
-                Ok(None)
-            }
+            pod,
+            answer: None,
+        });
+        Ok(())
+    }
+
+    /// The response to request `id` is complete: attributed now if its pod is known.
+    pub fn answered(&mut self, id: RequestId, answer: Answer) -> Option<Attributed> {
+        let at = self.pending.iter().position(|p| p.id == id)?;
+        let p = &mut self.pending[at];
+        if let Some(pod) = &answer.pod {
+            self.totals.pods.entry(pod.clone()).or_default();
+            p.pod = Some(pod.clone());
+        }
+        p.answer = Some(answer);
+        if p.pod.is_some() {
+            let p = self.pending.remove(at)?;
+            return Some(self.settle(p));
+        }
+        None
+    }
+
+    /// Request `id` is not attributed, for `why` (no complete response, an error status).
+    pub fn abandoned(&mut self, id: RequestId, why: Unattributed) {
+        if let Some(at) = self.pending.iter().position(|p| p.id == id) {
+            self.pending.remove(at);
+            self.count_unattributed(why);
         }
     }
 
-    fn settle(&mut self, p: &Pending, pod: &str) -> Attributed {
+    /// `missing` of `pod`'s event messages never arrived.
+    pub fn events_lost(&mut self, pod: &str, missing: u64) {
+        self.holdings.lost(pod, missing);
+    }
+
+    /// `pod`'s publisher started again.
+    pub fn restarted(&mut self, pod: &str) {
+        self.holdings.restarted(pod);
+    }
+
+    /// A request of the log: arrived and answered at once; `Ok(None)` while its pod is not
+    /// known yet.
+    pub fn request(&mut self, ex: &Exchange) -> Result<Option<Attributed>, Unattributed> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.arrived(id, &ex.conversation, None)?;
+        Ok(self.answered(
+            id,
+            Answer {
+                pod: ex.pod.clone(),
+                engine_cached: ex.engine_cached,
+                engine_prompt_tokens: ex.engine_prompt_tokens,
+            },
+        ))
+    }
+
+    fn settle(&mut self, p: Pending) -> Attributed {
+        let pod = p.pod.unwrap_or_default();
+        let answer = p.answer.unwrap_or_default();
         let held_by = |name: &str| {
             p.held
                 .iter()
@@ -298,27 +387,31 @@ impl<'a> Monitor<'a> {
         let others = p
             .held
             .iter()
-            .filter(|(n, _)| n != pod)
+            .filter(|(n, _)| *n != pod)
             .map(|(_, h)| *h)
             .max()
             .unwrap_or(0);
         let causes = attribute(&Request {
             prompt_tokens: p.partial.prompt_tokens,
             block_size: self.block_size,
-            serving_held: held_by(pod),
+            serving_held: held_by(&pod),
             others_held: others,
             previous_shared: p.partial.previous_shared,
             previous_left: p.partial.previous_left,
-            engine_cached: p.partial.engine_cached,
+            engine_cached: answer.engine_cached,
         });
-        let stale = self.holdings.stale(pod).is_some();
+        let stale = self.holdings.stale(&pod).is_some();
         let a = Attributed {
-            pod: pod.to_string(),
+            id: p.id,
+            engine_cached: answer.engine_cached,
             prompt_tokens: p.partial.prompt_tokens,
             causes,
             rewrite: p.partial.rewrite.filter(|_| causes.rewritten > 0),
             stale,
-            prompt_mismatch: p.partial.prompt_mismatch,
+            prompt_mismatch: answer
+                .engine_prompt_tokens
+                .is_some_and(|n| n != p.partial.prompt_tokens),
+            pod,
         };
         let t = &mut self.totals;
         t.requests += 1;
@@ -339,10 +432,14 @@ impl<'a> Monitor<'a> {
         *self.totals.unattributed.entry(why).or_default() += 1;
     }
 
-    /// Requests still waiting for their pod, counted unattributed (the run ends).
+    /// Requests still in flight, counted unattributed (the run ends).
     pub fn finish(&mut self) {
-        for _ in std::mem::take(&mut self.pending) {
-            self.count_unattributed(Unattributed::NoPod);
+        for p in std::mem::take(&mut self.pending) {
+            self.count_unattributed(if p.answer.is_some() {
+                Unattributed::NoPod
+            } else {
+                Unattributed::NoAnswer
+            });
         }
     }
 

@@ -1,17 +1,35 @@
 //! `watch`'s settings, made from its arguments in one place.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
-use super::{audit_settings, resolved_model};
+use super::{audit_settings, parse_duration, resolved_model};
 use crate::audit::AuditSettings;
+use crate::capture::subscribe::Source;
 use crate::cli::WatchArgs;
 use crate::model::ModelFiles;
 use crate::report::Format;
+use crate::watch::live::LiveOptions;
+use crate::watch::proxy::ProxySettings;
 
 /// The longest pod name: it is a metric label.
 const MAX_POD_NAME: usize = 63;
+
+/// Where the requests and the events come from.
+// One value per run: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum WatchMode {
+    /// A request log and each pod's capture.
+    Log {
+        requests: PathBuf,
+        captures: Vec<(String, PathBuf)>,
+    },
+    /// The pods' publishers, the proxy, the metrics endpoint.
+    Live(LiveOptions),
+}
 
 /// Everything `watch` needs before it reads a request.
 pub struct WatchSettings {
@@ -19,14 +37,14 @@ pub struct WatchSettings {
     pub audit: AuditSettings,
     /// The model as the flag named it (the metrics' `model` label).
     pub model_label: String,
-    /// Each pod's name and its capture.
-    pub pods: Vec<(String, PathBuf)>,
-    pub requests: PathBuf,
+    pub mode: WatchMode,
     pub engine: crate::events::Engine,
     pub block_size: usize,
     pub capacity: usize,
     pub conversations: usize,
+    pub pod_header: Option<String>,
     pub record: Option<PathBuf>,
+    pub per_request: Option<PathBuf>,
     pub format: Format,
 }
 
@@ -41,13 +59,28 @@ impl WatchSettings {
                 other.name()
             ),
         };
-        let mut pods: Vec<(String, PathBuf)> = Vec::with_capacity(args.pod.len());
-        for spec in &args.pod {
-            let (name, source) = pod_spec(spec)?;
-            if pods.iter().any(|(n, _)| *n == name) {
-                bail!("--pod {spec:?}: pod {name:?} is named twice");
+        let duration = |flag: &str, v: &str| -> Result<Duration> {
+            parse_duration(v).map_err(|why| anyhow::anyhow!("{flag} {v:?}: {why}"))
+        };
+        let mut names: Vec<String> = Vec::new();
+        let mut named = |spec: &str, flag: &str| -> Result<(String, String)> {
+            let (name, source) = pod_spec(spec, flag)?;
+            if names.contains(&name) {
+                bail!("{flag} {spec:?}: pod {name:?} is named twice");
             }
-            pods.push((name, source));
+            names.push(name.clone());
+            Ok((name, source))
+        };
+        let mut pods = Vec::new();
+        for spec in &args.pod {
+            pods.push(named(spec, "--pod")?);
+        }
+        let mut bound = Vec::new();
+        for spec in &args.bind {
+            bound.push(named(spec, "--bind")?);
+        }
+        if pods.is_empty() && bound.is_empty() {
+            bail!("give each pod with --pod NAME=ENDPOINT (or --bind, or with --requests a capture)");
         }
         if args.capacity == 0 {
             bail!("--capacity must be at least 1 block");
@@ -55,41 +88,158 @@ impl WatchSettings {
         if args.conversations == 0 {
             bail!("--conversations must be at least 1");
         }
+        let is_endpoint = |s: &str| ["tcp://", "ipc://"].iter().any(|p| s.starts_with(p));
+        let mode = match (&args.requests, &args.upstream) {
+            (Some(requests), _) => {
+                if !bound.is_empty() {
+                    bail!("--bind subscribes to a live publisher; with --requests give captures");
+                }
+                if let Some((name, source)) = pods.iter().find(|(_, s)| is_endpoint(s)) {
+                    bail!(
+                        "--pod {name}={source}: with --requests each pod's events come from a \
+                         capture file (`kvaudit capture --out FILE`)"
+                    );
+                }
+                WatchMode::Log {
+                    requests: requests.clone(),
+                    captures: pods
+                        .into_iter()
+                        .map(|(n, s)| (n, PathBuf::from(s)))
+                        .collect(),
+                }
+            }
+            (None, Some(upstream)) => {
+                let mut sources = Vec::new();
+                for (name, source) in pods {
+                    if !is_endpoint(&source) {
+                        bail!(
+                            "--pod {name}={source}: a live pod is a publisher's endpoint \
+                             (tcp://HOST:PORT or ipc://PATH); captures go with --requests"
+                        );
+                    }
+                    sources.push((name, Source::Connect(source)));
+                }
+                for (name, source) in bound {
+                    sources.push((name, Source::Bind(source)));
+                }
+                let listen = socket("--listen", &args.listen)?;
+                if !listen.ip().is_loopback() {
+                    say(&format!(
+                        "note: the proxy listens on {listen}, beyond this machine; it forwards \
+                         only to {upstream}"
+                    ));
+                }
+                let metrics = args
+                    .metrics
+                    .as_deref()
+                    .map(|m| socket("--metrics", m))
+                    .transpose()?;
+                let connect_timeout = duration("--connect-timeout", &args.connect_timeout)?;
+                WatchMode::Live(LiveOptions {
+                    pods: sources,
+                    topic: args.topic.clone(),
+                    limits: crate::capture::zmtp::Limits::new(
+                        crate::capture::zmtp::Limits::DEFAULT_MAX_MESSAGE,
+                    ),
+                    connect_timeout,
+                    engine,
+                    proxy: Some((
+                        listen,
+                        ProxySettings {
+                            upstream: upstream_authority(upstream)?,
+                            pod_header: args.pod_header.clone(),
+                            max_body: args.max_body,
+                            connect_timeout,
+                        },
+                    )),
+                    metrics,
+                    interval: duration("--interval", &args.interval)?,
+                    duration: args
+                        .duration
+                        .as_deref()
+                        .map(|d| duration("--duration", d))
+                        .transpose()?,
+                    drain: duration("--drain", &args.drain)?,
+                })
+            }
+            (None, None) => bail!(
+                "give --upstream URL (proxy mode, in the request path) or --requests FILE (a \
+                 request log)"
+            ),
+        };
         let files = resolved_model(&args.model, say)?;
         let audit = audit_settings(&args.rendering, args.model.template_name.clone())?;
         Ok(WatchSettings {
             files,
             audit,
             model_label: args.model.model.clone(),
-            pods,
-            requests: args.requests.clone(),
+            mode,
             engine,
             block_size: args.block_size.unwrap_or(default_block),
             capacity: args.capacity,
             conversations: args.conversations,
+            pod_header: args.pod_header.clone(),
             record: args.record.clone(),
+            per_request: args.per_request.clone(),
             format: args.format.into(),
         })
     }
+
+    /// The pods' names, in the order given.
+    pub fn pod_names(&self) -> Vec<String> {
+        match &self.mode {
+            WatchMode::Log { captures, .. } => captures.iter().map(|(n, _)| n.clone()).collect(),
+            WatchMode::Live(l) => l.pods.iter().map(|(n, _)| n.clone()).collect(),
+        }
+    }
 }
 
-/// `NAME=SOURCE`: a name fit for a metric label, and a capture file.
-fn pod_spec(spec: &str) -> Result<(String, PathBuf)> {
+/// `NAME=SOURCE`: a name fit for a metric label, and where its events come from.
+fn pod_spec(spec: &str, flag: &str) -> Result<(String, String)> {
     let Some((name, source)) = spec.split_once('=') else {
-        bail!("--pod {spec:?}: expected NAME=SOURCE, e.g. d0=d0.frames");
+        bail!("{flag} {spec:?}: expected NAME=SOURCE, e.g. d0=tcp://10.0.0.5:5557");
     };
     let fit = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
     if name.is_empty() || name.len() > MAX_POD_NAME || !name.chars().all(fit) {
-        bail!("--pod {spec:?}: a pod name is 1 to {MAX_POD_NAME} letters, digits, '-', '_' or '.'");
-    }
-    if source.is_empty() {
-        bail!("--pod {spec:?}: no source after '='");
-    }
-    if ["tcp://", "ipc://"].iter().any(|p| source.starts_with(p)) {
         bail!(
-            "--pod {spec:?}: watch reads pods' captures (`kvaudit capture --out FILE`) so far; \
-             subscribing to a live publisher is not built yet"
+            "{flag} {spec:?}: a pod name is 1 to {MAX_POD_NAME} letters, digits, '-', '_' or '.'"
         );
     }
-    Ok((name.to_string(), PathBuf::from(source)))
+    if source.is_empty() {
+        bail!("{flag} {spec:?}: nothing after '='");
+    }
+    Ok((name.to_string(), source.to_string()))
+}
+
+fn socket(flag: &str, text: &str) -> Result<SocketAddr> {
+    text.parse()
+        .with_context(|| format!("{flag} {text:?}: expected HOST:PORT with an IP address, e.g. 127.0.0.1:8001"))
+}
+
+/// `http://HOST[:PORT][/]` as the `HOST:PORT` the proxy connects to.
+fn upstream_authority(url: &str) -> Result<String> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        if url.starts_with("https://") {
+            bail!(
+                "--upstream {url:?}: the proxy speaks plain HTTP; put watch before the TLS \
+                 terminator, or next to the router inside it"
+            );
+        }
+        bail!("--upstream {url:?}: expected http://HOST:PORT");
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+        bail!(
+            "--upstream {url:?}: give only http://HOST:PORT (the proxy forwards each path as the \
+             client sent it)"
+        );
+    }
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    Ok(if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    })
 }

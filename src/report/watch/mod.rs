@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::json::Json;
 use super::{Exporter, Format, Report, View};
-use crate::watch::log::LogCounts;
+use crate::watch::log::InputCounts;
 use crate::watch::{CauseTotals, Totals};
 
 /// The run's result with what names it.
@@ -20,7 +20,7 @@ pub struct WatchOutput<'a> {
     /// Where the requests came from.
     pub requests: &'a str,
     pub totals: &'a Totals,
-    pub counts: &'a LogCounts,
+    pub counts: &'a InputCounts,
 }
 
 #[derive(Serialize)]
@@ -30,7 +30,7 @@ pub struct WatchView<'a> {
     pub block_size: usize,
     pub requests_from: &'a str,
     pub totals: &'a Totals,
-    pub input: &'a LogCounts,
+    pub input: &'a InputCounts,
     /// The one-line answer of the human view.
     pub answer: String,
 }

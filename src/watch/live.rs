@@ -1,0 +1,524 @@
+//! Live mode: every pod's KV-event publisher subscribed to, the proxy in the request path,
+//! the metrics endpoint; the monitor on the caller's thread, fed through one bounded queue in
+//! the order things arrived (so a request's holdings are read before any event after it).
+//!
+//! The network side runs on a Tokio runtime of its own thread and never waits for the
+//! monitor: what does not fit the queue is dropped and counted (an event batch dropped makes
+//! its pod stale, as a gap does).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::conversations::Conversations;
+use super::exchange::{conversation_of, usage_counts};
+use super::log::{InputCounts, Outputs};
+use super::monitor::{Answer, Monitor, Totals, Unattributed};
+use super::proxy::{ProxySettings, Seen, Sink};
+use crate::capture::subscribe::{Incoming, Source, Subscribed, subscribe};
+use crate::capture::zmtp::Limits;
+use crate::capture::{SeqTracker, SeqVerdict, validate};
+use crate::events::{Batch, Engine, decode_batch};
+
+/// Observations waiting for the monitor, at most.
+const QUEUE: usize = 16_384;
+/// How often the metrics text is made again.
+const METRICS_EVERY: Duration = Duration::from_millis(250);
+/// The longest request head the metrics endpoint reads.
+const METRICS_HEAD: usize = 8 << 10;
+
+/// Everything live mode needs.
+pub struct LiveOptions {
+    /// Each pod and where its events come from.
+    pub pods: Vec<(String, Source)>,
+    pub topic: String,
+    pub limits: Limits,
+    pub connect_timeout: Duration,
+    pub engine: Engine,
+    /// The proxy: where it listens and what it forwards to.
+    pub proxy: Option<(SocketAddr, ProxySettings)>,
+    pub metrics: Option<SocketAddr>,
+    /// How often `on_summary` is called.
+    pub interval: Duration,
+    /// Stop after this long (else on SIGTERM or SIGINT).
+    pub duration: Option<Duration>,
+    /// How long in-flight exchanges get to finish after the stop.
+    pub drain: Duration,
+}
+
+/// What live mode tells its caller while it runs, beside each request's results.
+pub trait LiveHooks: Outputs {
+    /// A socket listens (the address as bound: port 0 picks one).
+    fn listening(&mut self, what: &str, addr: &str);
+    /// The metrics text for these figures.
+    fn metrics(&mut self, totals: &Totals, counts: &InputCounts) -> String;
+    /// Every interval.
+    fn summary(&mut self, totals: &Totals, counts: &InputCounts);
+}
+
+/// Why live mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveFailure {
+    #[error("cannot start the network runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Listen {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Subscribe(#[from] crate::capture::CaptureFailure),
+}
+
+enum Observation {
+    Batch(usize, Batch),
+    /// `missing` messages of pod `usize` lost (a gap, or dropped from the queue).
+    Lost(usize, u64),
+    Restarted(usize),
+    PeerLost(usize, &'static str),
+    Malformed(usize),
+    Seen(Seen),
+    /// The network side is up (every socket listening).
+    Listening(&'static str, String),
+}
+
+/// The network side's end of the monitor's queue. Only the network side holds it, so the
+/// monitor's end closes when the network side is done.
+struct Queue {
+    tx: SyncSender<Observation>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Queue {
+    fn offer(&self, o: Observation) -> bool {
+        match self.tx.try_send(o) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
+impl Sink for Queue {
+    fn offer(&self, seen: Seen) {
+        Queue::offer(self, Observation::Seen(seen));
+    }
+}
+
+/// Runs until the stop, then drains; returns what the inputs counted.
+pub fn run(
+    opts: LiveOptions,
+    monitor: &mut Monitor,
+    conversations: &mut Conversations,
+    pod_header: Option<&str>,
+    hooks: &mut dyn LiveHooks,
+) -> Result<InputCounts, LiveFailure> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let queue = Arc::new(Queue {
+        tx,
+        dropped: dropped.clone(),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(LiveFailure::Runtime)?;
+    let metrics_text = Arc::new(Mutex::new(String::new()));
+    let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), LiveFailure>>();
+    let names: Vec<String> = opts.pods.iter().map(|(n, _)| n.clone()).collect();
+    let interval = opts.interval;
+    let network = {
+        let metrics_text = metrics_text.clone();
+        std::thread::Builder::new()
+            .name("watch-network".into())
+            .spawn(move || {
+                runtime.block_on(network(opts, queue, metrics_text, started_tx));
+            })
+            .map_err(LiveFailure::Runtime)?
+    };
+    // Started, or why not, before any figure is made.
+    match started_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            let _ = network.join();
+            return Err(e);
+        }
+        Err(_) => {
+            let _ = network.join();
+            return Err(LiveFailure::Runtime(std::io::Error::other(
+                "the network thread ended before it started",
+            )));
+        }
+    }
+    let mut counts = InputCounts::default();
+    let mut last_metrics = Instant::now() - METRICS_EVERY;
+    let mut last_summary = Instant::now();
+    let mut seen = Seer {
+        names: &names,
+        monitor,
+        conversations,
+        pod_header,
+    };
+    // Until the network side is done: every sender is then gone.
+    loop {
+        match rx.recv_timeout(METRICS_EVERY) {
+            Ok(o) => seen.observe(o, hooks, &mut counts),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        counts.dropped = dropped.load(Ordering::Relaxed);
+        if last_metrics.elapsed() >= METRICS_EVERY {
+            last_metrics = Instant::now();
+            let text = hooks.metrics(&seen.monitor.totals(), &counts);
+            if let Ok(mut m) = metrics_text.lock() {
+                *m = text;
+            }
+        }
+        if last_summary.elapsed() >= interval {
+            last_summary = Instant::now();
+            hooks.summary(&seen.monitor.totals(), &counts);
+        }
+    }
+    let _ = network.join();
+    seen.monitor.finish();
+    Ok(counts)
+}
+
+/// The monitor's side: each observation applied.
+struct Seer<'s, 'a> {
+    names: &'s [String],
+    monitor: &'s mut Monitor<'a>,
+    conversations: &'s mut Conversations,
+    pod_header: Option<&'s str>,
+}
+
+impl Seer<'_, '_> {
+    fn observe(&mut self, o: Observation, hooks: &mut dyn LiveHooks, counts: &mut InputCounts) {
+        let (names, monitor, conversations, pod_header) = (
+            self.names,
+            &mut *self.monitor,
+            &mut *self.conversations,
+            self.pod_header,
+        );
+        let name = |i: usize| names.get(i).map_or("unknown", String::as_str);
+        match o {
+            Observation::Batch(pod, batch) => {
+                monitor.events(name(pod), &batch);
+            }
+            Observation::Lost(pod, missing) => {
+                *counts
+                    .gap_messages
+                    .entry(name(pod).to_string())
+                    .or_default() += missing;
+                monitor.events_lost(name(pod), missing);
+            }
+            Observation::Restarted(pod) => {
+                *counts.restarts.entry(name(pod).to_string()).or_default() += 1;
+                monitor.restarted(name(pod));
+            }
+            Observation::PeerLost(pod, why) => {
+                *counts
+                    .peers_lost
+                    .entry(name(pod).to_string())
+                    .or_default()
+                    .entry(why)
+                    .or_default() += 1;
+            }
+            Observation::Malformed(pod) => {
+                *counts.malformed.entry(name(pod).to_string()).or_default() += 1;
+            }
+            Observation::Seen(Seen::Unfollowed(why)) => {
+                *counts.unfollowed.entry(why).or_default() += 1;
+            }
+            Observation::Listening(what, addr) => hooks.listening(what, &addr),
+            Observation::Seen(Seen::Request(id, body)) => {
+                let conv = serde_json::from_slice(&body)
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| conversation_of(&v, "request").map_err(|e| e.to_string()));
+                match conv {
+                    Ok(conv) => {
+                        let link = conversations.observe(&conv);
+                        *counts.links.entry(link).or_default() += 1;
+                        let _ = monitor.arrived(id, &conv, None);
+                    }
+                    Err(_) => *counts.unfollowed.entry("not_a_chat_request").or_default() += 1,
+                }
+            }
+            Observation::Seen(Seen::Response(id, message)) => {
+                if !(200..300).contains(&message.status) {
+                    monitor.abandoned(id, Unattributed::Refused);
+                    return;
+                }
+                let body: Option<serde_json::Value> = message
+                    .body
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice(b).ok());
+                let (engine_prompt_tokens, engine_cached) =
+                    usage_counts(body.as_ref().and_then(|b| b.get("usage")));
+                let pod = pod_header
+                    .and_then(|h| message.header(h))
+                    .filter(|p| names.iter().any(|n| n == p))
+                    .map(str::to_string);
+                monitor.answered(
+                    id,
+                    Answer {
+                        pod,
+                        engine_cached,
+                        engine_prompt_tokens,
+                    },
+                );
+            }
+            Observation::Seen(Seen::Abandoned(id)) => monitor.abandoned(id, Unattributed::NoAnswer),
+        }
+    }
+}
+
+/// The network side: subscriptions, the proxy, the metrics endpoint, until the stop.
+async fn network(
+    opts: LiveOptions,
+    queue: Arc<Queue>,
+    metrics_text: Arc<Mutex<String>>,
+    started: std::sync::mpsc::Sender<Result<(), LiveFailure>>,
+) {
+    let listen = |what: &'static str, addr: SocketAddr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|source| LiveFailure::Listen { what, addr, source })
+    };
+    let proxy = match &opts.proxy {
+        Some((addr, settings)) => match listen("proxy", *addr).await {
+            Ok(l) => Some((l, settings.clone())),
+            Err(e) => {
+                let _ = started.send(Err(e));
+                return;
+            }
+        },
+        None => None,
+    };
+    let metrics = match opts.metrics {
+        Some(addr) => match listen("metrics", addr).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                let _ = started.send(Err(e));
+                return;
+            }
+        },
+        None => None,
+    };
+    let wanted: Vec<Source> = opts.pods.iter().map(|(_, s)| s.clone()).collect();
+    let bound_queue = queue.clone();
+    let mut bound_at = Vec::new();
+    let subscribed = subscribe(
+        &wanted,
+        &opts.topic,
+        opts.limits,
+        opts.connect_timeout,
+        |b| bound_at.push(b.to_string()),
+    )
+    .await;
+    let Subscribed { rx, sources, .. } = match subscribed {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = started.send(Err(e.into()));
+            return;
+        }
+    };
+    for b in bound_at {
+        bound_queue.offer(Observation::Listening("events", b));
+    }
+    if let Some((l, _)) = &proxy
+        && let Ok(a) = l.local_addr()
+    {
+        queue.offer(Observation::Listening("proxy", a.to_string()));
+    }
+    if let Some(l) = &metrics
+        && let Ok(a) = l.local_addr()
+    {
+        queue.offer(Observation::Listening("metrics", a.to_string()));
+    }
+    let _ = started.send(Ok(()));
+
+    let stop = {
+        let duration = opts.duration;
+        async move {
+            let deadline = async {
+                match duration {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let terminated = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = deadline => {}
+                _ = terminated => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+    };
+    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let events = tokio::spawn(pump_events(
+        rx,
+        sources,
+        opts.engine,
+        queue.clone(),
+        stop_tx.subscribe(),
+    ));
+    // The metrics endpoint answers while the proxy drains; it stops last.
+    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics_task =
+        metrics.map(|l| tokio::spawn(serve_metrics(l, metrics_text.clone(), metrics_stopped)));
+    let proxy_task = proxy.map(|(l, settings)| {
+        let mut stop_rx = stop_tx.subscribe();
+        let sink: Arc<dyn Sink> = queue.clone();
+        tokio::spawn(super::proxy::serve(
+            l,
+            Arc::new(settings),
+            sink,
+            async move {
+                let _ = stop_rx.recv().await;
+            },
+            opts.drain,
+        ))
+    });
+    stop.await;
+    let _ = stop_tx.send(());
+    if let Some(p) = proxy_task {
+        let _ = p.await;
+    }
+    let _ = events.await;
+    let _ = metrics_stop.send(());
+    if let Some(m) = metrics_task {
+        let _ = m.await;
+    }
+}
+
+/// Each pod's messages checked, numbered and decoded, onto the monitor's queue.
+async fn pump_events(
+    mut rx: tokio::sync::mpsc::Receiver<Incoming>,
+    sources: Vec<String>,
+    engine: Engine,
+    queue: Arc<Queue>,
+    mut stop: tokio::sync::broadcast::Receiver<()>,
+) {
+    let mut tracker = SeqTracker::default();
+    loop {
+        let incoming = tokio::select! {
+            m = rx.recv() => match m { Some(m) => m, None => return },
+            _ = stop.recv() => return,
+        };
+        let (pod, frames) = match incoming {
+            // The permit goes back to the budget once the batch is decoded.
+            Incoming::Message(src, frames, _permit) => (src, frames),
+            Incoming::Lost(peer, why) => {
+                // A connected peer is named by its endpoint, a bound one "ADDR (via BOUND)".
+                let pod = sources
+                    .iter()
+                    .position(|s| peer == *s || peer.ends_with(&format!("(via {s})")));
+                queue.offer(Observation::PeerLost(
+                    pod.unwrap_or(usize::MAX),
+                    why.kind.name(),
+                ));
+                continue;
+            }
+        };
+        apply_message(pod, &frames, engine, &mut tracker, &queue);
+    }
+}
+
+fn apply_message(
+    pod: usize,
+    frames: &[Bytes],
+    engine: Engine,
+    tracker: &mut SeqTracker,
+    queue: &Queue,
+) {
+    let Ok(seq) = validate(frames, crate::events::frames::MAX_PAYLOAD) else {
+        queue.offer(Observation::Malformed(pod));
+        return;
+    };
+    let topic = String::from_utf8_lossy(&frames[0]);
+    match tracker.observe(&pod.to_string(), &topic, seq) {
+        SeqVerdict::Duplicate => return,
+        SeqVerdict::Restart { .. } => {
+            queue.offer(Observation::Restarted(pod));
+        }
+        SeqVerdict::Gap { missing, .. } => {
+            queue.offer(Observation::Lost(pod, missing));
+        }
+        SeqVerdict::First | SeqVerdict::Next => {}
+    }
+    match decode_batch(&frames[2], 0, engine) {
+        Ok(batch) => {
+            if !queue.offer(Observation::Batch(pod, batch)) {
+                // The monitor fell behind: what this batch said is lost to it.
+                queue.offer(Observation::Lost(pod, 1));
+            }
+        }
+        Err(_) => {
+            queue.offer(Observation::Malformed(pod));
+        }
+    }
+}
+
+/// `GET /metrics` answered with the latest text, until the stop; anything else 404.
+async fn serve_metrics(
+    listener: TcpListener,
+    text: Arc<Mutex<String>>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        let (mut conn, _) = tokio::select! {
+            a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+            _ = &mut stop => return,
+        };
+        let text = text.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            let read = tokio::time::timeout(Duration::from_secs(5), async {
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < METRICS_HEAD {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                true
+            })
+            .await;
+            if !matches!(read, Ok(true)) {
+                return;
+            }
+            let ok = head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?");
+            let (status, body) = if ok {
+                ("200 OK", text.lock().map(|t| t.clone()).unwrap_or_default())
+            } else {
+                ("404 Not Found", "try /metrics\n".to_string())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(response.as_bytes()).await;
+            let _ = conn.shutdown().await;
+        });
+    }
+}

@@ -1,0 +1,233 @@
+//! The pass-through proxy: every byte from the client goes to `--upstream` and every byte
+//! back goes to the client, in order and unchanged; a copy of each direction is followed
+//! ([`super::http::Follower`]) to see the chat requests and their answers. What is seen is
+//! offered to the monitor without waiting: a full queue, a message watch cannot follow or a
+//! monitor that failed costs an observation (counted), never a byte of the exchange.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::http::{Follower, Message, Side};
+use super::monitor::RequestId;
+
+/// What the proxy saw, for the monitor.
+#[derive(Debug)]
+pub enum Seen {
+    /// A chat request whole: its id and body.
+    Request(RequestId, Vec<u8>),
+    /// The response to request `id`.
+    Response(RequestId, Message),
+    /// Request `id` will get no response the proxy can read.
+    Abandoned(RequestId),
+    /// Something the proxy could not follow, by reason.
+    Unfollowed(&'static str),
+}
+
+/// Where the proxy offers what it sees; `offer` never blocks.
+pub trait Sink: Send + Sync + 'static {
+    fn offer(&self, seen: Seen);
+}
+
+/// How the proxy runs.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    /// `host:port` of the upstream, as connected to.
+    pub upstream: String,
+    /// The response header naming the pod that served a request.
+    pub pod_header: Option<String>,
+    /// The longest request or response body read (longer ones pass, unread).
+    pub max_body: usize,
+    pub connect_timeout: Duration,
+}
+
+/// Read buffer per direction of a connection.
+const BUFFER: usize = 64 << 10;
+
+/// Accepts clients until the listener fails or `stop` fires; each connection runs until
+/// either side closes. Returns when every connection is done or `drain` has passed since
+/// `stop`.
+pub async fn serve(
+    listener: TcpListener,
+    settings: Arc<ProxySettings>,
+    sink: Arc<dyn Sink>,
+    stop: impl std::future::Future<Output = ()>,
+    drain: Duration,
+) {
+    let ids = Arc::new(AtomicU64::new(0));
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((client, _)) = accepted else {
+                    // Out of file descriptors, most likely: let some close.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                connections.spawn(connection(client, settings.clone(), sink.clone(), ids.clone()));
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = &mut stop => break,
+        }
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(drain, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+}
+
+/// Requests sent on one connection and not answered yet, oldest first (the id of a chat
+/// request), and whether each was a HEAD, for the response side's follower to take.
+#[derive(Default)]
+struct Flight {
+    ids: VecDeque<Option<RequestId>>,
+    heads: VecDeque<bool>,
+}
+
+type InFlight = Arc<Mutex<Flight>>;
+
+async fn connection(
+    client: TcpStream,
+    settings: Arc<ProxySettings>,
+    sink: Arc<dyn Sink>,
+    ids: Arc<AtomicU64>,
+) {
+    let upstream = match tokio::time::timeout(
+        settings.connect_timeout,
+        TcpStream::connect(&settings.upstream),
+    )
+    .await
+    {
+        Ok(Ok(u)) => u,
+        _ => {
+            // As a TCP proxy does: the client sees the connection close.
+            sink.offer(Seen::Unfollowed("upstream_unreachable"));
+            return;
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    let in_flight: InFlight = Arc::default();
+    let up = pump(
+        client_read,
+        upstream_write,
+        Side::Request,
+        settings.clone(),
+        sink.clone(),
+        in_flight.clone(),
+        ids,
+    );
+    let down = pump(
+        upstream_read,
+        client_write,
+        Side::Response,
+        settings,
+        sink.clone(),
+        in_flight.clone(),
+        Arc::default(),
+    );
+    tokio::join!(up, down);
+    let left: Vec<RequestId> = match in_flight.lock() {
+        Ok(mut f) => f.ids.drain(..).flatten().collect(),
+        Err(_) => Vec::new(),
+    };
+    for id in left {
+        sink.offer(Seen::Abandoned(id));
+    }
+}
+
+/// Copies one direction until its reader ends, then closes the writer's side. A request's
+/// bytes are followed before they are written on, so a request is in flight before any of
+/// its response can come back; a response's are written on first.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    side: Side,
+    settings: Arc<ProxySettings>,
+    sink: Arc<dyn Sink>,
+    in_flight: InFlight,
+    ids: Arc<AtomicU64>,
+) {
+    let mut buf = vec![0u8; BUFFER];
+    let mut follower = Follower::new(side, settings.max_body);
+    let mut done = Vec::new();
+    let mut lost_said = false;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if side == Side::Response && to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        if follower.lost().is_none() {
+            if side == Side::Response
+                && let Ok(mut f) = in_flight.lock()
+            {
+                for head in f.heads.drain(..) {
+                    follower.request_sent(head);
+                }
+            }
+            follower.feed(&buf[..n], settings.pod_header.as_deref(), &mut done);
+            deliver(&mut done, side, &sink, &in_flight, &ids);
+            if let Some(l) = follower.lost()
+                && !lost_said
+            {
+                lost_said = true;
+                sink.offer(Seen::Unfollowed(l.as_str()));
+            }
+        }
+        if side == Side::Request && to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    follower.end(&mut done);
+    deliver(&mut done, side, &sink, &in_flight, &ids);
+    let _ = to.shutdown().await;
+}
+
+fn deliver(
+    done: &mut Vec<Message>,
+    side: Side,
+    sink: &Arc<dyn Sink>,
+    in_flight: &InFlight,
+    ids: &AtomicU64,
+) {
+    for message in done.drain(..) {
+        match side {
+            Side::Request => {
+                let id = message
+                    .body
+                    .as_ref()
+                    .map(|_| ids.fetch_add(1, Ordering::Relaxed) + 1);
+                if let Ok(mut f) = in_flight.lock() {
+                    f.ids.push_back(id);
+                    f.heads.push_back(message.method == "HEAD");
+                }
+                match (id, message.body) {
+                    (Some(id), Some(body)) => sink.offer(Seen::Request(id, body)),
+                    _ if message.over => sink.offer(Seen::Unfollowed("request_too_large")),
+                    _ => {}
+                }
+            }
+            Side::Response => {
+                let id = in_flight
+                    .lock()
+                    .ok()
+                    .and_then(|mut f| f.ids.pop_front())
+                    .flatten();
+                if let Some(id) = id {
+                    sink.offer(Seen::Response(id, message));
+                }
+            }
+        }
+    }
+}
