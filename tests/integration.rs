@@ -51,6 +51,7 @@ mod tokenizer;
 mod ux;
 mod vllm_live;
 mod watch;
+mod watch_live;
 
 /// Each `tests/NAME.rs` is `mod NAME;` above (a file left out would never be compiled, let
 /// alone run), and each snapshot belongs to one of them.

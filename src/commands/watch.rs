@@ -27,7 +27,11 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
     output::check_outputs(inputs, s.record.iter().chain(s.per_request.iter()))?;
     let mut files = Files {
         record: s.record.as_deref().map(AtomicFile::create).transpose()?,
-        per_request: s.per_request.as_deref().map(AtomicFile::create).transpose()?,
+        per_request: s
+            .per_request
+            .as_deref()
+            .map(AtomicFile::create)
+            .transpose()?,
         error: None,
     };
     let tok = crate::model::tokenizer_for(&s.files, s.audit.plan.server)?;

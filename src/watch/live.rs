@@ -213,7 +213,9 @@ impl Seer<'_, '_> {
         let name = |i: usize| names.get(i).map_or("unknown", String::as_str);
         match o {
             Observation::Batch(pod, batch) => {
-                monitor.events(name(pod), &batch);
+                for a in monitor.events(name(pod), &batch) {
+                    hooks.attributed(&a);
+                }
             }
             Observation::Lost(pod, missing) => {
                 *counts
@@ -269,14 +271,14 @@ impl Seer<'_, '_> {
                     .and_then(|h| message.header(h))
                     .filter(|p| names.iter().any(|n| n == p))
                     .map(str::to_string);
-                monitor.answered(
-                    id,
-                    Answer {
-                        pod,
-                        engine_cached,
-                        engine_prompt_tokens,
-                    },
-                );
+                let answer = Answer {
+                    pod,
+                    engine_cached,
+                    engine_prompt_tokens,
+                };
+                if let Some(a) = monitor.answered(id, answer) {
+                    hooks.attributed(&a);
+                }
             }
             Observation::Seen(Seen::Abandoned(id)) => monitor.abandoned(id, Unattributed::NoAnswer),
         }

@@ -152,7 +152,14 @@ pub fn run(
         }
     }
     // The events after the last request can still name the pods of requests waiting.
-    apply_until(&mut pods, f64::INFINITY, engine, monitor, &mut counts, outputs);
+    apply_until(
+        &mut pods,
+        f64::INFINITY,
+        engine,
+        monitor,
+        &mut counts,
+        outputs,
+    );
     monitor.finish();
     Ok(counts)
 }

@@ -80,7 +80,9 @@ impl WatchSettings {
             bound.push(named(spec, "--bind")?);
         }
         if pods.is_empty() && bound.is_empty() {
-            bail!("give each pod with --pod NAME=ENDPOINT (or --bind, or with --requests a capture)");
+            bail!(
+                "give each pod with --pod NAME=ENDPOINT (or --bind, or with --requests a capture)"
+            );
         }
         if args.capacity == 0 {
             bail!("--capacity must be at least 1 block");
@@ -212,8 +214,9 @@ fn pod_spec(spec: &str, flag: &str) -> Result<(String, String)> {
 }
 
 fn socket(flag: &str, text: &str) -> Result<SocketAddr> {
-    text.parse()
-        .with_context(|| format!("{flag} {text:?}: expected HOST:PORT with an IP address, e.g. 127.0.0.1:8001"))
+    text.parse().with_context(|| {
+        format!("{flag} {text:?}: expected HOST:PORT with an IP address, e.g. 127.0.0.1:8001")
+    })
 }
 
 /// `http://HOST[:PORT][/]` as the `HOST:PORT` the proxy connects to.

