@@ -52,6 +52,7 @@ mod ux;
 mod vllm_live;
 mod watch;
 mod watch_live;
+mod watch_proxy;
 
 /// Each `tests/NAME.rs` is `mod NAME;` above (a file left out would never be compiled, let
 /// alone run), and each snapshot belongs to one of them.
