@@ -1375,7 +1375,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__watch)
-            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --capacity --conversations --record --per-request --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
+            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --mirror --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --capacity --conversations --record --per-request --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1414,6 +1414,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --upstream)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mirror)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -243,3 +243,42 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
     // (the canned numbers are not this model's), and says so.
     assert_eq!(totals["prompt_mismatches"], json!(2));
 }
+
+#[test]
+fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
+    let mut child = common::kvaudit_process()
+        .current_dir(common::repo_root())
+        .args(["watch", "-m", "fixtures/models/tiny-think", "--server", "vllm"])
+        .args(["--bind", "d0=tcp://127.0.0.1:0", "--mirror", "127.0.0.1:0"])
+        .args(["--format", "json", "--duration", "60s", "--drain", "5s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mirror = listening(&mut stderr, "mirror");
+    let watch = Watch(child);
+    let mut client = TcpStream::connect(&mirror).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let sent = client_bytes();
+    client.write_all(&sent).unwrap();
+    // Five requests, five empty answers, in order; then the connection stays open.
+    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+    let mut got = vec![0u8; answer.len() * 5];
+    client.read_exact(&mut got).unwrap();
+    assert_eq!(got, answer.repeat(5));
+    drop(client);
+    let mut child = watch;
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status();
+    assert!(child.0.wait().unwrap().success());
+    let mut out = String::new();
+    child.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let report: Json = serde_json::from_str(&out).unwrap();
+    // Three chat requests, each a conversation's first; no pod stored their prompts (no
+    // events), so none is attributed, and each is counted so, never guessed.
+    assert_eq!(report["input"]["links"], json!({"first": 3}), "{report:#}");
+    assert_eq!(report["totals"]["requests"], json!(0));
+    assert_eq!(report["totals"]["unattributed"], json!({"no_pod": 3}));
+}

@@ -686,6 +686,12 @@ pub struct WatchArgs {
     #[arg(long, value_name = "URL", conflicts_with = "requests")]
     pub upstream: Option<String>,
 
+    /// Mirror mode: take copies of the requests (a gateway's request mirroring or shadow
+    /// traffic) on ADDR, answer each at once and forward nothing; the serving pod comes from
+    /// the events.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["requests", "upstream"])]
+    pub mirror: Option<String>,
+
     /// Where the proxy listens (loopback unless you say otherwise).
     #[arg(long, default_value = "127.0.0.1:8001", value_name = "ADDR")]
     pub listen: String,

@@ -63,7 +63,10 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
         }
         WatchMode::Live(live) => {
             let shown = match &live.proxy {
-                Some((addr, p)) => format!("proxy {addr} -> {}", p.upstream),
+                Some((addr, p)) => match &p.upstream {
+                    Some(up) => format!("proxy {addr} -> {up}"),
+                    None => format!("mirror {addr}"),
+                },
                 None => "live".into(),
             };
             let mut hooks = Hooks {

@@ -298,7 +298,7 @@ async fn network(
             .map_err(|source| LiveFailure::Listen { what, addr, source })
     };
     let proxy = match &opts.proxy {
-        Some((addr, settings)) => match listen("proxy", *addr).await {
+        Some((addr, settings)) => match listen(front_name(settings), *addr).await {
             Ok(l) => Some((l, settings.clone())),
             Err(e) => {
                 let _ = started.send(Err(e));
@@ -338,10 +338,10 @@ async fn network(
     for b in bound_at {
         bound_queue.offer(Observation::Listening("events", b));
     }
-    if let Some((l, _)) = &proxy
+    if let Some((l, settings)) = &proxy
         && let Ok(a) = l.local_addr()
     {
-        queue.offer(Observation::Listening("proxy", a.to_string()));
+        queue.offer(Observation::Listening(front_name(settings), a.to_string()));
     }
     if let Some(l) = &metrics
         && let Ok(a) = l.local_addr()
@@ -410,6 +410,13 @@ async fn network(
     let _ = metrics_stop.send(());
     if let Some(m) = metrics_task {
         let _ = m.await;
+    }
+}
+
+fn front_name(settings: &ProxySettings) -> &'static str {
+    match settings.upstream {
+        Some(_) => "proxy",
+        None => "mirror",
     }
 }
 

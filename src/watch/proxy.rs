@@ -36,8 +36,9 @@ pub trait Sink: Send + Sync + 'static {
 /// How the proxy runs.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
-    /// `host:port` of the upstream, as connected to.
-    pub upstream: String,
+    /// `host:port` of the upstream, as connected to; `None`: mirror mode, where the requests
+    /// are copies (a gateway's shadow traffic), each answered at once and forwarded nowhere.
+    pub upstream: Option<String>,
     /// The response header naming the pod that served a request.
     pub pod_header: Option<String>,
     /// The longest request or response body read (longer ones pass, unread).
@@ -99,19 +100,18 @@ async fn connection(
     sink: Arc<dyn Sink>,
     ids: Arc<AtomicU64>,
 ) {
-    let upstream = match tokio::time::timeout(
-        settings.connect_timeout,
-        TcpStream::connect(&settings.upstream),
-    )
-    .await
-    {
-        Ok(Ok(u)) => u,
-        _ => {
-            // As a TCP proxy does: the client sees the connection close.
-            sink.offer(Seen::Unfollowed("upstream_unreachable"));
-            return;
-        }
+    let Some(to) = &settings.upstream else {
+        return mirrored(client, &settings, &sink, &ids).await;
     };
+    let upstream =
+        match tokio::time::timeout(settings.connect_timeout, TcpStream::connect(to)).await {
+            Ok(Ok(u)) => u,
+            _ => {
+                // As a TCP proxy does: the client sees the connection close.
+                sink.offer(Seen::Unfollowed("upstream_unreachable"));
+                return;
+            }
+        };
     let _ = upstream.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
     let (upstream_read, upstream_write) = upstream.into_split();
@@ -230,4 +230,52 @@ fn deliver(
             }
         }
     }
+}
+
+/// What a mirror answers every request: the copy's answer goes nowhere.
+const MIRROR_ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+
+/// Mirror mode: each request read, offered with an answer that names nothing (the pod comes
+/// from the events; the engine's usage is not seen), and answered at once.
+async fn mirrored(
+    client: TcpStream,
+    settings: &ProxySettings,
+    sink: &Arc<dyn Sink>,
+    ids: &AtomicU64,
+) {
+    let (mut from, mut to) = client.into_split();
+    let mut buf = vec![0u8; BUFFER];
+    let mut follower = Follower::new(Side::Request, settings.max_body);
+    let mut done = Vec::new();
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        follower.feed(&buf[..n], None, &mut done);
+        for message in done.drain(..) {
+            match message.body {
+                Some(body) => {
+                    let id = ids.fetch_add(1, Ordering::Relaxed) + 1;
+                    sink.offer(Seen::Request(id, body));
+                    let answered = Message {
+                        status: 200,
+                        ..Message::default()
+                    };
+                    sink.offer(Seen::Response(id, answered));
+                }
+                None if message.over => sink.offer(Seen::Unfollowed("request_too_large")),
+                None => {}
+            }
+            if to.write_all(MIRROR_ANSWER).await.is_err() {
+                return;
+            }
+        }
+        if let Some(l) = follower.lost() {
+            // Not HTTP any more: nothing to answer.
+            sink.offer(Seen::Unfollowed(l.as_str()));
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }

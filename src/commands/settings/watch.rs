@@ -91,7 +91,12 @@ impl WatchSettings {
             bail!("--conversations must be at least 1");
         }
         let is_endpoint = |s: &str| ["tcp://", "ipc://"].iter().any(|p| s.starts_with(p));
-        let mode = match (&args.requests, &args.upstream) {
+        let front = match (&args.upstream, &args.mirror) {
+            (Some(upstream), _) => Some((Some(upstream_authority(upstream)?), &args.listen)),
+            (None, Some(mirror)) => Some((None, mirror)),
+            (None, None) => None,
+        };
+        let mode = match (&args.requests, front) {
             (Some(requests), _) => {
                 if !bound.is_empty() {
                     bail!("--bind subscribes to a live publisher; with --requests give captures");
@@ -110,7 +115,7 @@ impl WatchSettings {
                         .collect(),
                 }
             }
-            (None, Some(upstream)) => {
+            (None, Some((upstream, listen))) => {
                 let mut sources = Vec::new();
                 for (name, source) in pods {
                     if !is_endpoint(&source) {
@@ -124,11 +129,19 @@ impl WatchSettings {
                 for (name, source) in bound {
                     sources.push((name, Source::Bind(source)));
                 }
-                let listen = socket("--listen", &args.listen)?;
+                let flag = if upstream.is_some() {
+                    "--listen"
+                } else {
+                    "--mirror"
+                };
+                let listen = socket(flag, listen)?;
                 if !listen.ip().is_loopback() {
                     say(&format!(
-                        "note: the proxy listens on {listen}, beyond this machine; it forwards \
-                         only to {upstream}"
+                        "note: watch listens on {listen}, beyond this machine{}",
+                        match &upstream {
+                            Some(u) => format!("; it forwards only to {u}"),
+                            None => String::new(),
+                        }
                     ));
                 }
                 let metrics = args
@@ -148,7 +161,7 @@ impl WatchSettings {
                     proxy: Some((
                         listen,
                         ProxySettings {
-                            upstream: upstream_authority(upstream)?,
+                            upstream,
                             pod_header: args.pod_header.clone(),
                             max_body: args.max_body,
                             connect_timeout,
@@ -165,8 +178,8 @@ impl WatchSettings {
                 })
             }
             (None, None) => bail!(
-                "give --upstream URL (proxy mode, in the request path) or --requests FILE (a \
-                 request log)"
+                "give --upstream URL (proxy mode, in the request path), --mirror ADDR (copies of \
+                 the requests) or --requests FILE (a request log)"
             ),
         };
         let files = resolved_model(&args.model, say)?;
