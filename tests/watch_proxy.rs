@@ -248,7 +248,13 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
 fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
     let mut child = common::kvaudit_process()
         .current_dir(common::repo_root())
-        .args(["watch", "-m", "fixtures/models/tiny-think", "--server", "vllm"])
+        .args([
+            "watch",
+            "-m",
+            "fixtures/models/tiny-think",
+            "--server",
+            "vllm",
+        ])
         .args(["--bind", "d0=tcp://127.0.0.1:0", "--mirror", "127.0.0.1:0"])
         .args(["--format", "json", "--duration", "60s", "--drain", "5s"])
         .stdout(Stdio::piped())
@@ -259,7 +265,9 @@ fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
     let mirror = listening(&mut stderr, "mirror");
     let watch = Watch(child);
     let mut client = TcpStream::connect(&mirror).unwrap();
-    client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     let sent = client_bytes();
     client.write_all(&sent).unwrap();
     // Five requests, five empty answers, in order; then the connection stays open.
@@ -274,7 +282,13 @@ fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
         .status();
     assert!(child.0.wait().unwrap().success());
     let mut out = String::new();
-    child.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let report: Json = serde_json::from_str(&out).unwrap();
     // Three chat requests, each a conversation's first; no pod stored their prompts (no
     // events), so none is attributed, and each is counted so, never guessed.

@@ -713,8 +713,10 @@ pub struct WatchArgs {
     #[arg(long, value_name = "DURATION")]
     pub duration: Option<String>,
 
-    /// After the stop, how long exchanges in flight get to finish.
-    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    /// After the stop, how long exchanges in flight get to finish (less than the pod's
+    /// termination grace period, so the report and files are written; a second signal skips
+    /// it).
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub drain: String,
 
     /// Only event topics starting with this prefix.

@@ -228,18 +228,19 @@ impl Follower {
                 parsed_headers = r.headers;
             }
         }
+        // Transfer-Encoding seen, and whether its last coding is chunked (RFC 9112 §6.3).
+        let mut coded = false;
         let mut chunked = false;
         let mut length = None;
-        let mut upgrade = false;
         for h in parsed_headers {
             let name = h.name.to_ascii_lowercase();
             let value = String::from_utf8_lossy(h.value).trim().to_string();
             match name.as_str() {
                 "transfer-encoding" => {
-                    chunked = value
-                        .rsplit(',')
-                        .next()
-                        .is_some_and(|v| v.trim().eq_ignore_ascii_case("chunked"))
+                    if let Some(last) = value.rsplit(',').map(str::trim).find(|v| !v.is_empty()) {
+                        coded = true;
+                        chunked = last.eq_ignore_ascii_case("chunked");
+                    }
                 }
                 "content-length" => match value.parse::<u64>() {
                     Ok(n) if length.is_none_or(|l| l == n) => length = Some(n),
@@ -248,7 +249,6 @@ impl Follower {
                         return;
                     }
                 },
-                "upgrade" => upgrade = true,
                 _ => {}
             }
             if READ.contains(&name.as_str()) || extra.is_some_and(|e| e.eq_ignore_ascii_case(&name))
@@ -256,11 +256,17 @@ impl Follower {
                 message.headers.push((name, value));
             }
         }
+        // Another protocol follows a tunnel request, and an agreed upgrade; a request that only
+        // offers one (`Upgrade: h2c`) is still HTTP/1.1 until the server answers 101.
         let switched = match self.side {
-            // What follows an upgrade request is another protocol once the server agrees.
-            Side::Request => message.method == "CONNECT" || upgrade,
+            Side::Request => message.method == "CONNECT",
             Side::Response => message.status == 101,
         };
+        // A request coded otherwise than chunked cannot be framed (the server answers 400).
+        if self.side == Side::Request && coded && !chunked {
+            self.state = State::Lost(Lost::Head);
+            return;
+        }
         if switched {
             self.state = State::Lost(Lost::Switched);
             return;
@@ -282,6 +288,10 @@ impl Follower {
             Framing::Length(0)
         } else if chunked {
             Framing::Chunked(Chunk::Size(Vec::new()))
+        } else if coded {
+            // A response coded otherwise lasts until the connection closes, whatever its
+            // Content-Length says.
+            Framing::UntilClose
         } else if let Some(n) = length {
             Framing::Length(n)
         } else if self.side == Side::Request {
@@ -614,5 +624,25 @@ mod tests {
         assert_eq!(done.len(), 2);
         assert!(done[0].over && done[0].body.is_none());
         assert_eq!(done[1].method, "GET");
+        // A request coded otherwise than chunked cannot be framed; one that only offers an
+        // upgrade is still followed.
+        let mut f = Follower::new(Side::Request, 1 << 20);
+        f.feed(
+            b"GET / HTTP/1.1\r\nupgrade: h2c\r\n\r\nPOST / HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n",
+            None,
+            &mut done,
+        );
+        assert_eq!((done.len(), f.lost()), (3, Some(Lost::Head)));
+        // A response coded otherwise lasts until the close, whatever its length says.
+        let mut f = Follower::new(Side::Response, 1 << 20);
+        let mut done = Vec::new();
+        f.feed(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ncontent-length: 2\r\n\r\nabcdef",
+            None,
+            &mut done,
+        );
+        assert!(done.is_empty());
+        f.end(&mut done);
+        assert_eq!(done.len(), 1);
     }
 }

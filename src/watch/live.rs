@@ -79,9 +79,6 @@ pub enum LiveFailure {
 
 enum Observation {
     Batch(usize, Batch),
-    /// `missing` messages of pod `usize` lost (a gap, or dropped from the queue).
-    Lost(usize, u64),
-    Restarted(usize),
     PeerLost(usize, &'static str),
     Malformed(usize),
     Seen(Seen),
@@ -89,11 +86,25 @@ enum Observation {
     Listening(&'static str, String),
 }
 
+/// The most request-body bytes waiting in the queue at once.
+const QUEUE_BYTES: usize = 256 << 20;
+
+/// What the network side tells the monitor outside the queue, so that a full queue cannot lose
+/// it: per pod, messages lost and whether its publisher restarted; the observations dropped;
+/// the body bytes waiting.
+#[derive(Default)]
+struct Signals {
+    lost: Vec<AtomicU64>,
+    restarted: Vec<std::sync::atomic::AtomicBool>,
+    dropped: AtomicU64,
+    bytes: std::sync::atomic::AtomicUsize,
+}
+
 /// The network side's end of the monitor's queue. Only the network side holds it, so the
 /// monitor's end closes when the network side is done.
 struct Queue {
     tx: SyncSender<Observation>,
-    dropped: Arc<AtomicU64>,
+    signals: Arc<Signals>,
 }
 
 impl Queue {
@@ -101,15 +112,31 @@ impl Queue {
         match self.tx.try_send(o) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.signals.dropped.fetch_add(1, Ordering::Relaxed);
                 false
             }
+        }
+    }
+
+    fn lost(&self, pod: usize, missing: u64) {
+        if let Some(n) = self.signals.lost.get(pod) {
+            n.fetch_add(missing, Ordering::Relaxed);
         }
     }
 }
 
 impl Sink for Queue {
     fn offer(&self, seen: Seen) {
+        if let Seen::Request(_, body) = &seen {
+            // Bodies wait within a byte budget: past it the request is not observed.
+            let size = body.len();
+            let before = self.signals.bytes.fetch_add(size, Ordering::Relaxed);
+            if before + size > QUEUE_BYTES {
+                self.signals.bytes.fetch_sub(size, Ordering::Relaxed);
+                self.signals.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
         Queue::offer(self, Observation::Seen(seen));
     }
 }
@@ -123,10 +150,14 @@ pub fn run(
     hooks: &mut dyn LiveHooks,
 ) -> Result<InputCounts, LiveFailure> {
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
-    let dropped = Arc::new(AtomicU64::new(0));
+    let signals = Arc::new(Signals {
+        lost: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
+        restarted: opts.pods.iter().map(|_| Default::default()).collect(),
+        ..Signals::default()
+    });
     let queue = Arc::new(Queue {
         tx,
-        dropped: dropped.clone(),
+        signals: signals.clone(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -171,12 +202,20 @@ pub fn run(
     };
     // Until the network side is done: every sender is then gone.
     loop {
-        match rx.recv_timeout(METRICS_EVERY) {
-            Ok(o) => seen.observe(o, hooks, &mut counts),
+        let next = rx.recv_timeout(METRICS_EVERY);
+        // What the network side signalled comes before what it queued after it.
+        seen.signalled(&signals, &mut counts);
+        match next {
+            Ok(o) => {
+                if let Observation::Seen(Seen::Request(_, body)) = &o {
+                    signals.bytes.fetch_sub(body.len(), Ordering::Relaxed);
+                }
+                seen.observe(o, hooks, &mut counts)
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        counts.dropped = dropped.load(Ordering::Relaxed);
+        counts.dropped = signals.dropped.load(Ordering::Relaxed);
         if last_metrics.elapsed() >= METRICS_EVERY {
             last_metrics = Instant::now();
             let text = hooks.metrics(&seen.monitor.totals(), &counts);
@@ -203,6 +242,21 @@ struct Seer<'s, 'a> {
 }
 
 impl Seer<'_, '_> {
+    /// Gaps and restarts signalled since the last look, applied to their pods.
+    fn signalled(&mut self, signals: &Signals, counts: &mut InputCounts) {
+        for (pod, name) in self.names.iter().enumerate() {
+            if signals.restarted[pod].swap(false, Ordering::Relaxed) {
+                *counts.restarts.entry(name.clone()).or_default() += 1;
+                self.monitor.restarted(name);
+            }
+            let missing = signals.lost[pod].swap(0, Ordering::Relaxed);
+            if missing > 0 {
+                *counts.gap_messages.entry(name.clone()).or_default() += missing;
+                self.monitor.events_lost(name, missing);
+            }
+        }
+    }
+
     fn observe(&mut self, o: Observation, hooks: &mut dyn LiveHooks, counts: &mut InputCounts) {
         let (names, monitor, conversations, pod_header) = (
             self.names,
@@ -216,17 +270,6 @@ impl Seer<'_, '_> {
                 for a in monitor.events(name(pod), &batch) {
                     hooks.attributed(&a);
                 }
-            }
-            Observation::Lost(pod, missing) => {
-                *counts
-                    .gap_messages
-                    .entry(name(pod).to_string())
-                    .or_default() += missing;
-                monitor.events_lost(name(pod), missing);
-            }
-            Observation::Restarted(pod) => {
-                *counts.restarts.entry(name(pod).to_string()).or_default() += 1;
-                monitor.restarted(name(pod));
             }
             Observation::PeerLost(pod, why) => {
                 *counts
@@ -350,62 +393,61 @@ async fn network(
     }
     let _ = started.send(Ok(()));
 
-    let stop = {
-        let duration = opts.duration;
-        async move {
-            let deadline = async {
-                match duration {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let terminated = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = deadline => {}
-                _ = terminated => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
+    // SIGTERM or Ctrl-C; once more skips the drain.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut signalled = async move || match term.as_mut() {
+        Some(t) => tokio::select! {
+            _ = t.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        },
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
         }
     };
-    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let deadline = async {
+        match opts.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    // Events go on until the proxy has drained: the requests still in flight need them.
+    let (events_stop, events_stopped) = tokio::sync::oneshot::channel::<()>();
     let events = tokio::spawn(pump_events(
         rx,
         sources,
         opts.engine,
         queue.clone(),
-        stop_tx.subscribe(),
+        events_stopped,
     ));
     // The metrics endpoint answers while the proxy drains; it stops last.
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     let metrics_task =
         metrics.map(|l| tokio::spawn(serve_metrics(l, metrics_text.clone(), metrics_stopped)));
+    let (proxy_stop, proxy_stopped) = tokio::sync::oneshot::channel::<()>();
     let proxy_task = proxy.map(|(l, settings)| {
-        let mut stop_rx = stop_tx.subscribe();
         let sink: Arc<dyn Sink> = queue.clone();
         tokio::spawn(super::proxy::serve(
             l,
             Arc::new(settings),
             sink,
             async move {
-                let _ = stop_rx.recv().await;
+                let _ = proxy_stopped.await;
             },
             opts.drain,
         ))
     });
-    stop.await;
-    let _ = stop_tx.send(());
-    if let Some(p) = proxy_task {
-        let _ = p.await;
+    tokio::select! {
+        _ = deadline => {}
+        _ = signalled() => {}
     }
+    let _ = proxy_stop.send(());
+    if let Some(p) = proxy_task {
+        tokio::select! {
+            _ = p => {}
+            _ = signalled() => {}
+        }
+    }
+    let _ = events_stop.send(());
     let _ = events.await;
     let _ = metrics_stop.send(());
     if let Some(m) = metrics_task {
@@ -426,13 +468,13 @@ async fn pump_events(
     sources: Vec<String>,
     engine: Engine,
     queue: Arc<Queue>,
-    mut stop: tokio::sync::broadcast::Receiver<()>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let mut tracker = SeqTracker::default();
     loop {
         let incoming = tokio::select! {
             m = rx.recv() => match m { Some(m) => m, None => return },
-            _ = stop.recv() => return,
+            _ = &mut stop => return,
         };
         let (pod, frames) = match incoming {
             // The permit goes back to the budget once the batch is decoded.
@@ -468,18 +510,18 @@ fn apply_message(
     match tracker.observe(&pod.to_string(), &topic, seq) {
         SeqVerdict::Duplicate => return,
         SeqVerdict::Restart { .. } => {
-            queue.offer(Observation::Restarted(pod));
+            if let Some(r) = queue.signals.restarted.get(pod) {
+                r.store(true, Ordering::Relaxed);
+            }
         }
-        SeqVerdict::Gap { missing, .. } => {
-            queue.offer(Observation::Lost(pod, missing));
-        }
+        SeqVerdict::Gap { missing, .. } => queue.lost(pod, missing),
         SeqVerdict::First | SeqVerdict::Next => {}
     }
     match decode_batch(&frames[2], 0, engine) {
         Ok(batch) => {
             if !queue.offer(Observation::Batch(pod, batch)) {
                 // The monitor fell behind: what this batch said is lost to it.
-                queue.offer(Observation::Lost(pod, 1));
+                queue.lost(pod, 1);
             }
         }
         Err(_) => {
@@ -496,7 +538,14 @@ async fn serve_metrics(
 ) {
     loop {
         let (mut conn, _) = tokio::select! {
-            a = listener.accept() => match a { Ok(a) => a, Err(_) => continue },
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => {
+                    // Out of file descriptors, most likely: let some close.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
             _ = &mut stop => return,
         };
         let text = text.clone();

@@ -79,7 +79,12 @@ impl Ahead {
                 .ok()
                 .and_then(|m| decode_batch(&m.payload, 0, engine).ok());
             match decoded {
-                Some(b) => {
+                Some(mut b) => {
+                    // A time that is not a number orders before everything: applied as soon
+                    // as it is read, not never.
+                    if b.ts.is_nan() {
+                        b.ts = f64::NEG_INFINITY;
+                    }
                     self.next = Some(b);
                     return;
                 }

@@ -201,6 +201,8 @@ pub struct Monitor<'a> {
 
 impl<'a> Monitor<'a> {
     /// `pods` are the names the flags gave (each has figures even before its first event).
+    /// `pods` are the only pods there are: a name from elsewhere (a log, a header) that is not
+    /// one of them is ignored.
     pub fn new(
         auditor: Auditor<'a>,
         block_size: usize,
@@ -232,12 +234,15 @@ impl<'a> Monitor<'a> {
         let mut left = VecDeque::with_capacity(self.pending.len());
         for (mut p, held_before) in std::mem::take(&mut self.pending).into_iter().zip(before) {
             if p.pod.is_none() {
-                // The pod served it if it now holds more of the prompt, or the block after it.
+                // The pod served it if this batch completed the prompt's whole blocks there,
+                // or stored the block after them. A store of only a shared prefix (a system
+                // prompt) could be another request's, and names no one.
+                let whole = p.keys.len() * self.block_size;
                 let now = (
                     self.holdings.held(pod, &p.keys),
                     self.holdings.holds_after(pod, &p.keys),
                 );
-                if now.0 > held_before.0 || (now.1 && !held_before.1) {
+                if (now.0 > held_before.0 && now.0 == whole) || (now.1 && !held_before.1) {
                     p.pod = Some(pod.to_string());
                 }
             }
@@ -260,11 +265,12 @@ impl<'a> Monitor<'a> {
     fn pending_held(&self, pod: &str) -> Vec<(usize, bool)> {
         self.pending
             .iter()
-            .map(|p| {
-                (
+            .map(|p| match p.pod {
+                Some(_) => (0, false),
+                None => (
                     self.holdings.held(pod, &p.keys),
                     self.holdings.holds_after(pod, &p.keys),
-                )
+                ),
             })
             .collect()
     }
@@ -329,9 +335,21 @@ impl<'a> Monitor<'a> {
     pub fn answered(&mut self, id: RequestId, answer: Answer) -> Option<Attributed> {
         let at = self.pending.iter().position(|p| p.id == id)?;
         let p = &mut self.pending[at];
-        if let Some(pod) = &answer.pod {
-            self.totals.pods.entry(pod.clone()).or_default();
+        // Only the pods the flags named: a name from a log or a header is not a label.
+        if let Some(pod) = &answer.pod
+            && self.totals.pods.contains_key(pod)
+        {
             p.pod = Some(pod.clone());
+        }
+        // The engine reused `cached` tokens, so its pod held them when the request came: when
+        // exactly one pod did, that is the pod (a prompt reused whole stores nothing new).
+        if p.pod.is_none()
+            && let Some(cached) = answer.engine_cached.filter(|&c| c > 0)
+        {
+            let mut holders = p.held.iter().filter(|(_, h)| *h >= cached);
+            if let (Some((only, _)), None) = (holders.next(), holders.next()) {
+                p.pod = Some(only.clone());
+            }
         }
         p.answer = Some(answer);
         if p.pod.is_some() {

@@ -90,7 +90,15 @@ pub async fn serve(
 struct Flight {
     ids: VecDeque<Option<RequestId>>,
     heads: VecDeque<bool>,
+    /// Responses that came before their request was whole (a 413 or 401 sent while the body
+    /// was still coming): the next requests to complete are already answered.
+    early: u64,
+    /// The response side can no longer be followed: no later request will be answered.
+    deaf: bool,
 }
+
+/// Requests one connection may have unanswered before the oldest is given up on.
+const MAX_IN_FLIGHT: usize = 1024;
 
 type InFlight = Arc<Mutex<Flight>>;
 
@@ -183,6 +191,17 @@ async fn pump(
             {
                 lost_said = true;
                 sink.offer(Seen::Unfollowed(l.as_str()));
+                if side == Side::Response
+                    && let Ok(mut f) = in_flight.lock()
+                {
+                    // No answer will be read again: give up on every request waiting, and
+                    // on those to come.
+                    f.deaf = true;
+                    f.heads.clear();
+                    for id in f.ids.drain(..).flatten() {
+                        sink.offer(Seen::Abandoned(id));
+                    }
+                }
             }
         }
         if side == Side::Request && to.write_all(&buf[..n]).await.is_err() {
@@ -208,12 +227,33 @@ fn deliver(
                     .body
                     .as_ref()
                     .map(|_| ids.fetch_add(1, Ordering::Relaxed) + 1);
-                if let Ok(mut f) = in_flight.lock() {
+                let Ok(mut f) = in_flight.lock() else {
+                    continue;
+                };
+                let answered = if f.deaf {
+                    true
+                } else if f.early > 0 {
+                    f.early -= 1;
+                    true
+                } else {
                     f.ids.push_back(id);
                     f.heads.push_back(message.method == "HEAD");
-                }
+                    if f.ids.len() > MAX_IN_FLIGHT
+                        && let Some(Some(oldest)) = f.ids.pop_front()
+                    {
+                        sink.offer(Seen::Abandoned(oldest));
+                    }
+                    false
+                };
+                drop(f);
                 match (id, message.body) {
-                    (Some(id), Some(body)) => sink.offer(Seen::Request(id, body)),
+                    (Some(id), Some(body)) => {
+                        sink.offer(Seen::Request(id, body));
+                        if answered {
+                            // Its answer went by unread (or will never be read).
+                            sink.offer(Seen::Abandoned(id));
+                        }
+                    }
                     _ if message.over => sink.offer(Seen::Unfollowed("request_too_large")),
                     _ => {}
                 }
