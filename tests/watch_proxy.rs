@@ -127,12 +127,9 @@ fn listening(stderr: &mut impl Read, what: &str) -> String {
     panic!("watch never said where {what} listens: {seen}");
 }
 
-#[test]
-fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
-    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
-    let up_addr = upstream.local_addr().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let per_request = dir.path().join("per-request.jsonl");
+/// watch on the tiny fixture model with pod d0 bound and `args`; it, its standard error and
+/// the address `what` (proxy, mirror) listens on.
+fn start(args: &[&str], what: &str) -> (Watch, std::process::ChildStderr, String) {
     let mut child = common::kvaudit_process()
         .current_dir(common::repo_root())
         .args([
@@ -142,24 +139,40 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
             "--server",
             "vllm",
         ])
-        .args([
-            "--bind",
-            "d0=tcp://127.0.0.1:0",
-            "--bind",
-            "d1=tcp://127.0.0.1:0",
-        ])
-        .args(["--upstream", &format!("http://{up_addr}")])
-        .args(["--listen", "127.0.0.1:0", "--pod-header", "x-pod"])
+        .args(["--bind", "d0=tcp://127.0.0.1:0"])
         .args(["--format", "json", "--duration", "60s", "--drain", "5s"])
-        .arg("--per-request")
-        .arg(&per_request)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stderr = child.stderr.take().unwrap();
-    let proxy = listening(&mut stderr, "proxy");
-    let watch = Watch(child);
+    let addr = listening(&mut stderr, what);
+    (Watch(child), stderr, addr)
+}
+
+#[test]
+fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
+    let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    let up_addr = upstream.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let per_request = dir.path().join("per-request.jsonl");
+    let per_request_flag = per_request.display().to_string();
+    let (watch, mut stderr, proxy) = start(
+        &[
+            "--bind",
+            "d1=tcp://127.0.0.1:0",
+            "--upstream",
+            &format!("http://{up_addr}"),
+            "--listen",
+            "127.0.0.1:0",
+            "--pod-header",
+            "x-pod",
+            "--per-request",
+            &per_request_flag,
+        ],
+        "proxy",
+    );
 
     let sent = client_bytes();
     let answer = upstream_bytes();
@@ -246,24 +259,7 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
 
 #[test]
 fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
-    let mut child = common::kvaudit_process()
-        .current_dir(common::repo_root())
-        .args([
-            "watch",
-            "-m",
-            "fixtures/models/tiny-think",
-            "--server",
-            "vllm",
-        ])
-        .args(["--bind", "d0=tcp://127.0.0.1:0", "--mirror", "127.0.0.1:0"])
-        .args(["--format", "json", "--duration", "60s", "--drain", "5s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let mirror = listening(&mut stderr, "mirror");
-    let watch = Watch(child);
+    let (watch, _stderr, mirror) = start(&["--mirror", "127.0.0.1:0"], "mirror");
     let mut client = TcpStream::connect(&mirror).unwrap();
     client
         .set_read_timeout(Some(Duration::from_secs(20)))

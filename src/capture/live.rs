@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::recovery::{GapRequest, RECOVERED_QUEUE, Recovery, ReplayWorker, WorkerStatus};
 use super::sequence::{SeqTracker, SeqVerdict};
-use super::subscribe::{Incoming, Source, Subscribed, subscribe};
+use super::subscribe::{CaptureFailure, Incoming, Source, Subscribed, subscribe};
 use super::summary::{CaptureSummary, Gap, ReplayEndpointSummary, Restart, add_malformed};
 use super::validate::validate;
 use super::zmtp::Limits;
@@ -61,24 +61,6 @@ pub struct Progress {
     pub malformed: u64,
     pub skipped: BTreeMap<&'static str, u64>,
     pub elapsed: Duration,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum CaptureFailure {
-    #[error("cannot connect to {endpoint}: {reason}")]
-    Connect { endpoint: String, reason: String },
-    #[error("cannot bind {endpoint}: {reason}")]
-    Bind { endpoint: String, reason: String },
-    #[error("cannot write {path}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
-    /// The destination refused before anything was connected (it says its own path).
-    #[error(transparent)]
-    Output(#[from] crate::output::OutputError),
-    #[error("{0}")]
-    Usage(String),
 }
 
 /// The live loop's side of one replay worker.

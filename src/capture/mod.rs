@@ -10,8 +10,9 @@ mod summary;
 mod validate;
 pub mod zmtp;
 
-pub use live::{CaptureFailure, LiveOptions, Progress, Status, capture};
+pub use live::{LiveOptions, Progress, Status, capture};
 pub use sequence::{PublisherState, SeqTracker, SeqVerdict};
+pub use subscribe::CaptureFailure;
 pub use summary::{
     CaptureSummary, Gap, MalformedCounts, MalformedExample, ReplayEndpointSummary, Restart,
 };

@@ -7,11 +7,29 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use super::live::CaptureFailure;
 use super::validate::{Malformed, MalformedKind};
 use super::zmtp::conn::{Connection, SocketType};
 use super::zmtp::endpoint::{Endpoint, Listener, Stream};
 use super::zmtp::{Limits, ZmtpError};
+
+/// Why a capture or a subscription could not start, or a capture could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureFailure {
+    #[error("cannot connect to {endpoint}: {reason}")]
+    Connect { endpoint: String, reason: String },
+    #[error("cannot bind {endpoint}: {reason}")]
+    Bind { endpoint: String, reason: String },
+    #[error("cannot write {path}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    /// The destination refused before anything was connected (it says its own path).
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
+    #[error("{0}")]
+    Usage(String),
+}
 
 /// Where one source's messages come from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -126,6 +126,13 @@ pub fn export<R: Report>(report: &R, format: Format, style: &Style) -> Result<St
     }
 }
 
+/// A Prometheus label value escaped for the text exposition format.
+pub fn prometheus_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// `n` with a comma between each group of three digits, as a reader scans large counts.
 pub fn thousands(n: u128) -> String {
     let digits = n.to_string();

@@ -360,16 +360,11 @@ impl Follower {
                     let rest = &bytes[used..];
                     match chunk {
                         Chunk::Size(line) => {
-                            let (part, found) = match memchr::memchr(b'\n', rest) {
-                                Some(i) => (&rest[..=i], true),
-                                None => (rest, false),
-                            };
-                            used += part.len();
-                            line.extend_from_slice(part);
-                            if line.len() > MAX_LINE {
+                            let Some((n, found)) = line_part(line, rest) else {
                                 self.state = State::Lost(Lost::Chunk);
                                 return bytes.len();
-                            }
+                            };
+                            used += n;
                             if !found {
                                 continue;
                             }
@@ -407,16 +402,11 @@ impl Follower {
                             }
                         }
                         Chunk::Trailer(line) => {
-                            let (part, found) = match memchr::memchr(b'\n', rest) {
-                                Some(i) => (&rest[..=i], true),
-                                None => (rest, false),
-                            };
-                            used += part.len();
-                            line.extend_from_slice(part);
-                            if line.len() > MAX_LINE {
+                            let Some((n, found)) = line_part(line, rest) else {
                                 self.state = State::Lost(Lost::Chunk);
                                 return bytes.len();
-                            }
+                            };
+                            used += n;
                             if found {
                                 if line.iter().all(|b| *b == b'\r' || *b == b'\n') {
                                     self.finish(done);
@@ -450,6 +440,17 @@ impl Follower {
             done.push(message);
         }
     }
+}
+
+/// Adds to `line` the start of `rest` up to and including a newline: the bytes taken and
+/// whether the line ended; `None` past [`MAX_LINE`].
+fn line_part(line: &mut Vec<u8>, rest: &[u8]) -> Option<(usize, bool)> {
+    let (part, found) = match memchr::memchr(b'\n', rest) {
+        Some(i) => (&rest[..=i], true),
+        None => (rest, false),
+    };
+    line.extend_from_slice(part);
+    (line.len() <= MAX_LINE).then_some((part.len(), found))
 }
 
 /// The end of a head (just past its blank line) in `buf`, searching from a little before

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::ReplayOutput;
 use crate::replay::ReplayReport;
-use crate::report::{Exporter, Style};
+use crate::report::{Exporter, Style, prometheus_label as label};
 
 pub struct Prometheus;
 
@@ -12,12 +12,6 @@ impl Exporter<ReplayOutput<'_>> for Prometheus {
     fn export(&self, out: &ReplayOutput<'_>, _style: &Style) -> anyhow::Result<String> {
         Ok(to_prometheus(out.report))
     }
-}
-
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// The counters llm-d would export for this stream, plus kvaudit's own per-reason counter.

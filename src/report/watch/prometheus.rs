@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::WatchOutput;
-use crate::report::{Exporter, Style};
+use crate::report::{Exporter, Style, prometheus_label as label};
 
 pub struct Prometheus;
 
@@ -12,12 +12,6 @@ impl Exporter<WatchOutput<'_>> for Prometheus {
     fn export(&self, out: &WatchOutput<'_>, _style: &Style) -> anyhow::Result<String> {
         Ok(to_prometheus(out))
     }
-}
-
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
