@@ -292,3 +292,32 @@ fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
     assert_eq!(report["totals"]["requests"], json!(0));
     assert_eq!(report["totals"]["unattributed"], json!({"no_pod": 3}));
 }
+
+#[test]
+fn a_pod_not_up_yet_is_counted_and_tried_again_not_an_error() {
+    // A port nothing listens on: the pod's engine is not up yet.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let pod = format!("d1=tcp://{closed}");
+    let (watch, _stderr, _mirror) = start(&["--pod", &pod, "--mirror", "127.0.0.1:0"], "mirror");
+    let mut child = watch;
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status();
+    assert!(child.0.wait().unwrap().success());
+    let mut out = String::new();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let report: Json = serde_json::from_str(&out).unwrap();
+    assert!(
+        report["input"]["peers_lost"]["d1"]["socket_closed"].as_u64() >= Some(1),
+        "{report:#}"
+    );
+}

@@ -39,6 +39,9 @@ pub enum Source {
     Connect(String),
     /// An address to bind for publishers that connect out (vLLM with a host in its endpoint).
     Bind(String),
+    /// As `Connect`, but a publisher not reachable yet is tried again until it is (counted
+    /// once as lost), rather than an error: a monitor outlives a pod's restart.
+    Retry(String),
 }
 
 /// The subscriptions made: their messages, and each source's name in order.
@@ -95,7 +98,7 @@ pub async fn subscribe(
                     peer.clone(),
                 ));
             }
-            Source::Connect(ep) => {
+            Source::Connect(ep) | Source::Retry(ep) => {
                 let connect_error = |reason: String| CaptureFailure::Connect {
                     endpoint: ep.clone(),
                     reason,
@@ -104,16 +107,24 @@ pub async fn subscribe(
                 // Only the first connection is checked here (a wrong address is a usage
                 // error); the handshake and everything after it is the peer's to fail, and
                 // counted.
-                let stream =
+                let first =
                     match tokio::time::timeout(connect_timeout, Stream::connect(&endpoint)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => return Err(connect_error(e.to_string())),
-                        Err(_) => {
-                            return Err(connect_error(format!(
-                                "no publisher answered within {connect_timeout:?}"
-                            )));
-                        }
+                        Ok(Ok(s)) => Ok(s),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("no publisher answered within {connect_timeout:?}")),
                     };
+                let stream = match (first, source) {
+                    (Ok(s), _) => Some(s),
+                    (Err(why), Source::Retry(_)) => {
+                        let lost = Malformed::new(
+                            MalformedKind::SocketClosed,
+                            format!("not reachable yet ({why}); trying again"),
+                        );
+                        let _ = peer.tx.send(Incoming::Lost(ep.clone(), lost)).await;
+                        None
+                    }
+                    (Err(why), _) => return Err(connect_error(why)),
+                };
                 sources.push(ep.clone());
                 tokio::spawn(subscribe_to(
                     endpoint,
@@ -184,10 +195,10 @@ async fn subscribe_to(
     endpoint: Endpoint,
     name: String,
     src: usize,
-    first: Stream,
+    first: Option<Stream>,
     peer: PeerConfig,
 ) {
-    let mut stream = Some(first);
+    let mut stream = first;
     let mut delay = RECONNECT_FIRST;
     loop {
         let s = match stream.take() {

@@ -124,7 +124,7 @@ impl WatchSettings {
                              (tcp://HOST:PORT or ipc://PATH); captures go with --requests"
                         );
                     }
-                    sources.push((name, Source::Connect(source)));
+                    sources.push((name, Source::Retry(source)));
                 }
                 for (name, source) in bound {
                     sources.push((name, Source::Bind(source)));
