@@ -30,8 +30,28 @@ fn work_dir() -> PathBuf {
     dir
 }
 
-/// One vLLM pod publishing its events to `events` (it connects out: watch binds there).
+/// One vLLM pod publishing its events to `events` (it connects out: watch binds there). Its
+/// own ports are picked free then bound by vLLM later, so another process starting at the
+/// same time can take one first: then it is started again on others, at most three times.
 fn pod(venv: &Path, model: &Path, name: &str, core: usize, events: u16) -> live::Engine {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match pod_once(venv, model, name, core, events) {
+            Ok(engine) => return engine,
+            Err(e) if tries < 3 && e.contains("Address already in use") => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+fn pod_once(
+    venv: &Path,
+    model: &Path,
+    name: &str,
+    core: usize,
+    events: u16,
+) -> Result<live::Engine, String> {
     let port = free_port();
     let replay = free_port();
     let kv_events = json!({
@@ -86,7 +106,6 @@ fn pod(venv: &Path, model: &Path, name: &str, core: usize, events: u16) -> live:
         &log,
         START_TIMEOUT,
     )
-    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A child stopped (SIGTERM, then killed) when dropped.
