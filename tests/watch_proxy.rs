@@ -151,6 +151,29 @@ fn start(args: &[&str], what: &str) -> (Watch, std::process::ChildStderr, String
     (Watch(child), stderr, addr)
 }
 
+/// Stops watch as SIGTERM does: it must exit 0 (its stderr shown if not); its JSON report and
+/// its standard output as printed.
+fn stop(mut watch: Watch, stderr: &mut std::process::ChildStderr) -> (Json, String) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &watch.0.id().to_string()])
+        .status();
+    let status = watch.0.wait().unwrap();
+    let mut out = String::new();
+    watch
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    if !status.success() {
+        let mut err = String::new();
+        let _ = stderr.read_to_string(&mut err);
+        panic!("watch: {status}: {err}");
+    }
+    (serde_json::from_str(&out).unwrap(), out)
+}
+
 #[test]
 fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
     let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -207,23 +230,9 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
     let _ = lost.read_to_end(&mut nothing);
     assert!(nothing.is_empty());
 
-    let mut child = watch;
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status();
-    let status = child.0.wait().unwrap();
-    let mut out = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let (report, out) = stop(watch, &mut stderr);
     let mut err = String::new();
     let _ = stderr.read_to_string(&mut err);
-    assert!(status.success(), "{status}: {err}");
-    let report: Json = serde_json::from_str(&out).unwrap();
     let totals = &report["totals"];
     assert_eq!(totals["requests"], json!(2), "{report:#}");
     assert_eq!(totals["unattributed"], json!({"refused": 1}), "{report:#}");
@@ -259,7 +268,7 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
 
 #[test]
 fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
-    let (watch, _stderr, mirror) = start(&["--mirror", "127.0.0.1:0"], "mirror");
+    let (watch, mut stderr, mirror) = start(&["--mirror", "127.0.0.1:0"], "mirror");
     let mut client = TcpStream::connect(&mirror).unwrap();
     client
         .set_read_timeout(Some(Duration::from_secs(20)))
@@ -272,20 +281,7 @@ fn the_mirror_answers_each_copy_at_once_and_forwards_nothing() {
     client.read_exact(&mut got).unwrap();
     assert_eq!(got, answer.repeat(5));
     drop(client);
-    let mut child = watch;
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status();
-    assert!(child.0.wait().unwrap().success());
-    let mut out = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let report: Json = serde_json::from_str(&out).unwrap();
+    let (report, _) = stop(watch, &mut stderr);
     // Three chat requests, each a conversation's first; no pod stored their prompts (no
     // events), so none is attributed, and each is counted so, never guessed.
     assert_eq!(report["input"]["links"], json!({"first": 3}), "{report:#}");
@@ -301,21 +297,8 @@ fn a_pod_not_up_yet_is_counted_and_tried_again_not_an_error() {
         .local_addr()
         .unwrap();
     let pod = format!("d1=tcp://{closed}");
-    let (watch, _stderr, _mirror) = start(&["--pod", &pod, "--mirror", "127.0.0.1:0"], "mirror");
-    let mut child = watch;
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status();
-    assert!(child.0.wait().unwrap().success());
-    let mut out = String::new();
-    child
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let report: Json = serde_json::from_str(&out).unwrap();
+    let (watch, mut stderr, _mirror) = start(&["--pod", &pod, "--mirror", "127.0.0.1:0"], "mirror");
+    let (report, _) = stop(watch, &mut stderr);
     assert!(
         report["input"]["peers_lost"]["d1"]["socket_closed"].as_u64() >= Some(1),
         "{report:#}"

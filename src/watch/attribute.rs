@@ -60,11 +60,6 @@ impl Causes {
     pub fn total(&self) -> usize {
         self.reused + self.misrouted + self.evicted + self.block_tail + self.rewritten + self.new
     }
-
-    /// The prompt tokens the engine computed again.
-    pub fn recomputed(&self) -> usize {
-        self.total() - self.reused
-    }
 }
 
 /// The causes of `r`'s prompt tokens (see the module documentation for the rules).
@@ -156,7 +151,7 @@ mod tests {
             }
         );
         assert_eq!(c.total(), 130);
-        assert_eq!(c.recomputed(), 50);
+        assert_eq!(c.total() - c.reused, 50);
     }
 
     #[test]

@@ -167,16 +167,6 @@ impl Holdings {
         }
     }
 
-    /// The most prompt tokens a pod other than `serving` holds.
-    pub fn held_elsewhere(&self, serving: &str, keys: &[u64]) -> usize {
-        self.pods
-            .keys()
-            .filter(|name| name.as_str() != serving)
-            .map(|name| self.held(name, keys))
-            .max()
-            .unwrap_or(0)
-    }
-
     /// Why `pod`'s view is incomplete, if it is.
     pub fn stale(&self, pod: &str) -> Option<Unapplied> {
         self.pods.get(pod).and_then(|p| p.stale)
@@ -347,8 +337,8 @@ mod tests {
         assert_eq!(keys.len(), 3);
         assert_eq!(h.held("d0", &keys), 12);
         assert_eq!(h.held("d1", &keys), 0);
-        assert_eq!(h.held_elsewhere("d1", &keys), 12);
-        assert_eq!(h.held_elsewhere("d0", &keys), 0);
+        // d1 is not a pod the events named: it holds nothing, as a pod never heard from.
+        assert_eq!(h.blocks("d1"), 0);
         // The first two blocks as a prompt: d0 went on past it, d1 did not.
         assert!(h.holds_after("d0", &keys[..2]));
         assert!(!h.holds_after("d0", &keys));

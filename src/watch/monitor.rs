@@ -20,7 +20,7 @@ use super::attribute::{Causes, Request, attribute};
 use super::holdings::Holdings;
 
 /// Requests waiting for their pod, at most.
-pub const MAX_PENDING: usize = 1024;
+const MAX_PENDING: usize = 1024;
 /// Event batches a request waits for its pod, at most.
 const PENDING_BATCHES: u64 = 4096;
 
@@ -474,9 +474,5 @@ impl<'a> Monitor<'a> {
                 .collect();
         }
         t
-    }
-
-    pub fn pending(&self) -> usize {
-        self.pending.len()
     }
 }
