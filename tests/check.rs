@@ -300,6 +300,45 @@ fn every_code_in_the_table_is_produced() {
     );
     assert!(!codes(&v).contains(&"KVA403".to_string()), "{v}");
 
+    // KVA408: vllm-router's cache_aware in front of vLLM started without --enable-scale-out
+    // (the finding points at the engine's flags); with it, nothing.
+    let serve = write(
+        fresh.path(),
+        "serve.args",
+        "vllm serve Qwen/Qwen3-8B --block-size 16 \\\n  --kv-events-config '{\"enable_kv_cache_events\": true}'\n",
+    );
+    let router = fixture("router-configs/vllm-router.args");
+    let lint = |serve: &Path, code: i32| {
+        check_json(
+            fresh.path(),
+            &[
+                "--router-config",
+                &router,
+                "--engine-args",
+                serve.to_str().unwrap(),
+            ],
+            code,
+        )
+    };
+    let v = lint(&serve, 1);
+    assert_eq!(codes(&v), ["KVA408"], "{v}");
+    let f = &v["findings"][0];
+    assert!(
+        f["template_file"].as_str().unwrap().ends_with("serve.args")
+            && f["message"]
+                .as_str()
+                .unwrap()
+                .contains("--enable-scale-out"),
+        "{f}"
+    );
+    seen.extend(codes(&v));
+    let scaled = write(
+        fresh.path(),
+        "scale-out.args",
+        "vllm serve Qwen/Qwen3-8B --enable-scale-out\n",
+    );
+    assert_eq!(codes(&lint(&scaled, 0)), Vec::<String>::new());
+
     seen.extend(found);
 
     let table: BTreeSet<String> = CODES.iter().map(|c| c.id.to_string()).collect();

@@ -16,8 +16,8 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
             out.write_all(codes::explain(code).as_bytes())?;
             return Ok(Outcome::Clean);
         }
-        CheckSettings::LintRouterConfig(path) => {
-            let findings = router_lints(&path, args.engine_block_size, None)?;
+        CheckSettings::LintRouterConfig { path, engine } => {
+            let findings = router_lints(&path, args.engine_block_size, engine.as_ref(), None)?;
             let report = gate::CheckReport {
                 models: Vec::new(),
                 findings,
@@ -31,6 +31,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     let GateRun {
         config,
         router_config: router,
+        engine,
         baseline,
         lock,
         options,
@@ -41,7 +42,12 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     drop(spinner);
     if let Some(path) = &router {
         let measured = measured_cost(&report.models);
-        let mut lints = router_lints(path, args.engine_block_size, Some(&config.gate))?;
+        let mut lints = router_lints(
+            path,
+            args.engine_block_size,
+            engine.as_ref(),
+            Some(&config.gate),
+        )?;
         for f in &mut lints {
             if matches!(
                 f.code,
@@ -114,6 +120,7 @@ fn measured_cost(models: &[gate::ModelSummary]) -> String {
 fn router_lints(
     path: &std::path::Path,
     engine_block_size: usize,
+    engine: Option<&super::settings::EngineFlags>,
     gate: Option<&gate::config::GateOptions>,
 ) -> Result<Vec<gate::GateFinding>> {
     use crate::routers::config::LintKind;
@@ -129,7 +136,9 @@ fn router_lints(
             .map_or(1, |i| i + 1)
     };
     let mut out = Vec::new();
-    for l in crate::routers::config::lint(&loaded, engine_block_size) {
+    for l in crate::routers::config::lint(&loaded, engine_block_size, engine.map(|e| &e.args)) {
+        // Where the finding points: the router config's line, or the engine's flags file.
+        let mut file = shown.clone();
         let (code, line) = match l.kind {
             LintKind::BlockSize => (
                 gate::Code::RouterBlockSize,
@@ -153,6 +162,12 @@ fn router_lints(
                 (gate::Code::NonCachedTooLow, line_of(&["nonCachedTokens"]))
             }
             LintKind::Unmodelled => (gate::Code::RouterUnmodelled, 1),
+            LintKind::CannotRender => {
+                if let Some(e) = engine {
+                    file = e.path.display().to_string();
+                }
+                (gate::Code::RouterCannotRender, 1)
+            }
         };
         let level = gate.map_or(code.info().default_level, |g| g.level(code));
         if level == codes::Level::Allow {
@@ -170,7 +185,7 @@ fn router_lints(
             evidence: None,
             help: code.info().help.to_string(),
             remedies: None,
-            template_file: Some(shown.clone()),
+            template_file: Some(file),
             template_line: line,
             allowed: None,
             baselined: false,

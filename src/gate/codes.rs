@@ -76,6 +76,7 @@ pub enum Code {
     NonCachedTooLow,
     RouterUnmodelled,
     RouterSendsElsewhere,
+    RouterCannotRender,
     CommonPrefixShrank,
     UncachedGrew,
     NewRewriteClass,
@@ -274,6 +275,15 @@ pub const CODES: &[CodeInfo] = &[
         knob: Knob::None,
         meaning: "With what the decode pod holds the turn could stay on it (the P/D decider, reading the engine's view, keeps it decode-only), but a router asked about with `routers` / `--router` sends it elsewhere.",
         help: "see the router's rule in the message: a router that keys on the request never credits the reply; Dynamo needs --router-conditional-disagg and the engine's block size",
+    },
+    CodeInfo {
+        code: Code::RouterCannotRender,
+        id: "KVA408",
+        name: "router_cannot_render",
+        default_level: Level::Deny,
+        knob: Knob::None,
+        meaning: "vllm-router's cache_aware policy asks every worker to render each request, and the engine's serving flags (--engine-args) refuse it: vLLM 0.32 answers /v1/chat/completions/render with 403 unless started with --enable-scale-out, and the router then routes every turn by load alone, without a word.",
+        help: "start every vLLM worker with --enable-scale-out; `kvaudit watch --router vllm-router` shows the cost live (misrouted: sent elsewhere against its rule)",
     },
     CodeInfo {
         code: Code::CommonPrefixShrank,

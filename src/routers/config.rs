@@ -600,6 +600,30 @@ pub enum LintKind {
     NonCachedTooLow,
     /// Something the configuration names that kvaudit does not model.
     Unmodelled,
+    /// The router asks the engine for something its serving flags refuse.
+    CannotRender,
+}
+
+/// What a router depends on in the engine's serving flags (`vllm serve …`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineArgs {
+    /// `--enable-scale-out`: vLLM 0.32 answers `/v1/chat/completions/render` only with it.
+    pub enable_scale_out: bool,
+}
+
+/// The engine's flags from a file of them (one command line, or one flag a line; `#`
+/// comments and line continuations as in a router's flags file). A flag given twice takes
+/// its last value, as argparse does.
+pub fn engine_args(text: &str) -> EngineArgs {
+    let mut e = EngineArgs::default();
+    for w in words(text) {
+        match w.as_str() {
+            "--enable-scale-out" => e.enable_scale_out = true,
+            "--no-enable-scale-out" => e.enable_scale_out = false,
+            _ => {}
+        }
+    }
+    e
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -611,8 +635,9 @@ pub struct Lint {
 /// Things not modelled that one lint lists by name; the rest are counted in one more line.
 pub const MAX_LISTED: usize = 8;
 
-/// The configuration against an engine of `engine_block_size`.
-pub fn lint(loaded: &Loaded, engine_block_size: usize) -> Vec<Lint> {
+/// The configuration against an engine of `engine_block_size`, and against the engine's
+/// serving flags when they are given.
+pub fn lint(loaded: &Loaded, engine_block_size: usize, engine: Option<&EngineArgs>) -> Vec<Lint> {
     let eb = engine_block_size;
     let mut out = Vec::new();
     let mut push = |kind, message: String| out.push(Lint { kind, message });
@@ -721,6 +746,17 @@ pub fn lint(loaded: &Loaded, engine_block_size: usize) -> Vec<Lint> {
                     ),
                 ),
                 _ => {}
+            }
+            if let Spec::VllmRouter(VllmRouter {
+                policy: VllmRouterPolicy::CacheAware,
+                ..
+            }) = spec
+                && engine.is_some_and(|e| !e.enable_scale_out)
+            {
+                push(
+                    LintKind::CannotRender,
+                    "vllm-router's cache_aware asks every worker to render each request (POST /v1/chat/completions/render), and vLLM 0.32 refuses that (403) unless started with --enable-scale-out, which the engine's flags lack: every turn is routed by load alone, silently".to_string(),
+                );
             }
             for u in unknown.iter().take(MAX_LISTED) {
                 push(LintKind::Unmodelled, u.clone());

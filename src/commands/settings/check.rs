@@ -15,7 +15,10 @@ pub enum CheckSettings {
     ListCodes,
     Explain(gate::Code),
     /// A router config linted on its own: nothing names a model to run.
-    LintRouterConfig(PathBuf),
+    LintRouterConfig {
+        path: PathBuf,
+        engine: Option<EngineFlags>,
+    },
     Gate(Box<GateRun>),
 }
 
@@ -24,9 +27,31 @@ pub enum CheckSettings {
 pub struct GateRun {
     pub config: gate::config::GateConfig,
     pub router_config: Option<PathBuf>,
+    /// The engine's serving flags the router config is linted against.
+    pub engine: Option<EngineFlags>,
     pub baseline: Baseline,
     pub lock: LockFile,
     pub options: CheckOptions,
+}
+
+/// The engine's serving flags, read from `--engine-args`.
+pub struct EngineFlags {
+    pub path: PathBuf,
+    pub args: crate::routers::config::EngineArgs,
+}
+
+impl EngineFlags {
+    fn read(path: &Path) -> Result<EngineFlags> {
+        let shown = path.display();
+        let bytes = crate::input::read_bounded(path, crate::routers::config::MAX_CONFIG_BYTES)
+            .with_context(|| format!("cannot read --engine-args {shown}"))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| anyhow::anyhow!("--engine-args {shown} is not UTF-8 text"))?;
+        Ok(EngineFlags {
+            path: path.to_path_buf(),
+            args: crate::routers::config::engine_args(&text),
+        })
+    }
 }
 
 impl CheckSettings {
@@ -41,9 +66,17 @@ impl CheckSettings {
             })?;
             return Ok(CheckSettings::Explain(code));
         }
+        let engine = args
+            .engine_args
+            .as_deref()
+            .map(EngineFlags::read)
+            .transpose()?;
         if let Some(path) = alone(args) {
             check_engine_block_size(args)?;
-            return Ok(CheckSettings::LintRouterConfig(path.to_path_buf()));
+            return Ok(CheckSettings::LintRouterConfig {
+                path: path.to_path_buf(),
+                engine,
+            });
         }
         let mut config = check_config(args)?;
         for text in &args.routers {
@@ -88,6 +121,7 @@ impl CheckSettings {
         Ok(CheckSettings::Gate(Box::new(GateRun {
             config,
             router_config: args.router_config.clone(),
+            engine,
             baseline,
             lock,
             options,

@@ -17,7 +17,7 @@ fn base() -> RouterSettings {
 }
 
 fn kinds(l: &Loaded) -> Vec<LintKind> {
-    lint(l, 16).into_iter().map(|x| x.kind).collect()
+    lint(l, 16, None).into_iter().map(|x| x.kind).collect()
 }
 
 #[test]
@@ -33,13 +33,13 @@ fn the_recommended_wiring_passes_and_is_emulated_as_written() {
         other => panic!("{other:?}"),
     }
     // At an engine block of 32, 16 divides it: still fine.
-    assert!(lint(&l, 32).is_empty());
+    assert!(lint(&l, 32, None).is_empty());
 }
 
 #[test]
 fn the_precise_sample_at_block_64_is_flagged() {
     let l = fixture("precise-block-64.yaml");
-    let found = lint(&l, 16);
+    let found = lint(&l, 16, None);
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].kind, LintKind::BlockSize);
     assert!(
@@ -55,7 +55,7 @@ fn the_precise_sample_at_block_64_is_flagged() {
         other => panic!("{other:?}"),
     }
     // An engine running blocks of 64 or 128 is fine with it.
-    assert!(lint(&l, 128).is_empty());
+    assert!(lint(&l, 128, None).is_empty());
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn flag_files_select_the_routers_emulation() {
 fn what_is_not_modelled_is_named() {
     let text = "kind: EndpointPickerConfig\nplugins:\n  - type: my-custom-scorer\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: burst\n  - type: burst-prefix-cache-producer\n    name: burst\n";
     let l = parse(text).unwrap();
-    let found = lint(&l, 16);
+    let found = lint(&l, 16, None);
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(
         found[0]
@@ -143,5 +143,33 @@ fn what_is_not_modelled_is_named() {
             .unwrap_err()
             .to_string()
             .starts_with("not YAML")
+    );
+}
+
+#[test]
+fn cache_aware_vllm_router_needs_engines_that_render() {
+    let router = parse("vllm-router --policy cache_aware --worker-urls http://a:8000\n").unwrap();
+    let lints = |serve: &str| -> Vec<LintKind> {
+        lint(&router, 16, Some(&engine_args(serve)))
+            .into_iter()
+            .map(|x| x.kind)
+            .filter(|k| *k != LintKind::Unmodelled)
+            .collect()
+    };
+    assert_eq!(
+        lints("vllm serve Qwen/Qwen3-8B --block-size 16 \\\n  --kv-events-config '{}'\n"),
+        vec![LintKind::CannotRender]
+    );
+    assert!(lints("vllm serve Qwen/Qwen3-8B --enable-scale-out\n").is_empty());
+    // The last of two settings holds, as argparse reads them.
+    assert_eq!(
+        lints("vllm serve m --enable-scale-out --no-enable-scale-out"),
+        vec![LintKind::CannotRender]
+    );
+    // Without the engine's flags nothing is said.
+    assert!(
+        lint(&router, 16, None)
+            .iter()
+            .all(|l| l.kind == LintKind::Unmodelled)
     );
 }
