@@ -219,7 +219,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__check)
-            opts="-m -c -o -j -q -h -V --router-config --router --engine-block-size --config --model --scenario --template --baseline-template --baseline --update-baseline --format --output --explain --list-codes --offline --jobs --no-remedies --color --quiet --help --version"
+            opts="-m -c -o -j -q -h -V --router-config --router --engine-block-size --engine-args --config --model --scenario --template --baseline-template --baseline --update-baseline --format --output --explain --list-codes --offline --jobs --no-remedies --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -234,6 +234,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --engine-block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --engine-args)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -323,7 +327,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__corpus)
-            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --parquet-limit --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --partial --format --color --quiet --help --version"
+            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --parquet-limit --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --engine-block-size --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --partial --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -421,10 +425,6 @@ _kvaudit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --engine-block-size)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --index-block-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -446,6 +446,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --decider)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --engine-block-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -493,7 +497,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__diff__subcmd__turns)
-            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --router-config --router --engine-block-size --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --format --only-rewrites --color --quiet --help --version"
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --engine-block-size --format --only-rewrites --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -595,10 +599,6 @@ _kvaudit() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --engine-block-size)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --index-block-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -620,6 +620,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --decider)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --engine-block-size)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1375,7 +1379,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__watch)
-            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --mirror --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --capacity --conversations --record --per-request --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
+            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --mirror --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --capacity --conversations --record --per-request --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1478,6 +1482,38 @@ _kvaudit() {
                     return 0
                     ;;
                 --per-request)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --router)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --index-block-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hash)
+                    COMPREPLY=($(compgen -W "cbor-fnv xxh64" -- "${cur}"))
+                    return 0
+                    ;;
+                --hash-seed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --llmd-profile)
+                    COMPREPLY=($(compgen -W "digest-first router-2026-08" -- "${cur}"))
+                    return 0
+                    ;;
+                --decider)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

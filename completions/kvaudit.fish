@@ -76,8 +76,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l now -d 'T
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l block-sizes -d 'KV block sizes for the uncached counts' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l router-config -d 'A router\'s real configuration to emulate (repeatable): llm-d\'s EndpointPickerConfig (YAML), or a file of Dynamo\'s, vllm-router\'s or smg\'s flags; what it names and kvaudit does not model is reported' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l router -d 'A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (the default), llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the next turn goes (docs/routers.md)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l router -d 'A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (diff-turns\' and corpus\' default; watch asks none unless given), llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the next turn goes (docs/routers.md)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l index-block-size -d 'llm-d\'s index block size (blockSizeTokens) for the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
 xxh64\t''"
@@ -86,6 +85,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l model-nam
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l format -d 'Output format' -r -f -a "human\t''
 json\t''
 markdown\t''"
@@ -270,6 +270,16 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l capacity -d 'T
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l conversations -d 'Conversations remembered to link a request to the one before it (least recently seen forgotten first)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l record -d 'Also write the observed conversations, one JSON line each, as `kvaudit corpus` reads them (opt-in: they hold the prompts)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l per-request -d 'Also write one JSON line per attributed request: its number, pod, prompt length, the engine\'s cached_tokens and the tokens of each cause (counts only, no text)' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l router-config -d 'A router\'s real configuration to emulate (repeatable): llm-d\'s EndpointPickerConfig (YAML), or a file of Dynamo\'s, vllm-router\'s or smg\'s flags; what it names and kvaudit does not model is reported' -r -F
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l router -d 'A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (diff-turns\' and corpus\' default; watch asks none unless given), llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the next turn goes (docs/routers.md)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l index-block-size -d 'llm-d\'s index block size (blockSizeTokens) for the router view' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
+xxh64\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l hash-seed -d 'llm-d\'s hashSeed' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
+router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
 think_nl\t''
 think_tight\t''
@@ -299,6 +309,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -s V -l version -
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l router-config -d 'A router configuration to lint against the engine: llm-d\'s EndpointPickerConfig (YAML), or a file of Dynamo\'s, vllm-router\'s or smg\'s flags (KVA403–KVA406). With a kvaudit.toml, its llm-d wiring also becomes the router view of the models\' run' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l router -d 'A router to ask about every transition, `NAME[:key=value,...]` as in diff-turns (repeatable; adds to kvaudit.toml\'s `routers`): KVA407 when it sends a turn elsewhere that the decode pod could serve' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l engine-block-size -d 'The engine\'s KV block size (vLLM\'s --block-size) the router config is linted against' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l engine-args -d 'The engine\'s serving flags (a file holding the `vllm serve …` command line) the router config is linted against: KVA408 when vllm-router\'s cache_aware cannot render on it' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -l config -d 'The config file (default: ./kvaudit.toml when it exists)' -r -F
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s m -l model -d 'Check this model (directory, GGUF file or Hub id) instead of the config\'s models; repeatable' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand check" -s c -l scenario -d 'Audit this conversation file instead of the config\'s scenarios; repeatable' -r -F
@@ -355,8 +366,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l now -d 'The c
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l fuel -d 'Instruction budget per render (templates are untrusted input)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l block-sizes -d 'KV block sizes for the uncached counts and the alternatives' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l router-config -d 'A router\'s real configuration to emulate (repeatable): llm-d\'s EndpointPickerConfig (YAML), or a file of Dynamo\'s, vllm-router\'s or smg\'s flags; what it names and kvaudit does not model is reported' -r -F
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l router -d 'A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (the default), llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the next turn goes (docs/routers.md)' -r
-complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l router -d 'A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (diff-turns\' and corpus\' default; watch asks none unless given), llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the next turn goes (docs/routers.md)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l index-block-size -d 'llm-d\'s index block size (blockSizeTokens) for the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l hash -d 'Block key hash' -r -f -a "cbor-fnv\t''
 xxh64\t''"
@@ -365,6 +375,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l model-name -d
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l prefill-affinity -d 'Whether turn k+1\'s prefill pod still holds turn k\'s prompt (plain P/D and the alternatives that prefill on P)' -r -f -a "same\t'Turn k+1 reaches the prefill pod that prefilled turn k, its prefix cache intact'
 none\t'Another prefill pod (or an evicted cache): nothing of the history is there'"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l kv-recompute-threshold -d 'vLLM\'s kv_recompute_threshold: a D->P pull shorter than this many tokens is recomputed on P instead' -r

@@ -586,7 +586,7 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
         std::fs::write(dir.path().join(format!("{}.frames", p.name)), &p.frames).unwrap();
     }
     let record = dir.path().join("record.jsonl");
-    let watch = |format: &str, record: bool| {
+    let watch = |format: &str, record: bool, routers: &[&str]| {
         let mut cmd = common::kvaudit();
         cmd.current_dir(dir.path())
             .args([
@@ -604,6 +604,9 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
         if record {
             cmd.args(["--record", "record.jsonl"]);
         }
+        for r in routers {
+            cmd.args(["--router", r]);
+        }
         let out = cmd.output().unwrap();
         assert!(
             out.status.success(),
@@ -614,7 +617,8 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
     };
     // The model by a short name of its own, as the metrics' label and the summary show it.
     std::os::unix::fs::symlink(&model, dir.path().join("llama-3.1")).unwrap();
-    let report: Json = serde_json::from_str(&watch("json", true)).unwrap();
+    let routers = ["vllm-router", "vllm-router:threshold=0.9"];
+    let report: Json = serde_json::from_str(&watch("json", true, &routers)).unwrap();
     let totals = &report["totals"];
 
     let mut all = Want::default();
@@ -649,6 +653,65 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
     assert_eq!(report["input"]["links"], json!({"first": 4, "linked": 3}));
     assert_eq!(report["input"]["bad_lines"], json!({"json": 1}));
     assert_eq!(report["input"]["first_bad"][0], json!(4));
+
+    // Each router's answer for the three turns that continue a conversation (A, C, B: the
+    // requests at 3, 4 and 5, whose first requests were at 0, 2 and 1): vllm-router's
+    // cache_aware keys prompt k alone and sends the turn back when the match rate is over its
+    // threshold; a turn went back when its pod served the conversation's request before.
+    let linked = [
+        (3, 0, &ar.prompts[0], &ar.kept[0], &a2),
+        (4, 2, &cr.prompts[0], &cr.kept[0], &c2),
+        (5, 1, &br.prompts[0], &br.kept[0], &b2),
+    ];
+    let mut observed_back = Vec::new();
+    for (threshold, label) in [(0.3, routers[0]), (0.9, routers[1])] {
+        let mut want = json!({"router": label, "version": "vllm-router 0.1.17", "turns": 3,
+            "credited_tokens": 0, "rule_back": 0, "observed": 0, "as_rule": 0, "misrouted": {}});
+        for (at, before, prompt_k, kept_k, next) in linked {
+            let shared = kept_k
+                .iter()
+                .zip(next.iter())
+                .take_while(|(a, b)| a == b)
+                .count();
+            let matched = shared.min(prompt_k.len());
+            let back = matched as f64 / next.len() as f64 > threshold;
+            let went = Some(expected[at].0 == expected[before].0);
+            let misrouted = expected[at].1.misrouted;
+            let add = |v: &mut Json, n: u64| *v = json!(v.as_u64().unwrap() + n);
+            add(&mut want["credited_tokens"], matched as u64);
+            add(&mut want["rule_back"], u64::from(back));
+            if let Some(went_back) = went {
+                add(&mut want["observed"], 1);
+                add(&mut want["as_rule"], u64::from(went_back == back));
+            }
+            if misrouted > 0 {
+                let why = match (went, back) {
+                    (Some(true), _) => "back to the previous turn's pod; another pod held more",
+                    (_, true) => "sent elsewhere against its rule",
+                    (_, false) => "match rate at or under the threshold: the reply is not keyed",
+                };
+                let before = want["misrouted"][why].as_u64().unwrap_or(0);
+                want["misrouted"][why] = json!(before + misrouted);
+            }
+            observed_back.push((back, went));
+        }
+        let got = totals["routers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["router"] == label)
+            .unwrap();
+        assert_eq!(got, &want, "{label}");
+    }
+    // The script covers both readings: a rule that sends a turn back and one that does not,
+    // a turn that went back and one that went elsewhere.
+    for (back, went) in [
+        (true, Some(false)),
+        (false, Some(false)),
+        (true, Some(true)),
+    ] {
+        assert!(observed_back.contains(&(back, went)), "{observed_back:?}");
+    }
 
     // The record holds each conversation once, at its last request, as corpus reads it.
     let rows: Vec<Json> = std::fs::read_to_string(&record)
@@ -691,7 +754,7 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
     assert_eq!(corpus["transitions_with_rewrite"], json!(0), "{corpus:#}");
 
     // The Prometheus text, read by the Prometheus client's own parser, says the same.
-    let text = watch("prometheus", false);
+    let text = watch("prometheus", false, &routers);
     let parsed = prometheus_samples(&text);
     let mut by_cause: HashMap<String, u64> = HashMap::new();
     for (name, labels, value) in &parsed {
@@ -710,7 +773,30 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
     ] {
         assert_eq!(json!(by_cause[cause]), totals["causes"][cause], "{cause}");
     }
-    insta::assert_snapshot!("watch_log_human", watch("human", false));
+    for r in totals["routers"].as_array().unwrap() {
+        let label = r["router"].as_str().unwrap();
+        let mut by_reason: HashMap<String, u64> = HashMap::new();
+        let mut turns = 0;
+        for (name, labels, value) in &parsed {
+            if labels.get("router").map(String::as_str) != Some(label) {
+                continue;
+            }
+            match name.as_str() {
+                "kvaudit_watch_router_misrouted_tokens_total" => {
+                    by_reason.insert(labels["reason"].clone(), *value as u64);
+                }
+                "kvaudit_watch_router_turns_total" => turns = *value as u64,
+                _ => {}
+            }
+        }
+        let want: HashMap<String, u64> = serde_json::from_value(r["misrouted"].clone()).unwrap();
+        assert_eq!(
+            (by_reason, json!(turns)),
+            (want, r["turns"].clone()),
+            "{label}"
+        );
+    }
+    insta::assert_snapshot!("watch_log_human", watch("human", false, &routers));
 }
 
 /// Every sample of a Prometheus text exposition as prometheus_client parses it: name, labels,

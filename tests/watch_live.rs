@@ -214,6 +214,23 @@ fn prompt_tokens_served(root: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// The pod whose served prompt tokens grew past `before` (the one request just answered;
+/// vLLM counts it when the request finishes, so it is waited for a little).
+fn grown(pod_urls: &[String], before: &[u64]) -> usize {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let now: Vec<u64> = pod_urls.iter().map(|u| prompt_tokens_served(u)).collect();
+        if let Some(i) = now.iter().zip(before).position(|(n, b)| n > b) {
+            return i;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no pod counted the request: {before:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[cfg_attr(
     not(kvaudit_shared),
     ignore = "needs ../shared (reference models, templates, captures) beside the repository"
@@ -236,6 +253,14 @@ fn watch_in_front_of_smg_agrees_with_both_vllm_pods_on_every_request() {
         "watch_in_front_of_smg_agrees_with_both_vllm_pods_on_every_request",
         "smg",
     );
+}
+
+/// kvaudit's `--router` name for a router binary.
+fn emulated(router: &str) -> &'static str {
+    match router {
+        "smg" => "sglang",
+        _ => "vllm-router",
+    }
 }
 
 /// Two pods and `router` in front of them, watch in front of the router, the script through
@@ -295,6 +320,8 @@ fn fleet(test: &str, router: &str) {
             .args(["--upstream", &router_url])
             .args(["--listen", &format!("127.0.0.1:{listen}")])
             .args(["--metrics", &format!("127.0.0.1:{metrics}")])
+            // The emulation of the router in the path, asked about every turn.
+            .args(["--router", emulated(router)])
             .arg("--per-request")
             .arg(&per_request)
             .arg("--record")
@@ -359,10 +386,16 @@ fn fleet(test: &str, router: &str) {
             )
         })
         .collect();
+    // The pod that served conversation 1's second turn.
+    let mut conv1_pod = None;
     for turn in 1..=3 {
         for (i, (messages, thinking)) in convs.iter_mut().enumerate() {
             let stream = (i + turn) % 2 == 0;
+            let before: Vec<u64> = pod_urls.iter().map(|u| prompt_tokens_served(u)).collect();
             let (reply, usage) = chat(&through, messages, *thinking, stream);
+            if turn == 2 && i == 1 {
+                conv1_pod = Some(grown(&pod_urls, &before));
+            }
             usages.push(usage);
             messages.push(json!({"role": "assistant", "content": reply}));
             messages.push(json!({"role": "user", "content": user(i, turn + 1)}));
@@ -377,15 +410,12 @@ fn fleet(test: &str, router: &str) {
                 usages.push(usage);
             }
             // Another client, past the router, sends conversation 1's next prompt straight to
-            // the pod the router has not been using: that pod now holds it, the other does
-            // not (evicted), and the router, whose tree still credits the busy pod, sends the
-            // turn there: misrouted.
-            let idle = pod_urls
-                .iter()
-                .min_by_key(|u| prompt_tokens_served(u))
-                .unwrap();
+            // the pod that did not serve its last turn: that pod now holds it, the other does
+            // not (evicted), and the router, whose tree still credits the pod of the last
+            // turn, sends the turn there: misrouted.
+            let other = &pod_urls[1 - conv1_pod.unwrap()];
             let (messages, thinking) = &convs[1];
-            chat(idle, messages, *thinking, false);
+            chat(other, messages, *thinking, false);
         }
     }
     // The metrics endpoint, read while watch runs.
@@ -446,6 +476,40 @@ fn fleet(test: &str, router: &str) {
     assert!(totals["reused"] > 0 && totals["evicted"] > 0 && totals["rewritten"] > 0);
     assert!(totals["new"] > 0 && totals["block_tail"] > 0, "{totals:?}");
     assert!(totals["misrouted"] > 0, "{totals:?}");
+    // The router's emulation was asked about every turn that continues a conversation, knew
+    // where each went (every request was attributed), and gives a reason for every misrouted
+    // token (only later turns are misrouted here: no first prompt shares a whole block).
+    let asked = &report["totals"]["routers"][0];
+    assert_eq!(asked["router"], json!(emulated(router)), "{asked}");
+    let links = &report["input"]["links"];
+    let continuing = links["linked"].as_u64().unwrap_or(0) + links["unseen"].as_u64().unwrap_or(0);
+    assert_eq!(asked["turns"].as_u64(), Some(continuing), "{asked}");
+    assert_eq!(
+        asked["observed"].as_u64(),
+        links["linked"].as_u64(),
+        "{asked}"
+    );
+    let explained: u64 = asked["misrouted"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(explained, totals["misrouted"], "{asked}");
+    // The scripted misroute: the router sends conversation 1's turn back to the pod of its
+    // last turn, as its rule says, while the other pod holds more (the client past the router).
+    assert_eq!(
+        asked["misrouted"],
+        json!({"back to the previous turn's pod; another pod held more": totals["misrouted"]}),
+        "{asked}"
+    );
+    // vllm-router's rule decides every turn here (the match rates are over its threshold and
+    // the loads equal), and the real router did as its emulation says on each one. smg's rule
+    // leaves some to a random tie, so only its count is checked.
+    if router == "vllm-router" {
+        assert_eq!(asked["as_rule"], asked["observed"], "{asked}");
+    }
+    eprintln!("{test}: {asked}");
     // The rewrites are the template's, as corpus finds them in what watch recorded.
     let corpus = common::kvaudit_process()
         .args([
@@ -485,4 +549,5 @@ fn fleet(test: &str, router: &str) {
         );
     }
     assert!(metrics_text.contains("kvaudit_watch_prompt_tokens_total{"));
+    assert!(metrics_text.contains("kvaudit_watch_router_turns_total{"));
 }

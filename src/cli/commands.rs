@@ -232,6 +232,11 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size, allow_negative_numbers = true)]
     pub engine_block_size: usize,
 
+    /// The engine's serving flags (a file holding the `vllm serve …` command line) the router
+    /// config is linted against: KVA408 when vllm-router's cache_aware cannot render on it.
+    #[arg(long, value_name = "FILE", requires = "router_config")]
+    pub engine_args: Option<PathBuf>,
+
     /// The config file (default: ./kvaudit.toml when it exists).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -761,6 +766,9 @@ pub struct WatchArgs {
     /// engine's cached_tokens and the tokens of each cause (counts only, no text).
     #[arg(long, value_name = "FILE.jsonl")]
     pub per_request: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub router: RouterChoiceArgs,
 
     #[command(flatten)]
     pub rendering: RenderingArgs,

@@ -65,21 +65,30 @@ pub enum Resend {
 /// (shared by diff-turns and corpus).
 #[derive(Debug, Args)]
 pub struct RouterArgs {
+    #[command(flatten)]
+    pub choice: RouterChoiceArgs,
+
+    /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
+    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size, allow_negative_numbers = true)]
+    pub engine_block_size: usize,
+}
+
+/// Which routers to ask and llm-d's index and decider settings, without the engine's block
+/// size (watch has its own: the pods' events are at that size).
+#[derive(Debug, Args)]
+pub struct RouterChoiceArgs {
     /// A router's real configuration to emulate (repeatable): llm-d's EndpointPickerConfig
     /// (YAML), or a file of Dynamo's, vllm-router's or smg's flags; what it names and kvaudit
     /// does not model is reported.
     #[arg(long = "router-config", value_name = "FILE")]
     pub router_configs: Vec<PathBuf>,
 
-    /// A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (the default),
-    /// llm-d-approx, dynamo, dynamo-approx, vllm-router, sglang, gaie; each answers what it
-    /// credits to the decode pod and where the next turn goes (docs/routers.md).
+    /// A router to ask, `NAME` or `NAME:key=value,...` (repeatable): llm-d (diff-turns' and
+    /// corpus' default; watch asks none unless given), llm-d-approx, dynamo, dynamo-approx,
+    /// vllm-router, sglang, gaie; each answers what it credits to the decode pod and where the
+    /// next turn goes (docs/routers.md).
     #[arg(long = "router", value_name = "SPEC")]
     pub routers: Vec<String>,
-
-    /// The engine's (vLLM's) KV block size, for the simulated events of the router view.
-    #[arg(long, default_value_t = 16, value_name = "B", value_parser = block_size, allow_negative_numbers = true)]
-    pub engine_block_size: usize,
 
     /// llm-d's index block size (blockSizeTokens) for the router view.
     #[arg(long, default_value_t = 64, value_name = "B", value_parser = block_size, allow_negative_numbers = true)]

@@ -36,7 +36,9 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
     };
     let tok = crate::model::tokenizer_for(&s.files, s.audit.plan.server)?;
     let auditor = crate::audit::Auditor::new(&s.files, &tok, &s.audit)?;
-    let mut monitor = Monitor::new(auditor, s.block_size, s.capacity, &s.pod_names());
+    let pods = s.pod_names();
+    let mut monitor = Monitor::new(auditor, s.block_size, s.capacity, &pods)
+        .with_routers(s.routers, s.conversations);
     let mut conversations = Conversations::new(s.conversations, files.record.is_some());
     let header = Header {
         model: s.model_label.clone(),

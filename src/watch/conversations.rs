@@ -129,7 +129,8 @@ impl Conversations {
     }
 }
 
-fn key(messages: &[Json]) -> u64 {
+/// The key a request is known by: its messages as sent.
+pub(crate) fn key(messages: &[Json]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for m in messages {
         // serde_json writes a value the same way each time (keys in their given order).

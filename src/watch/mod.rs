@@ -10,6 +10,7 @@ pub mod live;
 pub mod log;
 pub mod monitor;
 pub mod proxy;
+pub mod routing;
 
 pub use attribute::{Causes, Request, attribute};
 pub use holdings::{Holdings, Unapplied};

@@ -18,6 +18,7 @@ use crate::render::Conversation;
 
 use super::attribute::{Causes, Request, attribute};
 use super::holdings::Holdings;
+use super::routing::{RouterTotals, Routers, ServedBy, Went};
 
 /// Requests waiting for their pod, at most.
 const MAX_PENDING: usize = 1024;
@@ -95,6 +96,8 @@ pub struct Totals {
     pub prompt_mismatches: u64,
     /// Requests served by a pod whose view was stale.
     pub stale_requests: u64,
+    /// Each `--router`'s answers for the turns that continue a conversation.
+    pub routers: Vec<RouterTotals>,
 }
 
 /// Token counts by cause, summed over requests.
@@ -162,6 +165,10 @@ struct Pending {
     since: u64,
     pod: Option<String>,
     answer: Option<Answer>,
+    /// Each router's answer, when the request continues a turn.
+    routes: Vec<crate::routers::Answer>,
+    /// With routers to ask: this request's key and the previous request's.
+    keys_of: Option<(u64, u64)>,
 }
 
 /// A request's facts that do not depend on its pod.
@@ -191,6 +198,8 @@ pub struct Answer {
 pub struct Monitor<'a> {
     auditor: Auditor<'a>,
     holdings: Holdings,
+    routers: Routers,
+    served_by: ServedBy,
     block_size: usize,
     pending: VecDeque<Pending>,
     batches: u64,
@@ -216,12 +225,23 @@ impl<'a> Monitor<'a> {
         Monitor {
             auditor,
             holdings: Holdings::new(block_size, capacity),
+            routers: Routers::new(Vec::new(), String::new(), block_size),
+            served_by: ServedBy::new(1),
             block_size,
             pending: VecDeque::new(),
             batches: 0,
             next_id: 0,
             totals,
         }
+    }
+
+    /// Asks `routers` about every request that continues a turn, remembering the pods of the
+    /// last `conversations` requests to see where a turn went.
+    pub fn with_routers(mut self, routers: Routers, conversations: usize) -> Monitor<'a> {
+        self.totals.routers = routers.totals();
+        self.routers = routers;
+        self.served_by = ServedBy::new(conversations);
+        self
     }
 
     /// One batch of `pod`'s events; returns the requests it settled.
@@ -290,14 +310,29 @@ impl<'a> Monitor<'a> {
                 return Err(Unattributed::Render);
             }
         };
-        let (previous_shared, previous_left, rewrite) = match next.transitions.last() {
+        let (previous_shared, previous_left, rewrite, routes) = match next.transitions.last() {
             Some(t) => (
                 t.common_prefix_tokens,
                 t.held_tokens,
                 t.rewrite.as_ref().map(|r| r.class.name()),
+                self.routers.answers(t, &next.messages),
             ),
-            None => (0, 0, None),
+            None => (0, 0, None, Vec::new()),
         };
+        let keys_of = (!self.routers.is_empty()).then(|| {
+            let m = &conversation.messages;
+            let last_reply = m
+                .iter()
+                .rposition(|m| {
+                    crate::render::field(m, "role").and_then(serde_json::Value::as_str)
+                        == Some("assistant")
+                })
+                .unwrap_or(0);
+            (
+                super::conversations::key(m),
+                super::conversations::key(&m[..last_reply]),
+            )
+        });
         let keys = self.holdings.keys(&next.prompt_ids);
         let held = self
             .totals
@@ -327,6 +362,8 @@ impl<'a> Monitor<'a> {
             since: self.batches,
             pod,
             answer: None,
+            routes,
+            keys_of,
         });
         Ok(())
     }
@@ -440,6 +477,14 @@ impl<'a> Monitor<'a> {
         pt.causes.add(&causes);
         if let Some(class) = a.rewrite {
             *t.rewrite_classes.entry(class).or_default() += causes.rewritten as u64;
+        }
+        if let Some((own, previous)) = p.keys_of {
+            // A first request has no routes: it is only remembered.
+            let went = Went::of(&a.pod, self.served_by.get(previous));
+            for (rt, route) in t.routers.iter_mut().zip(&p.routes) {
+                rt.add(route, went, causes.misrouted);
+            }
+            self.served_by.insert(own, a.pod.as_str().into());
         }
         t.prompt_mismatches += u64::from(a.prompt_mismatch);
         t.stale_requests += u64::from(stale);

@@ -32,8 +32,12 @@ impl DiffTurnsSettings {
         crate::align::check_block_sizes("--block-sizes", &args.block_sizes)
             .map_err(anyhow::Error::msg)?;
         settings.align.block_sizes = args.block_sizes.clone();
-        let llm_d = router_settings(&args.router, &args.model.model)?;
-        settings.routers = router_specs(&args.router, &llm_d)?;
+        let llm_d = router_settings(
+            &args.router.choice,
+            args.router.engine_block_size,
+            &args.model.model,
+        )?;
+        settings.routers = router_specs(&args.router.choice, &llm_d)?;
         settings.router = Some(llm_d);
         let conversations = conversations(&args.conversation)?;
         let files = resolved_model(&args.model, say)?;

@@ -55,11 +55,12 @@ pub fn index_config(
 /// The router view's settings; llm-d hashes the served model's name, here the `--model` text
 /// unless `--model-name` is given.
 pub fn router_settings(
-    args: &crate::cli::RouterArgs,
+    args: &crate::cli::RouterChoiceArgs,
+    engine_block_size: usize,
     model: &str,
 ) -> Result<crate::routers::llm_d::view::RouterSettings> {
     for (flag, b) in [
-        ("--engine-block-size", args.engine_block_size),
+        ("--engine-block-size", engine_block_size),
         ("--index-block-size", args.index_block_size),
     ] {
         crate::align::check_block_size(flag, b).map_err(anyhow::Error::msg)?;
@@ -69,7 +70,7 @@ pub fn router_settings(
     let mut index = index_config(&args.index, args.index_block_size);
     index.model_name.get_or_insert_with(|| model.to_string());
     Ok(crate::routers::llm_d::view::RouterSettings {
-        engine_block_size: args.engine_block_size,
+        engine_block_size,
         index,
         decider,
     })
@@ -89,7 +90,7 @@ pub fn router_config(path: &std::path::Path) -> Result<(crate::routers::config::
 
 /// The routers `--router` asks about (llm-d's precise index when none is given).
 pub fn router_specs(
-    args: &crate::cli::RouterArgs,
+    args: &crate::cli::RouterChoiceArgs,
     llm_d: &crate::routers::llm_d::view::RouterSettings,
 ) -> Result<Vec<(std::sync::Arc<str>, crate::routers::Spec)>> {
     if args.routers.is_empty() && args.router_configs.is_empty() {
@@ -107,7 +108,7 @@ pub fn router_specs(
     for path in &args.router_configs {
         let (loaded, _) = router_config(path)?;
         let shown = path.display();
-        for l in crate::routers::config::lint(&loaded, llm_d.engine_block_size) {
+        for l in crate::routers::config::lint(&loaded, llm_d.engine_block_size, None) {
             crate::commands::terminal::stderr_line(&format!("warning: {shown}: {}", l.message));
         }
         let spec = loaded

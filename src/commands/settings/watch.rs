@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::{audit_settings, parse_duration, resolved_model};
+use super::{audit_settings, parse_duration, resolved_model, router_settings, router_specs};
 use crate::audit::AuditSettings;
 use crate::capture::subscribe::Source;
 use crate::cli::WatchArgs;
@@ -14,6 +14,7 @@ use crate::model::ModelFiles;
 use crate::report::Format;
 use crate::watch::live::LiveOptions;
 use crate::watch::proxy::ProxySettings;
+use crate::watch::routing::Routers;
 
 /// The longest pod name: it is a metric label.
 const MAX_POD_NAME: usize = 63;
@@ -45,6 +46,8 @@ pub struct WatchSettings {
     pub pod_header: Option<String>,
     pub record: Option<PathBuf>,
     pub per_request: Option<PathBuf>,
+    /// The `--router`s to ask about each turn (none unless given).
+    pub routers: Routers,
     pub format: Format,
 }
 
@@ -182,6 +185,14 @@ impl WatchSettings {
                  the requests) or --requests FILE (a request log)"
             ),
         };
+        let block_size = args.block_size.unwrap_or(default_block);
+        let routers = if args.router.routers.is_empty() && args.router.router_configs.is_empty() {
+            Routers::new(Vec::new(), String::new(), block_size)
+        } else {
+            let llm_d = router_settings(&args.router, block_size, &args.model.model)?;
+            let model = llm_d.index.model_name.clone().unwrap_or_default();
+            Routers::new(router_specs(&args.router, &llm_d)?, model, block_size)
+        };
         let files = resolved_model(&args.model, say)?;
         let audit = audit_settings(&args.rendering, args.model.template_name.clone())?;
         Ok(WatchSettings {
@@ -190,12 +201,13 @@ impl WatchSettings {
             model_label: args.model.model.clone(),
             mode,
             engine,
-            block_size: args.block_size.unwrap_or(default_block),
+            block_size,
             capacity: args.capacity,
             conversations: args.conversations,
             pod_header: args.pod_header.clone(),
             record: args.record.clone(),
             per_request: args.per_request.clone(),
+            routers,
             format: args.format.into(),
         })
     }

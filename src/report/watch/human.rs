@@ -78,6 +78,33 @@ fn to_human(o: &WatchOutput) -> String {
         }
         out.push('\n');
     }
+    for r in &t.routers {
+        let _ = write!(
+            out,
+            "  router {} ({}): {}, its rule sends {} back to the previous turn's pod",
+            r.router,
+            r.version,
+            count(r.turns, "turn", "turns"),
+            n(r.rule_back)
+        );
+        if r.observed > 0 {
+            let _ = write!(
+                out,
+                "; {} of {} went where its rule says",
+                n(r.as_rule),
+                n(r.observed)
+            );
+        }
+        let misrouted: Vec<String> = r
+            .misrouted
+            .iter()
+            .map(|(why, v)| format!("{} ({why})", n(*v)))
+            .collect();
+        if !misrouted.is_empty() {
+            let _ = write!(out, "; misrouted tokens: {}", misrouted.join(", "));
+        }
+        out.push('\n');
+    }
     let links: Vec<String> = o
         .counts
         .links

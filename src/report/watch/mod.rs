@@ -84,13 +84,25 @@ fn lost(c: &CauseTotals, t: &Totals) -> Vec<(u64, String)> {
     };
     let mut parts = vec![
         (c.rewritten, rewrite),
-        (c.misrouted, "misrouted".into()),
+        (c.misrouted, misrouted_words(t)),
         (c.evicted, "evicted".into()),
         (c.block_tail, "block tails".into()),
     ];
     parts.retain(|(n, _)| *n > 0);
     parts.sort_by_key(|p| std::cmp::Reverse(p.0));
     parts
+}
+
+/// "misrouted", with why the first router that explains any of it sent those turns away.
+fn misrouted_words(t: &Totals) -> String {
+    match t
+        .routers
+        .iter()
+        .find_map(|r| r.main_reason().map(|why| (r, why)))
+    {
+        Some((r, why)) => format!("misrouted ({}: {why})", r.router),
+        None => "misrouted".into(),
+    }
 }
 
 /// "of N turns, X% of prompt tokens were recomputed: ..."; recomputed counts what an earlier

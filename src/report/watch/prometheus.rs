@@ -104,6 +104,61 @@ fn to_prometheus(o: &WatchOutput) -> String {
             link.as_str()
         );
     }
+    type RouterCounter = fn(&crate::watch::routing::RouterTotals) -> u64;
+    let per_router: [(&str, &str, RouterCounter); 5] = [
+        (
+            "kvaudit_watch_router_turns_total",
+            "Turns continuing a seen conversation each --router was asked about.",
+            |r| r.turns,
+        ),
+        (
+            "kvaudit_watch_router_credited_tokens_total",
+            "Prompt tokens each router credits to the previous turn's pod.",
+            |r| r.credited_tokens,
+        ),
+        (
+            "kvaudit_watch_router_rule_back_turns_total",
+            "Turns each router's rule sends back to the previous turn's pod.",
+            |r| r.rule_back,
+        ),
+        (
+            "kvaudit_watch_router_observed_turns_total",
+            "Turns where the pods' events show where the turn went.",
+            |r| r.observed,
+        ),
+        (
+            "kvaudit_watch_router_as_rule_turns_total",
+            "Observed turns that went where each router's rule says.",
+            |r| r.as_rule,
+        ),
+    ];
+    for (name, help, value) in per_router {
+        header(&mut out, name, "counter", help);
+        for r in &t.routers {
+            let _ = writeln!(
+                out,
+                "{name}{{model=\"{model}\",router=\"{}\"}} {}",
+                label(&r.router),
+                value(r)
+            );
+        }
+    }
+    header(
+        &mut out,
+        "kvaudit_watch_router_misrouted_tokens_total",
+        "counter",
+        "Misrouted prompt tokens by why each router sent the turn away (its rule's reason, or against its rule).",
+    );
+    for r in &t.routers {
+        for (why, v) in &r.misrouted {
+            let _ = writeln!(
+                out,
+                "kvaudit_watch_router_misrouted_tokens_total{{model=\"{model}\",router=\"{}\",reason=\"{}\"}} {v}",
+                label(&r.router),
+                label(why)
+            );
+        }
+    }
     header(
         &mut out,
         "kvaudit_watch_event_batches_total",
