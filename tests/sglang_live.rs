@@ -6,7 +6,8 @@
 //! agrees on every turn, reading the page size from `/server_info`; `capture` of the engine's
 //! KV events then `replay --engine sglang` gives what `diff-turns` predicts at the server's
 //! page size, through kvaudit's Dynamo view and the real Dynamo indexer alike; llm-d's view
-//! drops every message of SGLang's (docs/events.md).
+//! drops every message of SGLang's (docs/events.md); `watch` proxying to it attributes every
+//! request with `reused` equal to SGLang's own `cached_tokens`.
 //!
 //! SGLang's CPU path imports two ops from `sgl_kernel`, which has no CPU build on PyPI: the
 //! tests put a stand-in on PYTHONPATH (tests/sglang/sgl_kernel) that logs every call, and each
@@ -645,4 +646,150 @@ fn template_kwargs_render_or_are_refused_as_sglang_does() {
         }
     }
     server.assert_stand_in_unused();
+}
+
+/// `kvaudit watch` proxying to the SGLang server, its KV events bound for as SGLang's publisher
+/// connects out: scripted conversations (thinking on and off, streamed and not) attributed
+/// request by request. Checked against SGLang itself: the causes of every request sum to the
+/// prompt length SGLang reports, `reused` equals SGLang's own `cached_tokens`
+/// (`--enable-cache-report`) on every request, and Qwen3's template rewriting the history of a
+/// thinking-off conversation is found as `rewritten`.
+#[cfg_attr(
+    not(kvaudit_shared),
+    ignore = "needs ../shared (reference models, templates, captures) beside the repository"
+)]
+#[test]
+fn watch_in_front_of_sglang_agrees_with_its_cached_tokens() {
+    let test = "watch_in_front_of_sglang_agrees_with_its_cached_tokens";
+    let Some((server, _turn, _)) = server(test) else {
+        return;
+    };
+    let dir = work_dir().join("watch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let listen = free_port();
+    let per_request = dir.join("per-request.jsonl");
+    let out = dir.join("watch.json");
+    let err = dir.join("watch.err");
+    let mut watch = common::kvaudit_process()
+        .args([
+            "watch",
+            "--server",
+            "sglang",
+            "--block-size",
+            &PAGE.to_string(),
+        ])
+        .args(["--format", "json"])
+        .arg("-m")
+        .arg(&server.model_dir)
+        .args(["--bind", &format!("p0={}", server.events)])
+        .args(["--upstream", server.root()])
+        .args(["--listen", &format!("127.0.0.1:{listen}")])
+        .arg("--per-request")
+        .arg(&per_request)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "watch does not listen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SGLang's publisher connects out and reconnects on its own: give it time to find watch,
+    // then start from an empty cache (a flush publishes AllBlocksCleared).
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, body) = http(server.root(), "POST", "/flush_cache", None);
+    assert_eq!(status, 200, "/flush_cache: {body}");
+    std::thread::sleep(Duration::from_millis(500));
+    let through = format!("http://127.0.0.1:{listen}");
+    let mut usages = Vec::new();
+    let mut convs: Vec<(Vec<Json>, bool)> = (0..3)
+        .map(|i| {
+            let first = format!("Conversation {i}: {QUESTION}");
+            (vec![json!({"role": "user", "content": first})], i != 1)
+        })
+        .collect();
+    for turn in 1..=3 {
+        for (i, (messages, thinking)) in convs.iter_mut().enumerate() {
+            let stream = (i + turn) % 2 == 0;
+            let (reply, usage) =
+                live::chat(&through, &live::chat_body(messages, *thinking, stream));
+            usages.push(usage);
+            messages.push(json!({"role": "assistant", "content": reply}));
+            messages.push(json!({"role": "user", "content": format!("{FOLLOW_UP} ({turn})")}));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill")
+        .args(["-TERM", &watch.id().to_string()])
+        .status();
+    let status = watch.wait().unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(status.success(), "watch: {status}: {stderr}");
+    server.assert_stand_in_unused();
+    let report: Json = serde_json::from_str(&std::fs::read_to_string(&out).unwrap())
+        .unwrap_or_else(|e| panic!("watch printed no JSON ({e}): {stderr}"));
+    let mut lines: Vec<Json> = std::fs::read_to_string(&per_request)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines.sort_by_key(|l| l["id"].as_u64());
+    assert_eq!(lines.len(), usages.len(), "{report:#}\n{stderr}");
+    let causes = [
+        "reused",
+        "misrouted",
+        "evicted",
+        "block_tail",
+        "rewritten",
+        "new",
+    ];
+    let mut totals = std::collections::BTreeMap::<&str, u64>::new();
+    for (line, usage) in lines.iter().zip(&usages) {
+        let prompt = usage["prompt_tokens"].as_u64().unwrap();
+        let cached = usage["prompt_tokens_details"]["cached_tokens"].as_u64();
+        assert_eq!(
+            line["prompt_tokens"].as_u64(),
+            Some(prompt),
+            "{line} vs {usage}"
+        );
+        let sum: u64 = causes
+            .iter()
+            .map(|c| line["causes"][c].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, prompt, "{line}");
+        assert_eq!(
+            line["causes"]["reused"].as_u64(),
+            cached,
+            "{line} vs {usage}"
+        );
+        for c in causes {
+            *totals.entry(c).or_default() += line["causes"][c].as_u64().unwrap();
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "watch in front of SGLang {SGLANG_VERSION}: {} requests, causes {totals:?}",
+        lines.len()
+    );
+    assert_eq!(
+        report["totals"]["causes"]["disagreement"],
+        json!(0),
+        "{report:#}"
+    );
+    assert_eq!(report["totals"]["unattributed"], json!({}), "{report:#}");
+    // One pod: nothing is misrouted or evicted; later turns reuse, the thinking-off
+    // conversation's history is rewritten.
+    assert_eq!(
+        (totals["misrouted"], totals["evicted"]),
+        (0, 0),
+        "{totals:?}"
+    );
+    assert!(
+        totals["reused"] > 0 && totals["rewritten"] > 0 && totals["new"] > 0,
+        "{totals:?}"
+    );
 }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::live::{self, free_port, http, routers_venv};
+use common::live::{self, chat, chat_body, free_port, http, routers_venv};
 use serde_json::{Value as Json, json};
 
 const VLLM_VERSION: &str = "0.32.0";
@@ -160,56 +160,6 @@ fn wait_ready(url: &str, router: &str, log: &Path) {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// One chat request's body.
-fn chat_body(messages: &[Json], thinking: bool, stream: bool) -> Json {
-    let mut body = json!({
-        "model": "tiny",
-        "messages": messages,
-        "max_tokens": 24,
-        "temperature": 0,
-        "seed": 7,
-        "chat_template_kwargs": {"enable_thinking": thinking},
-    });
-    if stream {
-        body["stream"] = json!(true);
-        body["stream_options"] = json!({"include_usage": true});
-    }
-    body
-}
-
-/// One chat turn through `root`: the reply's text and the usage vLLM reported.
-fn chat(root: &str, body: &Json) -> (String, Json) {
-    let stream = body["stream"] == json!(true);
-    let (status, answer) = http(root, "POST", "/v1/chat/completions", Some(body));
-    assert_eq!(status, 200, "{answer}");
-    if !stream {
-        let text = answer["choices"][0]["message"]["content"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        return (text, answer["usage"].clone());
-    }
-    let raw = answer.as_str().unwrap().to_string();
-    let mut text = String::new();
-    let mut usage = Json::Null;
-    for line in raw.lines() {
-        let Some(data) = line.strip_prefix("data: ") else {
-            continue;
-        };
-        if data == "[DONE]" {
-            continue;
-        }
-        let chunk: Json = serde_json::from_str(data).unwrap();
-        if let Some(t) = chunk["choices"][0]["delta"]["content"].as_str() {
-            text.push_str(t);
-        }
-        if !chunk["usage"].is_null() {
-            usage = chunk["usage"].clone();
-        }
-    }
-    (text, usage)
 }
 
 /// The prompt tokens a pod has served, from its own metrics.
