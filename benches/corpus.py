@@ -28,8 +28,11 @@ ROOT = os.path.dirname(HERE)
 SHARED = os.path.join(ROOT, "..", "shared")
 
 
-def build_corpus(path, n, seed, keep=None):
-    """`keep(line)`, when given, picks the conversations (raw lines) the pool takes."""
+def build_corpus(path, n, seed, keep=None, short=False):
+    """`keep(line)`, when given, picks the conversations (raw lines) the pool takes. `short`:
+    each conversation cut to its first request after a reply (user, reply, user, as a chat's
+    second turn is sent), and only those of at most 2,000 characters then: the shape of one
+    request `watch` renders, where per-conversation costs weigh most."""
     pool = []
     corpus_dir = os.path.join(SHARED, "corpus")
     for name in sorted(os.listdir(corpus_dir)):
@@ -46,6 +49,11 @@ def build_corpus(path, n, seed, keep=None):
                 plain = [{"role": m["role"], "content": m["content"]} for m in msgs]
                 replies = [i for i, m in enumerate(plain) if m["role"] == "assistant"]
                 if replies and any(m["role"] == "user" for m in plain[replies[0]:]):
+                    if short:
+                        nxt = next(i for i in range(replies[0], len(plain)) if plain[i]["role"] == "user")
+                        plain = plain[:nxt + 1]
+                        if sum(len(m["content"]) for m in plain) > 2000:
+                            continue
                     pool.append(plain)
     rng = random.Random(seed)
     rows = []
@@ -94,11 +102,12 @@ def main():
     ap.add_argument("--python-runs", type=int, default=1)
     ap.add_argument("--models", default="qwen3-8b,llama-3.1-8b-instruct")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--short", action="store_true", help="short conversations: see build_corpus")
     args = ap.parse_args()
     exe = kvaudit_exe.path()
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "corpus.jsonl")
-        pool = build_corpus(corpus, args.conversations, args.seed)
+        pool = build_corpus(corpus, args.conversations, args.seed, short=args.short)
         size = os.path.getsize(corpus) / 1e6
         print(f"corpus: {args.conversations} conversations ({pool} distinct plain-text ones from ../shared/corpus), {size:.1f} MB, seed {args.seed}")
         for name in args.models.split(","):
