@@ -339,6 +339,62 @@ fn every_code_in_the_table_is_produced() {
     );
     assert_eq!(codes(&lint(&scaled, 0)), Vec::<String>::new());
 
+    // KVA409, KVA410: llm-d's precise producer against the engine's --kv-events-config. The
+    // topic of vLLM's docs never passes llm-d's default filter; in single-socket mode the
+    // topic must name the pod's address:port.
+    let events = |topic: &str| {
+        format!(
+            "vllm serve Qwen/Qwen3-8B \\\n  --kv-events-config '{{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"topic\": \"{topic}\"}}'\n"
+        )
+    };
+    let llm_d = |config: &str, serve: &str, code: i32| {
+        let serve = write(fresh.path(), "serve-events.args", serve);
+        check_json(
+            fresh.path(),
+            &[
+                "--router-config",
+                config,
+                "--engine-args",
+                serve.to_str().unwrap(),
+            ],
+            code,
+        )
+    };
+    let recommended = fixture("router-configs/recommended.yaml");
+    let v = llm_d(&recommended, &events("kv-events"), 1);
+    assert_eq!(codes(&v), ["KVA409"], "{v}");
+    seen.extend(codes(&v));
+    let single = write(
+        fresh.path(),
+        "single-socket.yaml",
+        "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      kvEventsConfig:\n        discoverPods: false\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
+    );
+    let v = llm_d(
+        single.to_str().unwrap(),
+        &events("kv@pod-a@Qwen/Qwen3-8B"),
+        1,
+    );
+    assert_eq!(codes(&v), ["KVA410"], "{v}");
+    seen.extend(codes(&v));
+    let v = llm_d(
+        single.to_str().unwrap(),
+        &events("kv@10.0.0.5:8000@Qwen/Qwen3-8B"),
+        0,
+    );
+    assert_eq!(codes(&v), Vec::<String>::new(), "{v}");
+    // An engine flags file that does not split is one error, exit 2.
+    let bad = write(
+        fresh.path(),
+        "bad.args",
+        "vllm serve m --kv-events-config '{",
+    );
+    kvaudit_in(fresh.path())
+        .args(["check", "--router-config", &recommended, "--engine-args"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::starts_with("error: --engine-args "));
+
     seen.extend(found);
 
     let table: BTreeSet<String> = CODES.iter().map(|c| c.id.to_string()).collect();

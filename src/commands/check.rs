@@ -162,11 +162,16 @@ fn router_lints(
                 (gate::Code::NonCachedTooLow, line_of(&["nonCachedTokens"]))
             }
             LintKind::Unmodelled => (gate::Code::RouterUnmodelled, 1),
-            LintKind::CannotRender => {
+            LintKind::CannotRender | LintKind::TopicFiltered | LintKind::TopicPod => {
                 if let Some(e) = engine {
                     file = e.path.display().to_string();
                 }
-                (gate::Code::RouterCannotRender, 1)
+                let code = match l.kind {
+                    LintKind::CannotRender => gate::Code::RouterCannotRender,
+                    LintKind::TopicFiltered => gate::Code::EventsNotReceived,
+                    _ => gate::Code::TopicPodNotEndpoint,
+                };
+                (code, 1)
             }
         };
         let level = gate.map_or(code.info().default_level, |g| g.level(code));

@@ -58,6 +58,10 @@ pub enum Producer {
         block_size: usize,
         hash_algo: String,
         hash_seed: String,
+        /// `kvEventsConfig.topicFilter`: only topics starting with it are received.
+        topic_filter: String,
+        /// `kvEventsConfig.discoverPods` as given (single-socket mode when false).
+        discover_pods: Option<bool>,
     },
     /// `approx-prefix-cache-producer`: the requests routed, at this block size (none: the
     /// engine's, auto-tuned), floored at 64.
@@ -216,6 +220,19 @@ pub fn epp(doc: &Json) -> Result<Epp, ConfigError> {
                 let tokens = block(at("blockSizeTokens"), "blockSizeTokens")?.filter(|&b| b > 0);
                 let old = block(at("blockSize"), "blockSize")?.filter(|&b| b > 0);
                 let algo = text(at("hashAlgorithm"));
+                let events = param("kvEventsConfig");
+                let topic_filter = match events.and_then(|e| e.get("topicFilter")) {
+                    None => DEFAULT_TOPIC_FILTER.to_string(),
+                    Some(Json::String(t)) => t.clone(),
+                    Some(_) => {
+                        return Err(ConfigError::Invalid(format!(
+                            "{name}: kvEventsConfig.topicFilter is not a string"
+                        )));
+                    }
+                };
+                let discover_pods = events
+                    .and_then(|e| e.get("discoverPods"))
+                    .and_then(Json::as_bool);
                 if !matches!(algo, "" | "cbor-fnv" | "xxh64") {
                     return Err(ConfigError::Invalid(format!(
                         "{name}: hashAlgorithm {algo:?} is not cbor-fnv or xxh64"
@@ -229,6 +246,8 @@ pub fn epp(doc: &Json) -> Result<Epp, ConfigError> {
                         block_size: tokens.or(old).unwrap_or(16),
                         hash_algo: if algo.is_empty() { "cbor-fnv" } else { algo }.to_string(),
                         hash_seed: text(at("hashSeed")).to_string(),
+                        topic_filter,
+                        discover_pods,
                     },
                 );
             }
@@ -602,34 +621,144 @@ pub enum LintKind {
     Unmodelled,
     /// The router asks the engine for something its serving flags refuse.
     CannotRender,
+    /// llm-d's subscriber never receives the engine's events: their topic does not start
+    /// with its topic filter.
+    TopicFiltered,
+    /// llm-d takes the pod from the topic (`kv@POD@MODEL`) and scores endpoints by
+    /// `address:port`: a topic that does not name one scores nothing.
+    TopicPod,
 }
 
+/// llm-d's `kvEventsConfig.topicFilter` when the config leaves it out (llm-d-router ebab687).
+pub const DEFAULT_TOPIC_FILTER: &str = "kv@";
+
 /// What a router depends on in the engine's serving flags (`vllm serve …`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineArgs {
     /// `--enable-scale-out`: vLLM 0.32 answers `/v1/chat/completions/render` only with it.
     pub enable_scale_out: bool,
+    /// `--kv-events-config`'s `topic`, when the flag is given (vLLM's and SGLang's default
+    /// topic is empty).
+    pub kv_events_topic: Option<String>,
 }
 
-/// The engine's flags from a file of them (one command line, or one flag a line; `#`
-/// comments and line continuations as in a router's flags file). A flag given twice takes
-/// its last value, as argparse does.
-pub fn engine_args(text: &str) -> EngineArgs {
+/// The engine's flags from a file of them (the command line as a shell reads it: quotes,
+/// `#` comments, line continuations). A flag given twice takes its last value, as argparse
+/// does.
+pub fn engine_args(text: &str) -> Result<EngineArgs, ConfigError> {
     let mut e = EngineArgs::default();
-    for w in words(text) {
-        match w.as_str() {
-            "--enable-scale-out" => e.enable_scale_out = true,
-            "--no-enable-scale-out" => e.enable_scale_out = false,
-            _ => {}
+    let mut w: Vec<String> = Vec::new();
+    for word in shlex::split(text).ok_or_else(|| {
+        ConfigError::Invalid(
+            "the engine's flags do not split as a shell splits them (a quote left open?)".into(),
+        )
+    })? {
+        // `--flag=value` is `--flag value`, as argparse reads it.
+        match word.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => {
+                w.push(k.to_string());
+                w.push(v.to_string());
+            }
+            _ => w.push(word),
         }
     }
-    e
+    let mut i = 0;
+    while i < w.len() {
+        match w[i].as_str() {
+            "--enable-scale-out" => e.enable_scale_out = true,
+            "--no-enable-scale-out" => e.enable_scale_out = false,
+            "--kv-events-config" => {
+                i += 1;
+                let value = w.get(i).ok_or_else(|| {
+                    ConfigError::Invalid("--kv-events-config has no value".into())
+                })?;
+                let config: Json = serde_json::from_str(value).map_err(|err| {
+                    ConfigError::Invalid(format!(
+                        "--kv-events-config is not one JSON object (quote it as one word): {err}"
+                    ))
+                })?;
+                let topic = match config.get("topic") {
+                    None | Some(Json::Null) => String::new(),
+                    Some(Json::String(t)) => t.clone(),
+                    Some(_) => {
+                        return Err(ConfigError::Invalid(
+                            "--kv-events-config's topic is not a string".into(),
+                        ));
+                    }
+                };
+                e.kv_events_topic = Some(topic);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(e)
+}
+
+/// Whether `pod` reads as an endpoint's `address:port` (an environment substitution such as
+/// `$(POD_IP)` stands for the address).
+fn is_address_port(pod: &str) -> bool {
+    let Some((host, port)) = pod.rsplit_once(':') else {
+        return false;
+    };
+    !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lint {
     pub kind: LintKind,
     pub message: String,
+}
+
+/// Whether llm-d's precise producers receive the engine's events and can tell its pods:
+/// each producer a scorer or the decider reads, once.
+fn wiring(e: &Epp, engine: &EngineArgs) -> Vec<Lint> {
+    let mut out = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    let readers = [e.scorer_reads.as_ref(), e.decider.as_ref().map(|(_, r)| r)];
+    for p in readers.into_iter().flatten() {
+        let Producer::Precise {
+            name,
+            topic_filter,
+            discover_pods,
+            ..
+        } = p
+        else {
+            continue;
+        };
+        if seen.contains(&name.as_str()) {
+            continue;
+        }
+        seen.push(name);
+        let Some(topic) = &engine.kv_events_topic else {
+            out.push(Lint {
+                kind: LintKind::TopicFiltered,
+                message: format!(
+                    "{name} reads the engine's KV events, and the engine's flags have no --kv-events-config: it publishes none, and every lookup scores 0"
+                ),
+            });
+            continue;
+        };
+        if !topic.starts_with(topic_filter.as_str()) {
+            out.push(Lint {
+                kind: LintKind::TopicFiltered,
+                message: format!(
+                    "{name} receives only topics starting with {topic_filter:?} (kvEventsConfig.topicFilter), and the engine publishes under {topic:?} (--kv-events-config topic): llm-d never receives one of its events, and every lookup scores 0"
+                ),
+            });
+            continue;
+        }
+        let parts: Vec<&str> = topic.split('@').collect();
+        if *discover_pods == Some(false) && !(parts.len() == 3 && is_address_port(parts[1])) {
+            out.push(Lint {
+                kind: LintKind::TopicPod,
+                message: format!(
+                    "with discoverPods: false, {name} takes the pod from the topic (kv@POD@MODEL) and scores endpoints by address:port, and the engine's topic {topic:?} names no address:port: every event is indexed under a pod no endpoint is, and every lookup scores 0 (use kv@$(POD_IP):PORT@MODEL)"
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// Things not modelled that one lint lists by name; the rest are counted in one more line.
@@ -643,6 +772,12 @@ pub fn lint(loaded: &Loaded, engine_block_size: usize, engine: Option<&EngineArg
     let mut push = |kind, message: String| out.push(Lint { kind, message });
     match loaded {
         Loaded::LlmD(e) => {
+            if let Some(engine) = engine {
+                for l in wiring(e, engine) {
+                    out.push(l);
+                }
+            }
+            let mut push = |kind, message: String| out.push(Lint { kind, message });
             let mut seen: Vec<&str> = Vec::new();
             let readers = [
                 ("prefix-cache-scorer", e.scorer_reads.as_ref()),

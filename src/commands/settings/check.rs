@@ -49,7 +49,8 @@ impl EngineFlags {
             .map_err(|_| anyhow::anyhow!("--engine-args {shown} is not UTF-8 text"))?;
         Ok(EngineFlags {
             path: path.to_path_buf(),
-            args: crate::routers::config::engine_args(&text),
+            args: crate::routers::config::engine_args(&text)
+                .map_err(|e| anyhow::anyhow!("--engine-args {shown}: {e}"))?,
         })
     }
 }

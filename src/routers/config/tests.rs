@@ -150,7 +150,7 @@ fn what_is_not_modelled_is_named() {
 fn cache_aware_vllm_router_needs_engines_that_render() {
     let router = parse("vllm-router --policy cache_aware --worker-urls http://a:8000\n").unwrap();
     let lints = |serve: &str| -> Vec<LintKind> {
-        lint(&router, 16, Some(&engine_args(serve)))
+        lint(&router, 16, Some(&engine_args(serve).unwrap()))
             .into_iter()
             .map(|x| x.kind)
             .filter(|k| *k != LintKind::Unmodelled)
@@ -172,4 +172,53 @@ fn cache_aware_vllm_router_needs_engines_that_render() {
             .iter()
             .all(|l| l.kind == LintKind::Unmodelled)
     );
+}
+
+#[test]
+fn llm_d_receives_the_engines_events_only_under_its_topic_filter_and_pod_names() {
+    let kinds = |yaml: &Loaded, serve: &str| -> Vec<LintKind> {
+        lint(yaml, 16, Some(&engine_args(serve).unwrap()))
+            .into_iter()
+            .map(|x| x.kind)
+            .collect()
+    };
+    let recommended = fixture("recommended.yaml");
+    // The JSON quoted as one word, across a line continuation, as a shell reads it.
+    let serve = |topic: &str| {
+        format!(
+            "vllm serve Qwen/Qwen3-8B --block-size 16 \\\n  --kv-events-config '{{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"topic\": \"{topic}\"}}'\n"
+        )
+    };
+    // vLLM's topic from the docs' example reaches llm-d's subscriber (filter "kv@") 0 times.
+    assert_eq!(
+        kinds(&recommended, &serve("kv-events")),
+        vec![LintKind::TopicFiltered]
+    );
+    // No --kv-events-config: the engine publishes nothing.
+    assert_eq!(
+        kinds(&recommended, "vllm serve Qwen/Qwen3-8B"),
+        vec![LintKind::TopicFiltered]
+    );
+    assert!(kinds(&recommended, &serve("kv@10.0.0.5:8000@Qwen/Qwen3-8B")).is_empty());
+    // Single-socket mode: the pod comes from the topic and must be an endpoint's address.
+    let single = parse(
+        "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      tokenProcessorConfig:\n        blockSizeTokens: 16\n      kvEventsConfig:\n        zmqEndpoint: tcp://*:5557\n        topicFilter: kv@\n        discoverPods: false\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
+    )
+    .unwrap();
+    assert_eq!(
+        kinds(&single, &serve("kv@pod-a@Qwen/Qwen3-8B")),
+        vec![LintKind::TopicPod]
+    );
+    assert!(kinds(&single, &serve("kv@$(POD_IP):8000@Qwen/Qwen3-8B")).is_empty());
+    // A filter of the user's own.
+    let custom = parse(
+        "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      kvEventsConfig:\n        topicFilter: kv-\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
+    )
+    .unwrap();
+    assert!(kinds(&custom, &serve("kv-events")).is_empty());
+    // Flags that do not split, or a config that is not JSON, are errors, not guesses.
+    assert!(engine_args("vllm serve m --kv-events-config '{\"topic\": 1").is_err());
+    assert!(engine_args("vllm serve m --kv-events-config {topic}").is_err());
+    assert!(engine_args("vllm serve m --kv-events-config").is_err());
+    assert!(engine_args("vllm serve m --kv-events-config '{\"topic\": 3}'").is_err());
 }
