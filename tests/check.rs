@@ -340,8 +340,8 @@ fn every_code_in_the_table_is_produced() {
     assert_eq!(codes(&lint(&scaled, 0)), Vec::<String>::new());
 
     // KVA409, KVA410: llm-d's precise producer against the engine's --kv-events-config. The
-    // topic of vLLM's docs never passes llm-d's default filter; in single-socket mode the
-    // topic must name the pod's address:port.
+    // topic of vLLM's docs never passes llm-d's default filter; with one bound socket for
+    // every pod (zmqEndpoint) the topic must name the pod's address:port.
     let events = |topic: &str| {
         format!(
             "vllm serve Qwen/Qwen3-8B \\\n  --kv-events-config '{{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"topic\": \"{topic}\"}}'\n"
@@ -367,7 +367,7 @@ fn every_code_in_the_table_is_produced() {
     let single = write(
         fresh.path(),
         "single-socket.yaml",
-        "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      kvEventsConfig:\n        discoverPods: false\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
+        "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      kvEventsConfig:\n        zmqEndpoint: tcp://*:5557\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
     );
     let v = llm_d(
         single.to_str().unwrap(),

@@ -193,6 +193,8 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
             "x-pod",
             "--per-request",
             &per_request_flag,
+            "--interval",
+            "1s",
         ],
         "proxy",
     );
@@ -230,8 +232,25 @@ fn the_proxy_passes_every_byte_unchanged_and_reads_what_it_must() {
     let _ = lost.read_to_end(&mut nothing);
     assert!(nothing.is_empty());
 
-    let (report, out) = stop(watch, &mut stderr);
+    // Each second's summary ends with the answer for that second alone: over the summaries,
+    // the turns add up to the two requests (read until they do; a summary comes every second).
     let mut err = String::new();
+    let windowed = |text: &str| -> u64 {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("in the last 1 s: of "))
+            .filter_map(|l| l.split(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut byte = [0u8];
+    while windowed(&err) < 2 && std::time::Instant::now() < deadline {
+        if stderr.read(&mut byte).unwrap_or(0) == 0 {
+            break;
+        }
+        err.push(byte[0] as char);
+    }
+    assert_eq!(windowed(&err), 2, "{err}");
+    let (report, out) = stop(watch, &mut stderr);
     let _ = stderr.read_to_string(&mut err);
     let totals = &report["totals"];
     assert_eq!(totals["requests"], json!(2), "{report:#}");

@@ -235,7 +235,7 @@ pub struct CheckArgs {
     /// The engine's serving flags (a file holding the `vllm serve …` command line) the router
     /// config is linted against: KVA408 when vllm-router's cache_aware cannot render on it,
     /// KVA409 and KVA410 when llm-d's precise producer cannot receive or place its events.
-    #[arg(long, value_name = "FILE", requires = "router_config")]
+    #[arg(long, value_name = "FILE")]
     pub engine_args: Option<PathBuf>,
 
     /// The config file (default: ./kvaudit.toml when it exists).

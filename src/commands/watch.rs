@@ -75,6 +75,8 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
                 header: &header,
                 shown: &shown,
                 files: &mut files,
+                last: Totals::default(),
+                interval: live.interval,
             };
             let counts = crate::watch::live::run(
                 live,
@@ -173,6 +175,9 @@ struct Hooks<'h> {
     header: &'h Header,
     shown: &'h str,
     files: &'h mut Files,
+    /// The totals at the last summary, and how long ago that is at each summary.
+    last: Totals,
+    interval: std::time::Duration,
 }
 
 impl Outputs for Hooks<'_> {
@@ -207,6 +212,14 @@ impl LiveHooks for Hooks<'_> {
         ) {
             eprint!("{text}");
         }
+        // The answer for the last interval alone: what changed lately, not the run's average.
+        let window = totals.since(&self.last);
+        eprintln!(
+            "in the last {}: {}\n",
+            crate::report::watch::span(self.interval),
+            crate::report::watch::answer(&window)
+        );
+        self.last = totals.clone();
     }
 }
 

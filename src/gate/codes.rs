@@ -293,7 +293,7 @@ pub const CODES: &[CodeInfo] = &[
         name: "events_not_received",
         default_level: Level::Deny,
         knob: Knob::None,
-        meaning: "llm-d's precise producer never receives the engine's KV events: the engine's flags (--engine-args) publish none (no --kv-events-config), or publish under a topic that does not start with the producer's kvEventsConfig.topicFilter (\"kv@\" unless set; a topic such as \"kv-events\" reaches llm-d's subscriber 0 times). Nothing is logged; every lookup scores 0.",
+        meaning: "llm-d's precise producer never receives the engine's KV events: the engine's flags (--engine-args) publish none (no --kv-events-config; for vLLM, enable_kv_cache_events not true; the null publisher), or publish under a topic that does not start with the producer's kvEventsConfig.topicFilter (\"kv@\" unless set; a topic such as \"kv-events\" reaches llm-d's subscriber 0 times). Nothing is logged; every lookup scores 0.",
         help: "give the engine --kv-events-config with a topic of the form kv@POD@MODEL, or set the producer's topicFilter to the engine's topic's prefix",
     },
     CodeInfo {
@@ -302,8 +302,8 @@ pub const CODES: &[CodeInfo] = &[
         name: "topic_pod_not_endpoint",
         default_level: Level::Deny,
         knob: Knob::None,
-        meaning: "With discoverPods: false, llm-d takes each event's pod from its topic (kv@POD@MODEL) and scores endpoints by address:port; the engine's topic names no address:port, so every event is indexed under a pod no endpoint is, and every lookup scores 0.",
-        help: "publish under kv@ADDRESS:PORT@MODEL, the address and port the scheduler knows the pod by (e.g. kv@$(POD_IP):8000@MODEL in the pod spec)",
+        meaning: "llm-d reads each event's model from its topic (kv@POD@MODEL), and with one bound socket for every pod (kvEventsConfig.zmqEndpoint) its pod too, scoring endpoints by IP address:port. The engine's topic has no model part, or (one socket) names no address:port: every event is indexed where no lookup finds it, and every lookup scores 0.",
+        help: "publish under kv@ADDRESS:PORT@MODEL, the address and port the scheduler knows the pod by and the model the requests name (e.g. kv@$(POD_IP):8000@Qwen/Qwen3-8B in the pod spec)",
     },
     CodeInfo {
         code: Code::CommonPrefixShrank,

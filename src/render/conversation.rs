@@ -23,6 +23,14 @@ pub fn entry<'a>(map: &'a Map<String, Json>, key: &str) -> Option<&'a Json> {
     map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
 }
 
+/// Where the last reply (`assistant` message) is: what precedes it is the request it
+/// answered.
+pub fn last_reply(messages: &[Json]) -> Option<usize> {
+    messages
+        .iter()
+        .rposition(|m| field(m, "role").and_then(Json::as_str) == Some("assistant"))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConversationError {
     #[error("cannot read conversation {path}")]

@@ -18,7 +18,9 @@ pub mod server;
 mod source;
 mod switches;
 
-pub use conversation::{Clock, Conversation, ConversationError, entry, field, parse_time};
+pub use conversation::{
+    Clock, Conversation, ConversationError, entry, field, last_reply, parse_time,
+};
 pub use env::{TemplateEngine, strftime};
 pub use error::RenderError;
 #[cfg(any(test, feature = "test-hooks"))]

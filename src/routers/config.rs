@@ -60,8 +60,10 @@ pub enum Producer {
         hash_seed: String,
         /// `kvEventsConfig.topicFilter`: only topics starting with it are received.
         topic_filter: String,
-        /// `kvEventsConfig.discoverPods` as given (single-socket mode when false).
-        discover_pods: Option<bool>,
+        /// `kvEventsConfig.zmqEndpoint` is set: one bound socket for every pod, which takes
+        /// each event's pod from its topic (global-socket mode); else pods are discovered
+        /// and named by their endpoint.
+        global_socket: bool,
     },
     /// `approx-prefix-cache-producer`: the requests routed, at this block size (none: the
     /// engine's, auto-tuned), floored at 64.
@@ -220,19 +222,32 @@ pub fn epp(doc: &Json) -> Result<Epp, ConfigError> {
                 let tokens = block(at("blockSizeTokens"), "blockSizeTokens")?.filter(|&b| b > 0);
                 let old = block(at("blockSize"), "blockSize")?.filter(|&b| b > 0);
                 let algo = text(at("hashAlgorithm"));
-                let events = param("kvEventsConfig");
-                let topic_filter = match events.and_then(|e| e.get("topicFilter")) {
-                    None => DEFAULT_TOPIC_FILTER.to_string(),
-                    Some(Json::String(t)) => t.clone(),
+                let events = match param("kvEventsConfig") {
+                    None | Some(Json::Null) => None,
+                    Some(e @ Json::Object(_)) => Some(e),
                     Some(_) => {
                         return Err(ConfigError::Invalid(format!(
-                            "{name}: kvEventsConfig.topicFilter is not a string"
+                            "{name}: kvEventsConfig is not a mapping"
                         )));
                     }
                 };
-                let discover_pods = events
-                    .and_then(|e| e.get("discoverPods"))
-                    .and_then(Json::as_bool);
+                let setting = |k: &str, what: &str, fits: fn(&Json) -> bool| match events
+                    .and_then(|e| e.get(k))
+                {
+                    None => Ok(None),
+                    Some(v) if fits(v) => Ok(Some(v)),
+                    Some(_) => Err(ConfigError::Invalid(format!(
+                        "{name}: kvEventsConfig.{k} is not {what}"
+                    ))),
+                };
+                let topic_filter = setting("topicFilter", "a string", Json::is_string)?
+                    .and_then(Json::as_str)
+                    .unwrap_or(DEFAULT_TOPIC_FILTER)
+                    .to_string();
+                setting("discoverPods", "true or false", Json::is_boolean)?;
+                let global_socket = setting("zmqEndpoint", "a string", Json::is_string)?
+                    .and_then(Json::as_str)
+                    .is_some_and(|e| !e.is_empty());
                 if !matches!(algo, "" | "cbor-fnv" | "xxh64") {
                     return Err(ConfigError::Invalid(format!(
                         "{name}: hashAlgorithm {algo:?} is not cbor-fnv or xxh64"
@@ -247,7 +262,7 @@ pub fn epp(doc: &Json) -> Result<Epp, ConfigError> {
                         hash_algo: if algo.is_empty() { "cbor-fnv" } else { algo }.to_string(),
                         hash_seed: text(at("hashSeed")).to_string(),
                         topic_filter,
-                        discover_pods,
+                        global_socket,
                     },
                 );
             }
@@ -637,8 +652,9 @@ pub const DEFAULT_TOPIC_FILTER: &str = "kv@";
 pub struct EngineArgs {
     /// `--enable-scale-out`: vLLM 0.32 answers `/v1/chat/completions/render` only with it.
     pub enable_scale_out: bool,
-    /// `--kv-events-config`'s `topic`, when the flag is given (vLLM's and SGLang's default
-    /// topic is empty).
+    /// The topic the engine publishes its KV events under (vLLM's and SGLang's default topic
+    /// is empty); `None` when it publishes none (no `--kv-events-config`, events not enabled,
+    /// or the `null` publisher).
     pub kv_events_topic: Option<String>,
 }
 
@@ -646,62 +662,115 @@ pub struct EngineArgs {
 /// `#` comments, line continuations). A flag given twice takes its last value, as argparse
 /// does.
 pub fn engine_args(text: &str) -> Result<EngineArgs, ConfigError> {
-    let mut e = EngineArgs::default();
-    let mut w: Vec<String> = Vec::new();
-    for word in shlex::split(text).ok_or_else(|| {
+    let split = shlex::split(text).ok_or_else(|| {
         ConfigError::Invalid(
             "the engine's flags do not split as a shell splits them (a quote left open?)".into(),
         )
-    })? {
-        // `--flag=value` is `--flag value`, as argparse reads it.
-        match word.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => {
-                w.push(k.to_string());
-                w.push(v.to_string());
-            }
-            _ => w.push(word),
-        }
+    })?;
+    // vLLM is the one whose events are off unless enabled; SGLang publishes once a publisher
+    // is named.
+    let vllm = split
+        .iter()
+        .take(4)
+        .any(|w| w == "vllm" || w.ends_with("/vllm") || w.starts_with("vllm.entrypoints"));
+    let mut w: Vec<String> = Vec::new();
+    for word in split {
+        // `--flag=value` is `--flag value`, and `--kv_events_config` is `--kv-events-config`,
+        // as vLLM's argument parser reads them.
+        let (flag, value) = match word.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
+            _ => (word, None),
+        };
+        w.push(match flag.strip_prefix("--") {
+            Some(name) => match name.split_once('.') {
+                Some((base, key)) => format!("--{}.{key}", base.replace('_', "-")),
+                None => format!("--{}", name.replace('_', "-")),
+            },
+            None => flag,
+        });
+        w.extend(value);
     }
+    let mut e = EngineArgs::default();
+    let mut config: Option<serde_json::Map<String, Json>> = None;
+    let value = |i: usize, flag: &str| {
+        w.get(i + 1)
+            .ok_or_else(|| ConfigError::Invalid(format!("{flag} has no value")))
+    };
     let mut i = 0;
     while i < w.len() {
-        match w[i].as_str() {
+        let flag = w[i].as_str();
+        match flag {
             "--enable-scale-out" => e.enable_scale_out = true,
             "--no-enable-scale-out" => e.enable_scale_out = false,
             "--kv-events-config" => {
-                i += 1;
-                let value = w.get(i).ok_or_else(|| {
-                    ConfigError::Invalid("--kv-events-config has no value".into())
-                })?;
-                let config: Json = serde_json::from_str(value).map_err(|err| {
+                let text = value(i, flag)?;
+                let parsed: Json = serde_json::from_str(text).map_err(|err| {
                     ConfigError::Invalid(format!(
                         "--kv-events-config is not one JSON object (quote it as one word): {err}"
                     ))
                 })?;
-                let topic = match config.get("topic") {
-                    None | Some(Json::Null) => String::new(),
-                    Some(Json::String(t)) => t.clone(),
-                    Some(_) => {
-                        return Err(ConfigError::Invalid(
-                            "--kv-events-config's topic is not a string".into(),
-                        ));
-                    }
+                let Json::Object(map) = parsed else {
+                    return Err(ConfigError::Invalid(
+                        "--kv-events-config is not a JSON object".into(),
+                    ));
                 };
-                e.kv_events_topic = Some(topic);
+                // Given twice, the last holds; dotted keys given before it are kept.
+                let mut merged = config.take().unwrap_or_default();
+                merged.extend(map);
+                config = Some(merged);
+                i += 1;
             }
-            _ => {}
+            _ => {
+                if let Some(key) = flag.strip_prefix("--kv-events-config.") {
+                    let text = value(i, flag)?;
+                    // A dotted key's value is JSON where it parses (true, 3), else a string.
+                    let v =
+                        serde_json::from_str(text).unwrap_or_else(|_| Json::String(text.clone()));
+                    config.get_or_insert_default().insert(key.to_string(), v);
+                    i += 1;
+                }
+            }
         }
         i += 1;
+    }
+    if let Some(c) = config {
+        let topic = match c.get("topic") {
+            None | Some(Json::Null) => String::new(),
+            Some(Json::String(t)) => t.clone(),
+            Some(_) => {
+                return Err(ConfigError::Invalid(
+                    "--kv-events-config's topic is not a string".into(),
+                ));
+            }
+        };
+        let enabled = match c.get("enable_kv_cache_events") {
+            Some(Json::Bool(b)) => *b,
+            None => !vllm,
+            Some(_) => {
+                return Err(ConfigError::Invalid(
+                    "--kv-events-config's enable_kv_cache_events is not true or false".into(),
+                ));
+            }
+        };
+        let null_publisher = c.get("publisher").and_then(Json::as_str) == Some("null");
+        if enabled && !null_publisher {
+            e.kv_events_topic = Some(topic);
+        }
     }
     Ok(e)
 }
 
-/// Whether `pod` reads as an endpoint's `address:port` (an environment substitution such as
-/// `$(POD_IP)` stands for the address).
+/// Whether `pod` reads as an endpoint's `address:port`, as llm-d names endpoints: an IP
+/// address (or an environment substitution such as `$(POD_IP)` standing for one) and a port
+/// (or a substitution).
 fn is_address_port(pod: &str) -> bool {
     let Some((host, port)) = pod.rsplit_once(':') else {
         return false;
     };
-    !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+    let substituted = |t: &str| t.starts_with("$(") || t.starts_with("${");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host.parse::<std::net::IpAddr>().is_ok() || substituted(host))
+        && (port.parse::<u16>().is_ok_and(|p| p > 0) || substituted(port))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -720,7 +789,7 @@ fn wiring(e: &Epp, engine: &EngineArgs) -> Vec<Lint> {
         let Producer::Precise {
             name,
             topic_filter,
-            discover_pods,
+            global_socket,
             ..
         } = p
         else {
@@ -734,7 +803,7 @@ fn wiring(e: &Epp, engine: &EngineArgs) -> Vec<Lint> {
             out.push(Lint {
                 kind: LintKind::TopicFiltered,
                 message: format!(
-                    "{name} reads the engine's KV events, and the engine's flags have no --kv-events-config: it publishes none, and every lookup scores 0"
+                    "{name} reads the engine's KV events, and the engine's flags publish none (no --kv-events-config, enable_kv_cache_events not true, or the null publisher): every lookup scores 0"
                 ),
             });
             continue;
@@ -748,12 +817,22 @@ fn wiring(e: &Epp, engine: &EngineArgs) -> Vec<Lint> {
             });
             continue;
         }
+        // llm-d reads kv@POD@MODEL: the model always from the topic, the pod too when one
+        // bound socket serves every pod.
         let parts: Vec<&str> = topic.split('@').collect();
-        if *discover_pods == Some(false) && !(parts.len() == 3 && is_address_port(parts[1])) {
+        if parts.len() != 3 {
             out.push(Lint {
                 kind: LintKind::TopicPod,
                 message: format!(
-                    "with discoverPods: false, {name} takes the pod from the topic (kv@POD@MODEL) and scores endpoints by address:port, and the engine's topic {topic:?} names no address:port: every event is indexed under a pod no endpoint is, and every lookup scores 0 (use kv@$(POD_IP):PORT@MODEL)"
+                    "{name} reads the model from the topic's third part (kv@POD@MODEL), and the engine's topic {topic:?} has no such part: every event is indexed under the model \"\" and no request's lookup matches it"
+                ),
+            });
+        } else if *global_socket && !is_address_port(parts[1]) {
+            out.push(Lint {
+                kind: LintKind::TopicPod,
+                message: format!(
+                    "{name} binds one socket for every pod (kvEventsConfig.zmqEndpoint) and takes each event's pod from the topic (kv@POD@MODEL), and scores endpoints by address:port; the engine's topic {topic:?} names {:?}, no address:port: every lookup against the real endpoints scores 0 (publish under kv@$(POD_IP):PORT@MODEL)",
+                    parts[1]
                 ),
             });
         }
@@ -769,15 +848,12 @@ pub const MAX_LISTED: usize = 8;
 pub fn lint(loaded: &Loaded, engine_block_size: usize, engine: Option<&EngineArgs>) -> Vec<Lint> {
     let eb = engine_block_size;
     let mut out = Vec::new();
+    if let (Loaded::LlmD(e), Some(engine)) = (loaded, engine) {
+        out.extend(wiring(e, engine));
+    }
     let mut push = |kind, message: String| out.push(Lint { kind, message });
     match loaded {
         Loaded::LlmD(e) => {
-            if let Some(engine) = engine {
-                for l in wiring(e, engine) {
-                    out.push(l);
-                }
-            }
-            let mut push = |kind, message: String| out.push(Lint { kind, message });
             let mut seen: Vec<&str> = Vec::new();
             let readers = [
                 ("prefix-cache-scorer", e.scorer_reads.as_ref()),

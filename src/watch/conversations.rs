@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
-use crate::render::{Conversation, field};
+use crate::render::Conversation;
 
 /// How a request was linked to the conversation before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -63,11 +63,7 @@ impl Conversations {
 
     /// Notes a request's conversation; returns how it links to the request before it.
     pub fn observe(&mut self, conv: &Conversation) -> Link {
-        let last_reply = conv
-            .messages
-            .iter()
-            .rposition(|m| field(m, "role").and_then(Json::as_str) == Some("assistant"));
-        let link = match last_reply {
+        let link = match crate::render::last_reply(&conv.messages) {
             None => Link::First,
             Some(at) => match self.by_key.remove(&key(&conv.messages[..at])) {
                 Some(e) => {

@@ -100,6 +100,45 @@ pub struct Totals {
     pub routers: Vec<RouterTotals>,
 }
 
+impl Totals {
+    /// What was counted after `earlier`, a reading of the same run: requests, prompt tokens,
+    /// causes, rewrite classes, unattributed requests and each router's figures (the pods'
+    /// views are states, not counts, and are left out).
+    pub fn since(&self, earlier: &Totals) -> Totals {
+        fn minus<K: Ord + Copy>(
+            now: &BTreeMap<K, u64>,
+            then: &BTreeMap<K, u64>,
+        ) -> BTreeMap<K, u64> {
+            now.iter()
+                .map(|(k, v)| (*k, v.saturating_sub(then.get(k).copied().unwrap_or(0))))
+                .filter(|(_, v)| *v > 0)
+                .collect()
+        }
+        let routers = self
+            .routers
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match earlier.routers.get(i) {
+                Some(e) => r.since(e),
+                None => r.clone(),
+            })
+            .collect();
+        Totals {
+            requests: self.requests.saturating_sub(earlier.requests),
+            prompt_tokens: self.prompt_tokens.saturating_sub(earlier.prompt_tokens),
+            causes: self.causes.since(&earlier.causes),
+            pods: BTreeMap::new(),
+            rewrite_classes: minus(&self.rewrite_classes, &earlier.rewrite_classes),
+            unattributed: minus(&self.unattributed, &earlier.unattributed),
+            prompt_mismatches: self
+                .prompt_mismatches
+                .saturating_sub(earlier.prompt_mismatches),
+            stale_requests: self.stale_requests.saturating_sub(earlier.stale_requests),
+            routers,
+        }
+    }
+}
+
 /// Token counts by cause, summed over requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CauseTotals {
@@ -137,6 +176,18 @@ impl CauseTotals {
 
     pub fn total(&self) -> u64 {
         self.named().iter().map(|(_, n)| n).sum()
+    }
+
+    fn since(&self, e: &CauseTotals) -> CauseTotals {
+        CauseTotals {
+            reused: self.reused.saturating_sub(e.reused),
+            misrouted: self.misrouted.saturating_sub(e.misrouted),
+            evicted: self.evicted.saturating_sub(e.evicted),
+            block_tail: self.block_tail.saturating_sub(e.block_tail),
+            rewritten: self.rewritten.saturating_sub(e.rewritten),
+            new: self.new.saturating_sub(e.new),
+            disagreement: self.disagreement.saturating_sub(e.disagreement),
+        }
     }
 }
 
@@ -200,6 +251,8 @@ pub struct Monitor<'a> {
     holdings: Holdings,
     routers: Routers,
     served_by: ServedBy,
+    /// Each pod's name once, shared by the entries of `served_by`.
+    pod_names: Vec<std::sync::Arc<str>>,
     block_size: usize,
     pending: VecDeque<Pending>,
     batches: u64,
@@ -227,6 +280,7 @@ impl<'a> Monitor<'a> {
             holdings: Holdings::new(block_size, capacity),
             routers: Routers::new(Vec::new(), String::new(), block_size),
             served_by: ServedBy::new(1),
+            pod_names: Vec::new(),
             block_size,
             pending: VecDeque::new(),
             batches: 0,
@@ -321,13 +375,7 @@ impl<'a> Monitor<'a> {
         };
         let keys_of = (!self.routers.is_empty()).then(|| {
             let m = &conversation.messages;
-            let last_reply = m
-                .iter()
-                .rposition(|m| {
-                    crate::render::field(m, "role").and_then(serde_json::Value::as_str)
-                        == Some("assistant")
-                })
-                .unwrap_or(0);
+            let last_reply = crate::render::last_reply(m).unwrap_or(0);
             (
                 super::conversations::key(m),
                 super::conversations::key(&m[..last_reply]),
@@ -478,17 +526,28 @@ impl<'a> Monitor<'a> {
         if let Some(class) = a.rewrite {
             *t.rewrite_classes.entry(class).or_default() += causes.rewritten as u64;
         }
+        t.prompt_mismatches += u64::from(a.prompt_mismatch);
+        t.stale_requests += u64::from(stale);
         if let Some((own, previous)) = p.keys_of {
             // A first request has no routes: it is only remembered.
             let went = Went::of(&a.pod, self.served_by.get(previous));
-            for (rt, route) in t.routers.iter_mut().zip(&p.routes) {
+            for (rt, route) in self.totals.routers.iter_mut().zip(&p.routes) {
                 rt.add(route, went, causes.misrouted);
             }
-            self.served_by.insert(own, a.pod.as_str().into());
+            let name = self.pod_name(&a.pod);
+            self.served_by.insert(own, Some(previous), name);
         }
-        t.prompt_mismatches += u64::from(a.prompt_mismatch);
-        t.stale_requests += u64::from(stale);
         a
+    }
+
+    /// The shared copy of a pod's name.
+    fn pod_name(&mut self, pod: &str) -> std::sync::Arc<str> {
+        if let Some(p) = self.pod_names.iter().find(|p| &***p == pod) {
+            return p.clone();
+        }
+        let p: std::sync::Arc<str> = pod.into();
+        self.pod_names.push(p.clone());
+        p
     }
 
     fn count_unattributed(&mut self, why: Unattributed) {

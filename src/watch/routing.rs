@@ -56,12 +56,7 @@ impl Routers {
         if self.specs.is_empty() {
             return Vec::new();
         }
-        let last_reply = messages
-            .iter()
-            .rposition(|m| {
-                crate::render::field(m, "role").and_then(Json::as_str) == Some("assistant")
-            })
-            .unwrap_or(0);
+        let last_reply = crate::render::last_reply(messages).unwrap_or(0);
         let view = TransitionView {
             prompt_tokens: t.prompt_tokens,
             held: &t.held_ids,
@@ -129,11 +124,14 @@ impl Went {
     }
 }
 
-/// The pod of each recent request, by the request's key: bounded, the oldest forgotten first.
+/// The pod of each recent request, by the request's key: bounded, the least recently
+/// written forgotten first. A conversation's turn replaces its previous turn's entry, so one
+/// conversation holds one entry, as in the conversations' LRU.
 pub struct ServedBy {
     capacity: usize,
-    pods: rustc_hash::FxHashMap<u64, Arc<str>>,
-    order: std::collections::VecDeque<u64>,
+    pods: rustc_hash::FxHashMap<u64, (u64, Arc<str>)>,
+    by_stamp: BTreeMap<u64, u64>,
+    stamp: u64,
 }
 
 impl ServedBy {
@@ -141,16 +139,24 @@ impl ServedBy {
         ServedBy {
             capacity: capacity.max(1),
             pods: Default::default(),
-            order: Default::default(),
+            by_stamp: BTreeMap::new(),
+            stamp: 0,
         }
     }
 
-    pub fn insert(&mut self, key: u64, pod: Arc<str>) {
-        if self.pods.insert(key, pod).is_none() {
-            self.order.push_back(key);
+    /// Request `key` was served by `pod`; `previous`, its conversation's request before it,
+    /// will not be asked about again.
+    pub fn insert(&mut self, key: u64, previous: Option<u64>, pod: Arc<str>) {
+        for k in previous.into_iter().chain([key]) {
+            if let Some((stamp, _)) = self.pods.remove(&k) {
+                self.by_stamp.remove(&stamp);
+            }
         }
+        self.stamp += 1;
+        self.pods.insert(key, (self.stamp, pod));
+        self.by_stamp.insert(self.stamp, key);
         while self.pods.len() > self.capacity {
-            let Some(oldest) = self.order.pop_front() else {
+            let Some((_, oldest)) = self.by_stamp.pop_first() else {
                 break;
             };
             self.pods.remove(&oldest);
@@ -158,11 +164,19 @@ impl ServedBy {
     }
 
     pub fn get(&self, key: u64) -> Option<&str> {
-        self.pods.get(&key).map(|p| &**p)
+        self.pods.get(&key).map(|(_, p)| &**p)
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
     }
 }
 
-/// One router's figures over the turns that continue a seen conversation.
+/// One router's figures over the requests that continue a conversation (carry a reply).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RouterTotals {
     /// The `--router` value as given.
@@ -204,11 +218,36 @@ impl RouterTotals {
         }
     }
 
-    /// The reason most misrouted tokens have.
+    /// What was counted after `e`, an earlier reading of the same router.
+    pub fn since(&self, e: &RouterTotals) -> RouterTotals {
+        RouterTotals {
+            router: self.router.clone(),
+            version: self.version,
+            turns: self.turns.saturating_sub(e.turns),
+            credited_tokens: self.credited_tokens.saturating_sub(e.credited_tokens),
+            rule_back: self.rule_back.saturating_sub(e.rule_back),
+            observed: self.observed.saturating_sub(e.observed),
+            as_rule: self.as_rule.saturating_sub(e.as_rule),
+            misrouted: self
+                .misrouted
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.saturating_sub(e.misrouted.get(k).copied().unwrap_or(0)),
+                    )
+                })
+                .filter(|(_, v)| *v > 0)
+                .collect(),
+        }
+    }
+
+    /// The reason most misrouted tokens have (a previous pod not known is no reason the
+    /// router gave, so it is the answer only when nothing else is).
     pub fn main_reason(&self) -> Option<&str> {
         self.misrouted
             .iter()
-            .max_by_key(|(_, n)| **n)
+            .max_by_key(|(why, n)| (why.as_str() != PREVIOUS_UNKNOWN, **n))
             .map(|(why, _)| why.as_str())
     }
 }
@@ -239,16 +278,20 @@ mod tests {
     }
 
     #[test]
-    fn served_by_forgets_the_oldest_request_first() {
+    fn served_by_keeps_one_entry_a_conversation_and_forgets_the_least_recent() {
         let mut s = ServedBy::new(2);
-        s.insert(1, "d0".into());
-        s.insert(2, "d1".into());
-        s.insert(1, "d1".into());
-        s.insert(3, "d0".into());
+        s.insert(1, None, "d0".into());
+        s.insert(2, None, "d1".into());
+        // A retry of request 1 makes it the most recent: 2 is forgotten next, not 1.
+        s.insert(1, None, "d1".into());
+        s.insert(3, None, "d0".into());
         assert_eq!(
             (s.get(1), s.get(2), s.get(3)),
-            (None, Some("d1"), Some("d0"))
+            (Some("d1"), None, Some("d0"))
         );
+        // Request 4 continues request 3's conversation: it takes 3's place.
+        s.insert(4, Some(3), "d1".into());
+        assert_eq!((s.len(), s.get(3), s.get(4)), (2, None, Some("d1")));
     }
 
     #[test]

@@ -43,10 +43,8 @@ pub struct EngineFlags {
 impl EngineFlags {
     fn read(path: &Path) -> Result<EngineFlags> {
         let shown = path.display();
-        let bytes = crate::input::read_bounded(path, crate::routers::config::MAX_CONFIG_BYTES)
+        let text = crate::input::read_text(path, crate::routers::config::MAX_CONFIG_BYTES)
             .with_context(|| format!("cannot read --engine-args {shown}"))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| anyhow::anyhow!("--engine-args {shown} is not UTF-8 text"))?;
         Ok(EngineFlags {
             path: path.to_path_buf(),
             args: crate::routers::config::engine_args(&text)
@@ -78,6 +76,12 @@ impl CheckSettings {
                 path: path.to_path_buf(),
                 engine,
             });
+        }
+        if engine.is_some() && args.router_config.is_none() {
+            bail!(
+                "--engine-args lints a router configuration against the engine: give it with \
+                 --router-config FILE (or a YAML --config)"
+            );
         }
         let mut config = check_config(args)?;
         for text in &args.routers {

@@ -191,7 +191,14 @@ impl WatchSettings {
         } else {
             let llm_d = router_settings(&args.router, block_size, &args.model.model)?;
             let model = llm_d.index.model_name.clone().unwrap_or_default();
-            Routers::new(router_specs(&args.router, &llm_d)?, model, block_size)
+            let specs = router_specs(&args.router, &llm_d)?;
+            // Each router's label is a metric label: two alike would be one series twice.
+            for (i, (label, _)) in specs.iter().enumerate() {
+                if specs[..i].iter().any(|(l, _)| l == label) {
+                    bail!("--router {label:?} is given twice");
+                }
+            }
+            Routers::new(specs, model, block_size)
         };
         let files = resolved_model(&args.model, say)?;
         let audit = audit_settings(&args.rendering, args.model.template_name.clone())?;

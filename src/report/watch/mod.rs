@@ -67,6 +67,17 @@ impl Report for WatchOutput<'_> {
     }
 }
 
+/// A summary interval in words: "5 min", "90 s".
+pub fn span(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => format!("{} ms", d.as_millis()),
+        _ if s.is_multiple_of(3600) => format!("{} h", s / 3600),
+        _ if s.is_multiple_of(60) => format!("{} min", s / 60),
+        _ => format!("{s} s"),
+    }
+}
+
 /// `part` of `whole` as a percentage with one decimal.
 fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -99,6 +110,7 @@ fn misrouted_words(t: &Totals) -> String {
         .routers
         .iter()
         .find_map(|r| r.main_reason().map(|why| (r, why)))
+        .filter(|(_, why)| *why != crate::watch::routing::PREVIOUS_UNKNOWN)
     {
         Some((r, why)) => format!("misrouted ({}: {why})", r.router),
         None => "misrouted".into(),
@@ -129,4 +141,46 @@ pub fn answer(t: &Totals) -> String {
         percent(recomputed, whole),
         list.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::monitor::CauseTotals;
+
+    #[test]
+    fn an_interval_is_said_in_its_largest_whole_unit() {
+        let s = std::time::Duration::from_secs;
+        assert_eq!(span(s(300)), "5 min");
+        assert_eq!(span(s(90)), "90 s");
+        assert_eq!(span(s(7200)), "2 h");
+        assert_eq!(span(std::time::Duration::from_millis(250)), "250 ms");
+    }
+
+    #[test]
+    fn the_answer_of_an_interval_counts_only_what_came_in_it() {
+        let earlier = Totals {
+            requests: 10,
+            causes: CauseTotals {
+                reused: 800,
+                new: 200,
+                ..CauseTotals::default()
+            },
+            rewrite_classes: [("reasoning_dropped", 50)].into(),
+            ..Totals::default()
+        };
+        let mut now = earlier.clone();
+        now.requests = 14;
+        now.causes.reused += 100;
+        now.causes.rewritten += 300;
+        now.causes.new += 100;
+        *now.rewrite_classes.get_mut("reasoning_dropped").unwrap() += 300;
+        let window = now.since(&earlier);
+        assert_eq!(window.requests, 4);
+        assert_eq!(window.rewrite_classes["reasoning_dropped"], 300);
+        assert_eq!(
+            answer(&window),
+            "of 4 turns, 60.0% of prompt tokens were recomputed: 60.0% template rewrite (reasoning_dropped)"
+        );
+    }
 }

@@ -108,7 +108,7 @@ fn to_prometheus(o: &WatchOutput) -> String {
     let per_router: [(&str, &str, RouterCounter); 5] = [
         (
             "kvaudit_watch_router_turns_total",
-            "Turns continuing a seen conversation each --router was asked about.",
+            "Requests continuing a conversation (carrying a reply) each --router was asked about.",
             |r| r.turns,
         ),
         (

@@ -200,7 +200,8 @@ fn llm_d_receives_the_engines_events_only_under_its_topic_filter_and_pod_names()
         vec![LintKind::TopicFiltered]
     );
     assert!(kinds(&recommended, &serve("kv@10.0.0.5:8000@Qwen/Qwen3-8B")).is_empty());
-    // Single-socket mode: the pod comes from the topic and must be an endpoint's address.
+    // One bound socket for every pod: the pod comes from the topic and must be an
+    // endpoint's address.
     let single = parse(
         "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      tokenProcessorConfig:\n        blockSizeTokens: 16\n      kvEventsConfig:\n        zmqEndpoint: tcp://*:5557\n        topicFilter: kv@\n        discoverPods: false\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
     )
@@ -210,15 +211,74 @@ fn llm_d_receives_the_engines_events_only_under_its_topic_filter_and_pod_names()
         vec![LintKind::TopicPod]
     );
     assert!(kinds(&single, &serve("kv@$(POD_IP):8000@Qwen/Qwen3-8B")).is_empty());
+    // Without enable_kv_cache_events vLLM publishes nothing; with the null publisher neither.
+    assert_eq!(
+        kinds(
+            &recommended,
+            "vllm serve m --kv-events-config '{\"topic\": \"kv@10.0.0.5:8000@m\"}'"
+        ),
+        vec![LintKind::TopicFiltered]
+    );
+    assert_eq!(
+        kinds(
+            &recommended,
+            "vllm serve m --kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\": \"null\", \"topic\": \"kv@10.0.0.5:8000@m\"}'"
+        ),
+        vec![LintKind::TopicFiltered]
+    );
+    // SGLang publishes once a publisher is named.
+    assert!(
+        kinds(
+            &recommended,
+            "python -m sglang.launch_server --kv-events-config '{\"publisher\": \"zmq\", \"topic\": \"kv@10.0.0.5:8000@m\"}'"
+        )
+        .is_empty()
+    );
+    // vLLM's other spellings: underscores, `=`, dotted keys.
+    assert!(
+        kinds(
+            &recommended,
+            "vllm serve m --kv-events-config.enable_kv_cache_events true --kv-events-config.publisher zmq --kv_events_config.topic=kv@10.0.0.5:8000@m"
+        )
+        .is_empty()
+    );
+    assert!(
+        engine_args("vllm serve m --enable_scale_out")
+            .unwrap()
+            .enable_scale_out
+    );
+    // Discovered pods are named by their endpoint; the model still comes from the topic.
+    assert!(kinds(&recommended, &serve("kv@pod-a@Qwen/Qwen3-8B")).is_empty());
+    assert_eq!(
+        kinds(&recommended, &serve("kv@10.0.0.5:8000")),
+        vec![LintKind::TopicPod]
+    );
+    // One socket for every pod: a host name is not the address llm-d scores.
+    assert_eq!(
+        kinds(&single, &serve("kv@pod-a:8000@Qwen/Qwen3-8B")),
+        vec![LintKind::TopicPod]
+    );
+    // Settings of the wrong kind are errors, not defaults.
+    for bad in [
+        "kvEventsConfig: oops",
+        "kvEventsConfig:\n        discoverPods: \"false\"",
+        "kvEventsConfig:\n        zmqEndpoint: 5557",
+    ] {
+        let yaml = format!(
+            "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      {bad}\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n"
+        );
+        assert!(parse(&yaml).is_err(), "{bad}");
+    }
     // A filter of the user's own.
     let custom = parse(
         "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      kvEventsConfig:\n        topicFilter: kv-\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
     )
     .unwrap();
-    assert!(kinds(&custom, &serve("kv-events")).is_empty());
+    assert!(kinds(&custom, &serve("kv-x@10.0.0.5:8000@Qwen/Qwen3-8B")).is_empty());
     // Flags that do not split, or a config that is not JSON, are errors, not guesses.
     assert!(engine_args("vllm serve m --kv-events-config '{\"topic\": 1").is_err());
     assert!(engine_args("vllm serve m --kv-events-config {topic}").is_err());
     assert!(engine_args("vllm serve m --kv-events-config").is_err());
     assert!(engine_args("vllm serve m --kv-events-config '{\"topic\": 3}'").is_err());
+    assert!(engine_args("vllm serve m --kv-events-config null").is_err());
 }
