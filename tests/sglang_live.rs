@@ -732,44 +732,8 @@ fn watch_in_front_of_sglang_agrees_with_its_cached_tokens() {
     server.assert_stand_in_unused();
     let report: Json = serde_json::from_str(&std::fs::read_to_string(&out).unwrap())
         .unwrap_or_else(|e| panic!("watch printed no JSON ({e}): {stderr}"));
-    let mut lines: Vec<Json> = std::fs::read_to_string(&per_request)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    lines.sort_by_key(|l| l["id"].as_u64());
-    assert_eq!(lines.len(), usages.len(), "{report:#}\n{stderr}");
-    let causes = [
-        "reused",
-        "misrouted",
-        "evicted",
-        "block_tail",
-        "rewritten",
-        "new",
-    ];
-    let mut totals = std::collections::BTreeMap::<&str, u64>::new();
-    for (line, usage) in lines.iter().zip(&usages) {
-        let prompt = usage["prompt_tokens"].as_u64().unwrap();
-        let cached = usage["prompt_tokens_details"]["cached_tokens"].as_u64();
-        assert_eq!(
-            line["prompt_tokens"].as_u64(),
-            Some(prompt),
-            "{line} vs {usage}"
-        );
-        let sum: u64 = causes
-            .iter()
-            .map(|c| line["causes"][c].as_u64().unwrap())
-            .sum();
-        assert_eq!(sum, prompt, "{line}");
-        assert_eq!(
-            line["causes"]["reused"].as_u64(),
-            cached,
-            "{line} vs {usage}"
-        );
-        for c in causes {
-            *totals.entry(c).or_default() += line["causes"][c].as_u64().unwrap();
-        }
-    }
+    let lines = live::per_request_lines(&per_request);
+    let totals = live::check_against_engine(&lines, &usages, &format!("{report:#}\n{stderr}"));
     let _ = writeln!(
         std::io::stderr(),
         "watch in front of SGLang {SGLANG_VERSION}: {} requests, causes {totals:?}",

@@ -482,45 +482,9 @@ fn fleet(test: &str, router: &str) {
     let err = std::fs::read_to_string(&watch_log).unwrap();
     let report: Json = serde_json::from_str(&std::fs::read_to_string(&watch_out).unwrap())
         .unwrap_or_else(|e| panic!("watch printed no JSON ({e}); its stderr:\n{err}"));
-    let lines: Vec<Json> = std::fs::read_to_string(&per_request)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), usages.len(), "{report:#}\n{err}");
-    let mut by_id = lines.clone();
-    by_id.sort_by_key(|l| l["id"].as_u64());
-    let causes = [
-        "reused",
-        "misrouted",
-        "evicted",
-        "block_tail",
-        "rewritten",
-        "new",
-    ];
-    let mut totals = std::collections::BTreeMap::<&str, u64>::new();
-    for (line, usage) in by_id.iter().zip(&usages) {
-        let prompt = usage["prompt_tokens"].as_u64().unwrap();
-        let cached = usage["prompt_tokens_details"]["cached_tokens"]
-            .as_u64()
-            .unwrap();
-        assert_eq!(line["prompt_tokens"].as_u64(), Some(prompt), "{line}");
-        let sum: u64 = causes
-            .iter()
-            .map(|c| line["causes"][c].as_u64().unwrap())
-            .sum();
-        assert_eq!(sum, prompt, "{line}");
-        assert_eq!(
-            line["causes"]["reused"].as_u64(),
-            Some(cached),
-            "{line} vs {usage}"
-        );
-        assert_eq!(line["engine_cached"].as_u64(), Some(cached));
-        for c in causes {
-            *totals.entry(c).or_default() += line["causes"][c].as_u64().unwrap();
-        }
-    }
-    eprintln!("{test}: {} requests, causes {totals:?}", lines.len());
+    let by_id = live::per_request_lines(&per_request);
+    let totals = live::check_against_engine(&by_id, &usages, &format!("{report:#}\n{err}"));
+    eprintln!("{test}: {} requests, causes {totals:?}", by_id.len());
     assert_eq!(report["totals"]["causes"]["disagreement"], json!(0));
     assert_eq!(report["totals"]["unattributed"], json!({}));
     assert!(totals["reused"] > 0 && totals["evicted"] > 0 && totals["rewritten"] > 0);
@@ -589,7 +553,7 @@ fn fleet(test: &str, router: &str) {
     // history, so both such conversations' two later turns are rewritten at least.
     let rewrites = corpus["transitions_with_rewrite"].as_u64().unwrap();
     assert!(rewrites >= 4, "{corpus:#}");
-    let rewritten_requests = lines
+    let rewritten_requests = by_id
         .iter()
         .filter(|l| l["causes"]["rewritten"].as_u64() > Some(0))
         .count() as u64;
@@ -634,16 +598,11 @@ fn fleet(test: &str, router: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let from_log: Json = serde_json::from_slice(&out.stdout).unwrap();
-    let read_lines = |path: &Path| -> Vec<Json> {
-        let mut v: Vec<Json> = std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        v.sort_by_key(|l| l["id"].as_u64());
-        v
-    };
-    assert_eq!(read_lines(&log_per_request), by_id, "request-log mode");
+    assert_eq!(
+        live::per_request_lines(&log_per_request),
+        by_id,
+        "request-log mode"
+    );
     assert_eq!(
         from_log["totals"]["routers"], report["totals"]["routers"],
         "request-log mode"
@@ -654,7 +613,7 @@ fn fleet(test: &str, router: &str) {
     // counted, never guessed. Every request it attributes is attributed as the proxy did.
     let mirrored: Json = serde_json::from_str(&std::fs::read_to_string(&mirror_out).unwrap())
         .unwrap_or_else(|e| panic!("the mirror printed no JSON ({e})"));
-    let mirror_lines = read_lines(&mirror_per_request);
+    let mirror_lines = live::per_request_lines(&mirror_per_request);
     let unattributed = &mirrored["totals"]["unattributed"];
     let no_pod = unattributed["no_pod"].as_u64().unwrap_or(0);
     assert_eq!(

@@ -523,3 +523,59 @@ pub fn chat(root: &str, body: &Json) -> (String, Json) {
     }
     (text, usage)
 }
+
+/// `watch --per-request` lines, in the order the requests came (by id).
+pub fn per_request_lines(path: &Path) -> Vec<Json> {
+    let mut lines: Vec<Json> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines.sort_by_key(|l| l["id"].as_u64());
+    lines
+}
+
+/// Checks `watch`'s lines (by id) against the usage the engine reported for each request, in
+/// the same order: one line a request, the prompt length the engine's, the causes summing to
+/// it, `reused` and `engine_cached` the engine's `cached_tokens`. The causes' totals.
+pub fn check_against_engine(
+    lines: &[Json],
+    usages: &[Json],
+    context: &str,
+) -> std::collections::BTreeMap<&'static str, u64> {
+    const CAUSES: [&str; 6] = [
+        "reused",
+        "misrouted",
+        "evicted",
+        "block_tail",
+        "rewritten",
+        "new",
+    ];
+    assert_eq!(lines.len(), usages.len(), "{context}");
+    let mut totals = std::collections::BTreeMap::new();
+    for (line, usage) in lines.iter().zip(usages) {
+        let prompt = usage["prompt_tokens"].as_u64().unwrap();
+        let cached = usage["prompt_tokens_details"]["cached_tokens"].as_u64();
+        assert!(cached.is_some(), "no cached_tokens: {usage}");
+        assert_eq!(
+            line["prompt_tokens"].as_u64(),
+            Some(prompt),
+            "{line} vs {usage}"
+        );
+        let sum: u64 = CAUSES
+            .iter()
+            .map(|c| line["causes"][c].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, prompt, "{line}");
+        assert_eq!(
+            line["causes"]["reused"].as_u64(),
+            cached,
+            "{line} vs {usage}"
+        );
+        assert_eq!(line["engine_cached"].as_u64(), cached, "{line}");
+        for c in CAUSES {
+            *totals.entry(c).or_default() += line["causes"][c].as_u64().unwrap();
+        }
+    }
+    totals
+}
