@@ -28,7 +28,7 @@ ROOT="$(dirname "$FUZZ_DIR")"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
 SANITIZER="${FUZZ_SANITIZER:-none}"
 SHARED="${KVAUDIT_SHARED:-$ROOT/../shared}"
-TARGETS="${FUZZ_TARGETS:-decode_events frames_reader replay_bytes conversation_json template_render prepared_tokenizer zmtp_frames template_methods parquet_rows gguf_metadata corpus_partial server_request}"
+TARGETS="${FUZZ_TARGETS:-decode_events frames_reader replay_bytes conversation_json template_render prepared_tokenizer zmtp_frames template_methods parquet_rows gguf_metadata corpus_partial server_request http_follower router_config}"
 
 max_len() {
     case "$1" in

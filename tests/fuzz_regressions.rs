@@ -109,7 +109,9 @@ fn every_target_is_tested() {
             "parquet_rows",
             "gguf_metadata",
             "corpus_partial",
-            "server_request"
+            "server_request",
+            "http_follower",
+            "router_config"
         ]
     );
 }
@@ -205,4 +207,14 @@ fn zmtp_frames_seeds_reach_messages_and_bounds() {
 #[test]
 fn server_request() {
     replay("server_request");
+}
+
+#[test]
+fn http_follower() {
+    replay("http_follower");
+}
+
+#[test]
+fn router_config() {
+    replay("router_config");
 }

@@ -27,6 +27,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("gguf_metadata", gguf_metadata),
     ("corpus_partial", corpus_partial),
     ("server_request", server_request),
+    ("http_follower", http_follower),
+    ("router_config", router_config),
 ];
 
 /// Equal, or both print the same (NaN timestamps and floats compare unequal to themselves).
@@ -671,5 +673,61 @@ pub fn server_request(data: &[u8]) {
                 let _ = profile.prepare(template, &formats, &request);
             }
         }
+    }
+}
+
+/// One direction of a connection as watch's proxy follows a copy of it: the first byte picks
+/// the side (bit 0), whether the requests answered were HEAD (bit 1) and the size of the
+/// pieces the rest arrives in (bits 2-7: 1 to 64 bytes). A request body kept is never past
+/// the follower's bound; panics are not fine.
+pub fn http_follower(data: &[u8]) {
+    use kvaudit::watch::http::{Follower, Side};
+    const MAX_BODY: usize = 4096;
+    let Some((&first, bytes)) = data.split_first() else {
+        return;
+    };
+    let side = if first & 1 == 0 {
+        Side::Request
+    } else {
+        Side::Response
+    };
+    let mut follower = Follower::new(side, MAX_BODY);
+    if side == Side::Response {
+        for i in 0..64 {
+            follower.request_sent(first & 2 != 0 && i % 3 == 0);
+        }
+    }
+    let piece = usize::from(first >> 2) + 1;
+    let mut done = Vec::new();
+    for part in bytes.chunks(piece) {
+        follower.feed(part, Some("x-pod"), &mut done);
+        for m in done.drain(..) {
+            if side == Side::Request {
+                assert!(m.body.as_ref().is_none_or(|b| b.len() <= MAX_BODY));
+            }
+        }
+    }
+}
+
+/// A router configuration and an engine's serving flags, split at the first NUL: parsed,
+/// linted against each other at two engine block sizes, and emulated. Refusals are fine;
+/// panics are not.
+pub fn router_config(data: &[u8]) {
+    use kvaudit::routers::config::{engine_args, lint, parse};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (config, flags) = text.split_once('\0').unwrap_or((text, ""));
+    let engine = engine_args(flags).ok();
+    if let Ok(loaded) = parse(config) {
+        for block in [16, 64] {
+            let _ = lint(&loaded, block, engine.as_ref());
+        }
+        let base = kvaudit::routers::llm_d::view::RouterSettings {
+            engine_block_size: 16,
+            index: kvaudit::routers::llm_d::IndexConfig::new(64),
+            decider: Default::default(),
+        };
+        let _ = loaded.spec(&base);
     }
 }
