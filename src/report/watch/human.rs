@@ -76,6 +76,20 @@ fn to_human(o: &WatchOutput) -> String {
         if let Some(m) = o.counts.malformed.get(name) {
             let _ = write!(out, ", {} messages malformed", n(*m));
         }
+        if let Some(m) = o.counts.gap_messages.get(name) {
+            let _ = write!(out, ", {} messages lost in gaps", n(*m));
+        }
+        if let Some(m) = o.counts.restarts.get(name) {
+            let _ = write!(
+                out,
+                ", {}",
+                count(*m, "publisher restart", "publisher restarts")
+            );
+        }
+        if let Some(lost) = o.counts.peers_lost.get(name) {
+            let lost: Vec<String> = lost.iter().map(|(k, v)| format!("{k} {}", n(*v))).collect();
+            let _ = write!(out, ", connections lost: {}", lost.join(", "));
+        }
         out.push('\n');
     }
     for r in &t.routers {
@@ -134,6 +148,26 @@ fn to_human(o: &WatchOutput) -> String {
             "  {} not attributed: {}",
             count(*v, "request", "requests"),
             why.as_str()
+        );
+    }
+    if !o.counts.unfollowed.is_empty() {
+        let what: Vec<String> = o
+            .counts
+            .unfollowed
+            .iter()
+            .map(|(k, v)| format!("{k} {}", n(*v)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  not followed (bytes passed unchanged): {}",
+            what.join(", ")
+        );
+    }
+    if o.counts.dropped > 0 {
+        let _ = writeln!(
+            out,
+            "  {} dropped: the monitor's queue was full",
+            count(o.counts.dropped, "observation", "observations")
         );
     }
     for (why, v) in &o.counts.bad_lines {

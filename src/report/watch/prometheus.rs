@@ -195,6 +195,71 @@ fn to_prometheus(o: &WatchOutput) -> String {
             );
         }
     }
+    let c = o.counts;
+    header(
+        &mut out,
+        "kvaudit_watch_events_lost_messages_total",
+        "counter",
+        "Live: each pod's event messages lost in sequence gaps (its view is stale until it is cleared).",
+    );
+    for (pod, n) in &c.gap_messages {
+        let _ = writeln!(
+            out,
+            "kvaudit_watch_events_lost_messages_total{{pod=\"{}\"}} {n}",
+            label(pod)
+        );
+    }
+    header(
+        &mut out,
+        "kvaudit_watch_publisher_restarts_total",
+        "counter",
+        "Live: each pod's publisher starting again (its sequence fell back; the view starts empty).",
+    );
+    for (pod, n) in &c.restarts {
+        let _ = writeln!(
+            out,
+            "kvaudit_watch_publisher_restarts_total{{pod=\"{}\"}} {n}",
+            label(pod)
+        );
+    }
+    header(
+        &mut out,
+        "kvaudit_watch_peers_lost_total",
+        "counter",
+        "Live: connections to a pod's publisher lost or given up on, by reason.",
+    );
+    for (pod, reasons) in &c.peers_lost {
+        for (why, n) in reasons {
+            let _ = writeln!(
+                out,
+                "kvaudit_watch_peers_lost_total{{pod=\"{}\",reason=\"{why}\"}} {n}",
+                label(pod)
+            );
+        }
+    }
+    header(
+        &mut out,
+        "kvaudit_watch_unfollowed_total",
+        "counter",
+        "Proxy: exchanges or connections not followed (their bytes went through unchanged), by reason.",
+    );
+    for (why, n) in &c.unfollowed {
+        let _ = writeln!(
+            out,
+            "kvaudit_watch_unfollowed_total{{reason=\"{why}\"}} {n}"
+        );
+    }
+    header(
+        &mut out,
+        "kvaudit_watch_observations_dropped_total",
+        "counter",
+        "Live: observations (requests, answers, event batches) dropped because the monitor's queue was full.",
+    );
+    let _ = writeln!(
+        out,
+        "kvaudit_watch_observations_dropped_total {}",
+        c.dropped
+    );
     header(
         &mut out,
         "kvaudit_watch_pod_blocks",
@@ -224,4 +289,43 @@ fn to_prometheus(o: &WatchOutput) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::log::InputCounts;
+    use crate::watch::monitor::Totals;
+
+    #[test]
+    fn what_the_live_inputs_lost_is_exported_by_pod_and_reason() {
+        let mut counts = InputCounts::default();
+        counts.gap_messages.insert("d0".into(), 7);
+        counts.restarts.insert("d1".into(), 1);
+        counts
+            .peers_lost
+            .entry("d1".into())
+            .or_default()
+            .insert("socket_closed", 2);
+        counts.unfollowed.insert("request_too_large", 3);
+        counts.dropped = 4;
+        let totals = Totals::default();
+        let text = to_prometheus(&WatchOutput {
+            model: "m",
+            server: "vllm",
+            block_size: 16,
+            requests: "live",
+            totals: &totals,
+            counts: &counts,
+        });
+        for line in [
+            "kvaudit_watch_events_lost_messages_total{pod=\"d0\"} 7",
+            "kvaudit_watch_publisher_restarts_total{pod=\"d1\"} 1",
+            "kvaudit_watch_peers_lost_total{pod=\"d1\",reason=\"socket_closed\"} 2",
+            "kvaudit_watch_unfollowed_total{reason=\"request_too_large\"} 3",
+            "kvaudit_watch_observations_dropped_total 4",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+    }
 }
