@@ -309,28 +309,6 @@ fn fleet(test: &str, router: &str) {
             .spawn()
             .unwrap(),
     );
-    // The same traffic seen as a gateway's mirror sees it: requests only, copies sent first.
-    let mirror_port = free_port();
-    let mirror_url = format!("http://127.0.0.1:{mirror_port}");
-    let mirror_per_request = dir.join("mirror-per-request.jsonl");
-    let mirror_out = dir.join("mirror.json");
-    let mirror = Stopped(
-        common::kvaudit_process()
-            .args(["watch", "--server", "vllm", "--block-size", "32"])
-            .args(["--format", "json"])
-            .arg("-m")
-            .arg(&model)
-            .args(["--pod", &format!("d0=tcp://127.0.0.1:{f0}")])
-            .args(["--pod", &format!("d1=tcp://127.0.0.1:{f1}")])
-            .args(["--mirror", &format!("127.0.0.1:{mirror_port}")])
-            .args(["--router", emulated(router)])
-            .arg("--per-request")
-            .arg(&mirror_per_request)
-            .stdout(std::fs::File::create(&mirror_out).unwrap())
-            .stderr(std::fs::File::create(dir.join("mirror.err")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
     // And as a request log with each pod's capture, replayed afterwards.
     let captures: Vec<Stopped> = [("d0", f0), ("d1", f1)]
         .iter()
@@ -386,6 +364,32 @@ fn fleet(test: &str, router: &str) {
             .unwrap(),
     );
     wait_ready(&router_url, router, &router_log);
+    // The same traffic seen as a gateway's mirror sees it: requests only, copies sent first;
+    // started once the pods answer, to read each pod's pool from its /metrics.
+    let mirror_port = free_port();
+    let mirror_url = format!("http://127.0.0.1:{mirror_port}");
+    let mirror_per_request = dir.join("mirror-per-request.jsonl");
+    let mirror_out = dir.join("mirror.json");
+    let mirror = Stopped(
+        common::kvaudit_process()
+            .args(["watch", "--server", "vllm", "--block-size", "32"])
+            .args(["--format", "json"])
+            .arg("-m")
+            .arg(&model)
+            .args(["--pod", &format!("d0=tcp://127.0.0.1:{f0}")])
+            .args(["--pod", &format!("d1=tcp://127.0.0.1:{f1}")])
+            .args(["--mirror", &format!("127.0.0.1:{mirror_port}")])
+            // Each pod's view bounded by its own pool, read from its /metrics.
+            .args(["--pod-api", &format!("d0={}", pod_urls[0])])
+            .args(["--pod-api", &format!("d1={}", pod_urls[1])])
+            .args(["--router", emulated(router)])
+            .arg("--per-request")
+            .arg(&mirror_per_request)
+            .stdout(std::fs::File::create(&mirror_out).unwrap())
+            .stderr(std::fs::File::create(dir.join("mirror.err")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", mirror_port)).is_err() {
         assert!(Instant::now() < deadline, "the mirror does not listen");
@@ -614,6 +618,13 @@ fn fleet(test: &str, router: &str) {
     let mirrored: Json = serde_json::from_str(&std::fs::read_to_string(&mirror_out).unwrap())
         .unwrap_or_else(|e| panic!("the mirror printed no JSON ({e})"));
     let mirror_lines = live::per_request_lines(&mirror_per_request);
+    for pod in ["d0", "d1"] {
+        assert_eq!(
+            mirrored["totals"]["pods"][pod]["capacity"],
+            json!(GPU_BLOCKS),
+            "{pod}: the pool vLLM reports"
+        );
+    }
     let unattributed = &mirrored["totals"]["unattributed"];
     let no_pod = unattributed["no_pod"].as_u64().unwrap_or(0);
     assert_eq!(

@@ -323,3 +323,40 @@ fn a_pod_not_up_yet_is_counted_and_tried_again_not_an_error() {
         "{report:#}"
     );
 }
+
+#[test]
+fn a_pod_api_that_cannot_be_read_is_one_error_naming_the_pod() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let run = |extra: &[&str]| {
+        let out = common::kvaudit_process()
+            .current_dir(common::repo_root())
+            .args(["watch", "-m", "fixtures/models/tiny-think", "--server"])
+            .args(extra)
+            .args(["--bind", "d0=tcp://127.0.0.1:0", "--mirror", "127.0.0.1:0"])
+            .args(["--duration", "5s", "--connect-timeout", "2s"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    let api = format!("d0=http://{closed}");
+    let (code, err) = run(&["vllm", "--pod-api", &api]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with("error: --pod-api d0: cannot read http://127.0.0.1:"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (code, err) = run(&["vllm", "--pod-api", "dx=http://127.0.0.1:9"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no pod \"dx\""), "{err}");
+    let (code, err) = run(&["sglang", "--pod-api", &api]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("give each pod's block count with --capacity"),
+        "{err}"
+    );
+}

@@ -748,6 +748,12 @@ pub struct WatchArgs {
     #[arg(long, value_name = "TOKENS", value_parser = block_size)]
     pub block_size: Option<usize>,
 
+    /// A vLLM pod's HTTP address, `NAME=URL` (e.g. d0=http://10.0.0.5:8000; repeatable): its
+    /// `/metrics` is read once at the start, its pool's block count bounds that pod's view in
+    /// place of --capacity, and its block size must be --block-size.
+    #[arg(long, value_name = "NAME=URL")]
+    pub pod_api: Vec<String>,
+
     /// The most KV blocks one pod holds (its GPU block count): a pod's view stops there and
     /// is marked stale rather than grow without bound.
     #[arg(long, default_value_t = 4_000_000, value_name = "BLOCKS")]

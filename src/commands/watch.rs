@@ -39,6 +39,10 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
     let pods = s.pod_names();
     let mut monitor = Monitor::new(auditor, s.block_size, s.capacity, &pods)
         .with_routers(s.routers, s.conversations);
+    for (pod, url) in &s.pod_apis {
+        let blocks = pool_blocks(pod, url, s.block_size, s.connect_timeout)?;
+        monitor.set_capacity(pod, blocks);
+    }
     let mut conversations = Conversations::new(s.conversations, files.record.is_some());
     let header = Header {
         model: s.model_label.clone(),
@@ -221,6 +225,43 @@ impl LiveHooks for Hooks<'_> {
         );
         self.last = totals.clone();
     }
+}
+
+/// A vLLM pod's block count from its `/metrics`, its block size checked against ours.
+fn pool_blocks(
+    pod: &str,
+    url: &str,
+    block_size: usize,
+    timeout: std::time::Duration,
+) -> Result<usize> {
+    use crate::probe::http::{Client, DEFAULT_MAX_BODY, HttpSettings};
+    let client = Client::new(
+        url,
+        HttpSettings {
+            api_key: None,
+            headers: Vec::new(),
+            connect_timeout: timeout,
+            timeout: timeout * 2,
+            max_body: DEFAULT_MAX_BODY,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("--pod-api {pod}: {e}"))?;
+    let shown = client.shown().to_string();
+    let text = client
+        .get_text("/metrics", false)
+        .map_err(|e| anyhow::anyhow!("--pod-api {pod}: cannot read {shown}/metrics: {e}"))?;
+    let said = |what: &str| {
+        anyhow::anyhow!(
+            "--pod-api {pod}: {shown}/metrics gives no {what} (vllm:cache_config_info); give --capacity instead"
+        )
+    };
+    let theirs = crate::probe::wire::metrics_block_size(&text).ok_or_else(|| said("block_size"))?;
+    if theirs != block_size {
+        anyhow::bail!(
+            "--pod-api {pod}: the pod stores blocks of {theirs} tokens, and --block-size is {block_size}"
+        );
+    }
+    crate::probe::wire::metrics_gpu_blocks(&text).ok_or_else(|| said("num_gpu_blocks"))
 }
 
 fn from_log(

@@ -355,19 +355,27 @@ pub fn parse_models(answer: &Answer) -> (Option<String>, Option<Engine>) {
 /// `vllm:cache_config_info` (an info gauge whose labels are the cache config). The value is the
 /// server's word: one outside the block sizes kvaudit takes is read as the server not saying.
 pub fn metrics_block_size(text: &str) -> Option<usize> {
+    cache_config_label(text, "block_size")
+        .filter(|b| (1..=crate::align::MAX_BLOCK_SIZE).contains(b))
+}
+
+/// The number of KV blocks vLLM's pool has, from its `/metrics`: the `num_gpu_blocks` label of
+/// `vllm:cache_config_info`.
+pub fn metrics_gpu_blocks(text: &str) -> Option<usize> {
+    cache_config_label(text, "num_gpu_blocks").filter(|&n| n > 0)
+}
+
+/// A whole-number label of `vllm:cache_config_info`.
+fn cache_config_label(text: &str, name: &str) -> Option<usize> {
     let line = text
         .lines()
         .find(|l| l.starts_with("vllm:cache_config_info{"))?;
     let labels = &line["vllm:cache_config_info{".len()..line.rfind('}')?];
     labels.split(',').find_map(|pair| {
-        let value = pair
-            .trim()
-            .strip_prefix("block_size=\"")?
-            .strip_suffix('"')?;
-        value
-            .parse()
-            .ok()
-            .filter(|&b: &usize| (1..=crate::align::MAX_BLOCK_SIZE).contains(&b))
+        let (key, value) = pair.trim().split_once('=')?;
+        (key == name)
+            .then(|| value.strip_prefix('"')?.strip_suffix('"')?.parse().ok())
+            .flatten()
     })
 }
 
@@ -397,7 +405,24 @@ pub fn sglang_server_info(body: &Json) -> SglangInfo {
 
 #[cfg(test)]
 mod metrics_tests {
-    use super::metrics_block_size;
+    use super::{metrics_block_size, metrics_gpu_blocks};
+
+    #[test]
+    fn the_pool_size_is_read_from_the_cache_config_labels() {
+        // vLLM 0.32 with --block-size 32 --num-gpu-blocks-override 48 (labels abridged; the
+        // other *_block_size labels must not be taken for block_size).
+        let text = "vllm:cache_config_info{_block_size_resolved=\"True\",block_size=\"32\",effective_attention_block_size=\"32\",hash_block_size=\"None\",mamba_block_size=\"None\",num_cpu_blocks=\"None\",num_gpu_blocks=\"48\",num_gpu_blocks_override=\"48\",user_specified_block_size=\"True\"} 1.0\n";
+        assert_eq!(metrics_block_size(text), Some(32));
+        assert_eq!(metrics_gpu_blocks(text), Some(48));
+        assert_eq!(
+            metrics_gpu_blocks("vllm:cache_config_info{num_gpu_blocks=\"None\"} 1.0"),
+            None
+        );
+        assert_eq!(
+            metrics_gpu_blocks("vllm:cache_config_info{num_gpu_blocks=\"0\"} 1.0"),
+            None
+        );
+    }
 
     #[test]
     fn block_size_is_read_from_the_cache_config_labels() {

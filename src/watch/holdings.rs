@@ -86,8 +86,10 @@ impl Pod {
 #[derive(Debug)]
 pub struct Holdings {
     block_size: usize,
-    /// The most blocks one pod is taken to hold (its GPU block count, or a flag's bound).
+    /// The most blocks one pod is taken to hold (a flag's bound), unless its own is known.
     capacity: usize,
+    /// Pods whose own block count is known (their `/metrics`).
+    own_capacity: BTreeMap<String, usize>,
     pods: BTreeMap<String, Pod>,
 }
 
@@ -96,19 +98,31 @@ impl Holdings {
         Holdings {
             block_size: block_size.max(1),
             capacity,
+            own_capacity: BTreeMap::new(),
             pods: BTreeMap::new(),
         }
     }
 
+    /// `pod` holds at most `blocks` (its engine said so).
+    pub fn set_capacity(&mut self, pod: &str, blocks: usize) {
+        self.own_capacity.insert(pod.to_string(), blocks);
+    }
+
+    /// The most blocks `pod` is taken to hold.
+    pub fn capacity(&self, pod: &str) -> usize {
+        self.own_capacity.get(pod).copied().unwrap_or(self.capacity)
+    }
+
     /// Applies one published batch of `pod`'s events, in order.
     pub fn apply(&mut self, pod: &str, batch: &Batch) {
+        let capacity = self.capacity(pod);
         let p = match self.pods.get_mut(pod) {
             Some(p) => p,
             None => self.pods.entry(pod.to_string()).or_default(),
         };
         for event in &batch.events {
             let result = match &event.kind {
-                EventKind::Stored(s) => store(p, s, self.block_size, self.capacity),
+                EventKind::Stored(s) => store(p, s, self.block_size, capacity),
                 EventKind::Removed(r) => remove(p, r),
                 EventKind::AllCleared => {
                     p.clear();

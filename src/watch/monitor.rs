@@ -200,6 +200,8 @@ pub struct PodTotals {
     /// Events not applied, by reason.
     pub unapplied: BTreeMap<&'static str, u64>,
     pub blocks: usize,
+    /// The most blocks its view holds (its engine's count, or `--capacity`).
+    pub capacity: usize,
     pub stale: Option<&'static str>,
 }
 
@@ -287,6 +289,11 @@ impl<'a> Monitor<'a> {
             next_id: 0,
             totals,
         }
+    }
+
+    /// `pod` holds at most `blocks`, as its engine says.
+    pub fn set_capacity(&mut self, pod: &str, blocks: usize) {
+        self.holdings.set_capacity(pod, blocks);
     }
 
     /// Asks `routers` about every request that continues a turn, remembering the pods of the
@@ -570,6 +577,7 @@ impl<'a> Monitor<'a> {
         let mut t = self.totals.clone();
         for (name, pod) in t.pods.iter_mut() {
             pod.blocks = self.holdings.blocks(name);
+            pod.capacity = self.holdings.capacity(name);
             pod.stale = self.holdings.stale(name).map(|u| u.as_str());
             pod.unapplied = self
                 .holdings

@@ -42,7 +42,11 @@ pub struct WatchSettings {
     pub engine: crate::events::Engine,
     pub block_size: usize,
     pub capacity: usize,
+    /// Pods whose `/metrics` gives their block count: the pod and its HTTP address.
+    pub pod_apis: Vec<(String, String)>,
     pub conversations: usize,
+    /// How long to wait for a connection (publishers, `--pod-api`).
+    pub connect_timeout: Duration,
     pub pod_header: Option<String>,
     pub record: Option<PathBuf>,
     pub per_request: Option<PathBuf>,
@@ -186,6 +190,24 @@ impl WatchSettings {
             ),
         };
         let block_size = args.block_size.unwrap_or(default_block);
+        let mut pod_apis: Vec<(String, String)> = Vec::new();
+        for spec in &args.pod_api {
+            let (name, url) = pod_spec(spec, "--pod-api")?;
+            if !names.contains(&name) {
+                bail!("--pod-api {spec:?}: no pod {name:?} is given with --pod or --bind");
+            }
+            if pod_apis.iter().any(|(n, _)| *n == name) {
+                bail!("--pod-api {spec:?}: pod {name:?} is named twice");
+            }
+            if engine != crate::events::Engine::Vllm {
+                bail!(
+                    "--pod-api reads vLLM's /metrics; with --server sglang give each pod's \
+                     block count with --capacity"
+                );
+            }
+            pod_apis.push((name, url));
+        }
+        let connect_timeout = duration("--connect-timeout", &args.connect_timeout)?;
         let routers = if args.router.routers.is_empty() && args.router.router_configs.is_empty() {
             Routers::new(Vec::new(), String::new(), block_size)
         } else {
@@ -210,6 +232,8 @@ impl WatchSettings {
             engine,
             block_size,
             capacity: args.capacity,
+            pod_apis,
+            connect_timeout,
             conversations: args.conversations,
             pod_header: args.pod_header.clone(),
             record: args.record.clone(),

@@ -56,10 +56,11 @@ fn to_human(o: &WatchOutput) -> String {
     for (name, p) in &t.pods {
         let _ = write!(
             out,
-            "  pod {name}: {} requests, {} reused, {} blocks held, {} event batches",
+            "  pod {name}: {} requests, {} reused, {} of {} blocks held, {} event batches",
             n(p.requests),
             percent(p.causes.reused, p.causes.total()),
             n(p.blocks as u64),
+            n(p.capacity as u64),
             n(p.batches)
         );
         if let Some(why) = p.stale {
