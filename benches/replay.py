@@ -105,7 +105,7 @@ def generate(path, n_events, seed=20261129):
     return events, seq
 
 
-def run(path, runs, blocks):
+def timed(cmd, runs, ok=(0, 1)):
     """Median wall time and median CPU time (user + system) of the child. On a busy machine
     the wall time includes waiting for a core; the CPU time does not, so it is the figure to
     compare across runs when other work shares the cores."""
@@ -113,23 +113,27 @@ def run(path, runs, blocks):
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        r = subprocess.run([EXE, "replay", path, "--index-block-size", blocks, "--format", "json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         times.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
-        if r.returncode not in (0, 1):
+        if r.returncode not in ok:
             sys.exit(r.stderr.decode())
     return statistics.median(times), statistics.median(cpus)
 
 
-def peak_rss_mb(path, blocks):
+def peak_rss_mb(cmd):
     # A fresh child per measurement: RUSAGE_CHILDREN's max covers every child so far.
     code = (
         "import resource,subprocess,sys;"
-        f"subprocess.run([{EXE!r},'replay',{path!r},'--index-block-size','{blocks}','--format','json'],stdout=subprocess.DEVNULL);"
+        f"subprocess.run({cmd!r},stdout=subprocess.DEVNULL);"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
     return int(subprocess.check_output([sys.executable, "-c", code]).strip()) / 1024
+
+
+def replay_cmd(path, blocks):
+    return [EXE, "replay", path, "--index-block-size", blocks, "--format", "json"]
 
 
 def main():
@@ -151,8 +155,8 @@ def main():
             rows.append((f"generated {events // 1000}k events", path, events))
         for blocks in ("64", "16,64"):
             for name, path, events in rows:
-                med, cpu = run(path, args.runs, blocks)
-                rss = peak_rss_mb(path, blocks)
+                med, cpu = timed(replay_cmd(path, blocks), args.runs)
+                rss = peak_rss_mb(replay_cmd(path, blocks))
                 print(f"{name:26} index blocks {blocks:6}: median {med * 1000:8.1f} ms, {events / med / 1e6:6.2f} M events/s, {os.path.getsize(path) / med / 1e6:7.0f} MB/s, peak RSS {rss:6.1f} MB; CPU {cpu * 1000:8.1f} ms, {events / max(cpu, 1e-9) / 1e6:6.2f} M events/s of CPU time")
 
 if __name__ == "__main__":

@@ -16,16 +16,12 @@ events gives the bytes per tracked block.
 import argparse
 import os
 import random
-import resource
-import statistics
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 
 import kvaudit_exe
-from replay import arr, generate, stored
+from replay import arr, generate, peak_rss_mb, stored, timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXE = kvaudit_exe.path()
@@ -58,32 +54,6 @@ def watch(captures, capacity, requests):
     return cmd
 
 
-def timed(cmd, runs):
-    """Median wall time and median CPU time of the child."""
-    times, cpus = [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        times.append(time.perf_counter() - t)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
-        if r.returncode != 0:
-            sys.exit(r.stderr.decode())
-    return statistics.median(times), statistics.median(cpus)
-
-
-def peak_rss_mb(cmd):
-    # A fresh child per measurement: RUSAGE_CHILDREN's max covers every child so far.
-    code = (
-        "import resource,subprocess,sys;"
-        f"r=subprocess.run({cmd!r},stdout=subprocess.DEVNULL);"
-        "assert r.returncode==0;"
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-    )
-    return int(subprocess.check_output([sys.executable, "-c", code]).strip()) / 1024
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -97,7 +67,7 @@ def main():
         print(f"stream: {events} events in {messages} messages ({size / 1e6:.0f} MB)", file=sys.stderr)
         for pods in (1, 2):
             cmd = watch([stream] * pods, 8192, requests)
-            med, cpu = timed(cmd, args.runs)
+            med, cpu = timed(cmd, args.runs, ok=(0,))
             rss = peak_rss_mb(cmd)
             print(f"ingest, {pods} pod(s): median {med * 1000:8.1f} ms, {events * pods / med / 1e6:5.2f} M events/s in all "
                   f"(one thread), {size * pods / med / 1e6:5.0f} MB/s, peak RSS {rss:6.1f} MB; CPU {cpu * 1000:8.1f} ms")
@@ -110,7 +80,7 @@ def main():
             blocks = generate_held(path, n)
             cmd = watch([path], blocks, requests)
             rss = peak_rss_mb(cmd)
-            med, _ = timed(cmd, 1)
+            med, _ = timed(cmd, 1, ok=(0,))
             print(f"memory: {blocks} blocks held, peak RSS {rss:6.1f} MB, {(rss - base) * 1024 * 1024 / blocks:5.1f} bytes per block "
                   f"over the empty run ({med * 1000:.0f} ms)")
             os.remove(path)
