@@ -763,14 +763,7 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
             *by_cause.entry(labels["cause"].clone()).or_default() += *value as u64;
         }
     }
-    for cause in [
-        "reused",
-        "misrouted",
-        "evicted",
-        "block_tail",
-        "rewritten",
-        "new",
-    ] {
+    for cause in common::live::CAUSES {
         assert_eq!(json!(by_cause[cause]), totals["causes"][cause], "{cause}");
     }
     for r in totals["routers"].as_array().unwrap() {

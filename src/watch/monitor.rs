@@ -253,7 +253,7 @@ pub struct Monitor<'a> {
     holdings: Holdings,
     routers: Routers,
     served_by: ServedBy,
-    /// Each pod's name once, shared by the entries of `served_by`.
+    /// Each flag pod's name, shared by the entries of `served_by`.
     pod_names: Vec<std::sync::Arc<str>>,
     block_size: usize,
     pending: VecDeque<Pending>,
@@ -282,7 +282,7 @@ impl<'a> Monitor<'a> {
             holdings: Holdings::new(block_size, capacity),
             routers: Routers::new(Vec::new(), String::new(), block_size),
             served_by: ServedBy::new(1),
-            pod_names: Vec::new(),
+            pod_names: pods.iter().map(|p| p.as_str().into()).collect(),
             block_size,
             pending: VecDeque::new(),
             batches: 0,
@@ -541,20 +541,15 @@ impl<'a> Monitor<'a> {
             for (rt, route) in self.totals.routers.iter_mut().zip(&p.routes) {
                 rt.add(route, went, causes.misrouted);
             }
-            let name = self.pod_name(&a.pod);
-            self.served_by.insert(own, Some(previous), name);
+            // Attributed pods are flag pods (a name from elsewhere is ignored).
+            let name = self.pod_names.iter().find(|p| ***p == *a.pod).cloned();
+            self.served_by.insert(
+                own,
+                Some(previous),
+                name.unwrap_or_else(|| a.pod.as_str().into()),
+            );
         }
         a
-    }
-
-    /// The shared copy of a pod's name.
-    fn pod_name(&mut self, pod: &str) -> std::sync::Arc<str> {
-        if let Some(p) = self.pod_names.iter().find(|p| &***p == pod) {
-            return p.clone();
-        }
-        let p: std::sync::Arc<str> = pod.into();
-        self.pod_names.push(p.clone());
-        p
     }
 
     fn count_unattributed(&mut self, why: Unattributed) {

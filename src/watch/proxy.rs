@@ -93,6 +93,9 @@ struct Flight {
     /// Responses that came before their request was whole (a 413 or 401 sent while the body
     /// was still coming): the next requests to complete are already answered.
     early: u64,
+    /// The oldest requests given up on (past [`MAX_IN_FLIGHT`]) whose answers are still to
+    /// come: those answers belong to no request waiting.
+    given_up: u64,
     /// The response side can no longer be followed: no later request will be answered.
     deaf: bool,
 }
@@ -239,9 +242,12 @@ fn deliver(
                     f.ids.push_back(id);
                     f.heads.push_back(message.method == "HEAD");
                     if f.ids.len() > MAX_IN_FLIGHT
-                        && let Some(Some(oldest)) = f.ids.pop_front()
+                        && let Some(oldest) = f.ids.pop_front()
                     {
-                        sink.offer(Seen::Abandoned(oldest));
+                        f.given_up += 1;
+                        if let Some(oldest) = oldest {
+                            sink.offer(Seen::Abandoned(oldest));
+                        }
                     }
                     false
                 };
@@ -259,11 +265,23 @@ fn deliver(
                 }
             }
             Side::Response => {
-                let id = in_flight
-                    .lock()
-                    .ok()
-                    .and_then(|mut f| f.ids.pop_front())
-                    .flatten();
+                let Ok(mut f) = in_flight.lock() else {
+                    continue;
+                };
+                // Answers come in the order of the requests: the oldest waiting is this one's.
+                let id = if f.given_up > 0 {
+                    f.given_up -= 1;
+                    None
+                } else {
+                    match f.ids.pop_front() {
+                        Some(id) => id,
+                        None => {
+                            f.early += 1;
+                            None
+                        }
+                    }
+                };
+                drop(f);
                 if let Some(id) = id {
                     sink.offer(Seen::Response(id, message));
                 }
@@ -318,4 +336,89 @@ async fn mirrored(
         }
     }
     let _ = to.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Said(Mutex<Vec<String>>);
+
+    impl Sink for Said {
+        fn offer(&self, seen: Seen) {
+            let said = match seen {
+                Seen::Request(id, _) => format!("request {id}"),
+                Seen::Response(id, m) => format!("response {id} {}", m.status),
+                Seen::Abandoned(id) => format!("abandoned {id}"),
+                Seen::Unfollowed(why) => format!("unfollowed {why}"),
+            };
+            self.0.lock().unwrap().push(said);
+        }
+    }
+
+    fn chat() -> Message {
+        Message {
+            method: "POST".into(),
+            path: "/v1/chat/completions".into(),
+            body: Some(b"{}".to_vec()),
+            ..Message::default()
+        }
+    }
+
+    fn answer(status: u16) -> Message {
+        Message {
+            status,
+            ..Message::default()
+        }
+    }
+
+    /// The answers of one connection, each paired with its request in order, whatever came
+    /// early or was given up on.
+    fn pairs(events: &[(Side, Message)]) -> Vec<String> {
+        let seen = Arc::new(Said::default());
+        let sink: Arc<dyn Sink> = seen.clone();
+        let (flight, ids) = (InFlight::default(), AtomicU64::new(0));
+        for (side, m) in events {
+            deliver(&mut vec![m.clone()], *side, &sink, &flight, &ids);
+        }
+        seen.0.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn an_answer_before_its_request_is_whole_is_that_requests() {
+        // A 413 sent while request 1's body was coming: request 1 is answered by it (and given
+        // up on: its answer was not a chat answer), request 2's answer is request 2's.
+        let said = pairs(&[
+            (Side::Response, answer(413)),
+            (Side::Request, chat()),
+            (Side::Request, chat()),
+            (Side::Response, answer(200)),
+        ]);
+        assert_eq!(
+            said,
+            ["request 1", "abandoned 1", "request 2", "response 2 200"]
+        );
+    }
+
+    #[test]
+    fn past_the_bound_the_oldest_is_given_up_and_the_pairs_stay_in_order() {
+        let mut events: Vec<(Side, Message)> = (0..MAX_IN_FLIGHT + 1)
+            .map(|_| (Side::Request, chat()))
+            .collect();
+        // The answers to requests 1 and 2: the first belongs to request 1, given up on.
+        events.push((Side::Response, answer(200)));
+        events.push((Side::Response, answer(201)));
+        let said = pairs(&events);
+        // Request 1 is given up on when request 1,025 comes; the first answer is still its,
+        // so the second is request 2's.
+        assert_eq!(
+            said[said.len() - 3..],
+            [
+                "abandoned 1".to_string(),
+                format!("request {}", MAX_IN_FLIGHT + 1),
+                "response 2 201".to_string(),
+            ]
+        );
+    }
 }

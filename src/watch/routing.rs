@@ -242,12 +242,13 @@ impl RouterTotals {
         }
     }
 
-    /// The reason most misrouted tokens have (a previous pod not known is no reason the
-    /// router gave, so it is the answer only when nothing else is).
+    /// The reason the router gave for most misrouted tokens (a previous pod not known is no
+    /// reason it gave).
     pub fn main_reason(&self) -> Option<&str> {
         self.misrouted
             .iter()
-            .max_by_key(|(why, n)| (why.as_str() != PREVIOUS_UNKNOWN, **n))
+            .filter(|(why, _)| why.as_str() != PREVIOUS_UNKNOWN)
+            .max_by_key(|(_, n)| **n)
             .map(|(why, _)| why.as_str())
     }
 }

@@ -524,6 +524,16 @@ pub fn chat(root: &str, body: &Json) -> (String, Json) {
     (text, usage)
 }
 
+/// watch's causes, in the attribution's order.
+pub const CAUSES: [&str; 6] = [
+    "reused",
+    "misrouted",
+    "evicted",
+    "block_tail",
+    "rewritten",
+    "new",
+];
+
 /// `watch --per-request` lines, in the order the requests came (by id).
 pub fn per_request_lines(path: &Path) -> Vec<Json> {
     let mut lines: Vec<Json> = std::fs::read_to_string(path)
@@ -543,14 +553,6 @@ pub fn check_against_engine(
     usages: &[Json],
     context: &str,
 ) -> std::collections::BTreeMap<&'static str, u64> {
-    const CAUSES: [&str; 6] = [
-        "reused",
-        "misrouted",
-        "evicted",
-        "block_tail",
-        "rewritten",
-        "new",
-    ];
     assert_eq!(lines.len(), usages.len(), "{context}");
     let mut totals = std::collections::BTreeMap::new();
     for (line, usage) in lines.iter().zip(usages) {

@@ -44,13 +44,7 @@ impl CorpusRun {
         settings.align.sides = crate::align::Sides::Skip;
         settings.remedies = args.remedies;
         if !args.no_router {
-            let llm_d = router_settings(
-                &args.router.choice,
-                args.router.engine_block_size,
-                &args.model.model,
-            )?;
-            settings.routers = router_specs(&args.router.choice, &llm_d)?;
-            settings.router = Some(llm_d);
+            add_routers(&mut settings, &args.router, &args.model.model)?;
         } else if !args.router.choice.routers.is_empty() {
             bail!("--router and --no-router ask for opposite things: give one");
         }

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::{audit_settings, conversations, resolved_model, router_settings, router_specs, style};
+use super::{add_routers, audit_settings, conversations, resolved_model, style};
 use crate::audit::AuditSettings;
 use crate::cli::{ConversationArgs, DiffTurnsArgs, ReplyFormatArg};
 use crate::model::ModelFiles;
@@ -32,13 +32,7 @@ impl DiffTurnsSettings {
         crate::align::check_block_sizes("--block-sizes", &args.block_sizes)
             .map_err(anyhow::Error::msg)?;
         settings.align.block_sizes = args.block_sizes.clone();
-        let llm_d = router_settings(
-            &args.router.choice,
-            args.router.engine_block_size,
-            &args.model.model,
-        )?;
-        settings.routers = router_specs(&args.router.choice, &llm_d)?;
-        settings.router = Some(llm_d);
+        add_routers(&mut settings, &args.router, &args.model.model)?;
         let conversations = conversations(&args.conversation)?;
         let files = resolved_model(&args.model, say)?;
         for warning in ignored_input_warnings(

@@ -76,6 +76,19 @@ pub fn router_settings(
     })
 }
 
+/// The router view of diff-turns and corpus: llm-d's settings and the routers to ask, into
+/// `settings`.
+pub fn add_routers(
+    settings: &mut AuditSettings,
+    args: &crate::cli::RouterArgs,
+    model: &str,
+) -> Result<()> {
+    let llm_d = router_settings(&args.choice, args.engine_block_size, model)?;
+    settings.routers = router_specs(&args.choice, &llm_d)?;
+    settings.router = Some(llm_d);
+    Ok(())
+}
+
 /// A router configuration file, read (bounded) and parsed, with its text.
 pub fn router_config(path: &std::path::Path) -> Result<(crate::routers::config::Loaded, String)> {
     let shown = path.display();

@@ -97,6 +97,7 @@ impl WatchSettings {
         if args.conversations == 0 {
             bail!("--conversations must be at least 1");
         }
+        let connect_timeout = duration("--connect-timeout", &args.connect_timeout)?;
         let is_endpoint = |s: &str| ["tcp://", "ipc://"].iter().any(|p| s.starts_with(p));
         let front = match (&args.upstream, &args.mirror) {
             (Some(upstream), _) => Some((Some(upstream_authority(upstream)?), &args.listen)),
@@ -156,7 +157,6 @@ impl WatchSettings {
                     .as_deref()
                     .map(|m| socket("--metrics", m))
                     .transpose()?;
-                let connect_timeout = duration("--connect-timeout", &args.connect_timeout)?;
                 WatchMode::Live(LiveOptions {
                     pods: sources,
                     topic: args.topic.clone(),
@@ -207,7 +207,6 @@ impl WatchSettings {
             }
             pod_apis.push((name, url));
         }
-        let connect_timeout = duration("--connect-timeout", &args.connect_timeout)?;
         let routers = if args.router.routers.is_empty() && args.router.router_configs.is_empty() {
             Routers::new(Vec::new(), String::new(), block_size)
         } else {

@@ -23,6 +23,15 @@ fn count(v: u64, one: &str, many: &str) -> String {
     format!("{} {}", n(v), if v == 1 { one } else { many })
 }
 
+/// "name count, name count": a tally for one line.
+fn listed<K: std::fmt::Display>(items: impl IntoIterator<Item = (K, u64)>) -> String {
+    let parts: Vec<String> = items
+        .into_iter()
+        .map(|(k, v)| format!("{k} {}", n(v)))
+        .collect();
+    parts.join(", ")
+}
+
 fn to_human(o: &WatchOutput) -> String {
     let t = o.totals;
     let c = &t.causes;
@@ -43,12 +52,8 @@ fn to_human(o: &WatchOutput) -> String {
     for (name, v) in c.named() {
         let mut line = format!("  {name:<12} {:>12} {:>7}", n(v), percent(v, whole));
         if name == "rewritten" && !t.rewrite_classes.is_empty() {
-            let classes: Vec<String> = t
-                .rewrite_classes
-                .iter()
-                .map(|(k, v)| format!("{k} {}", n(*v)))
-                .collect();
-            let _ = write!(line, "  ({})", classes.join(", "));
+            let classes = listed(t.rewrite_classes.iter().map(|(k, v)| (k, *v)));
+            let _ = write!(line, "  ({classes})");
         }
         let _ = writeln!(out, "{line}");
     }
@@ -66,13 +71,9 @@ fn to_human(o: &WatchOutput) -> String {
         if let Some(why) = p.stale {
             let _ = write!(out, ", view stale ({why})");
         }
-        let unapplied: Vec<String> = p
-            .unapplied
-            .iter()
-            .map(|(k, v)| format!("{k} {}", n(*v)))
-            .collect();
-        if !unapplied.is_empty() {
-            let _ = write!(out, ", events not applied: {}", unapplied.join(", "));
+        if !p.unapplied.is_empty() {
+            let unapplied = listed(p.unapplied.iter().map(|(k, v)| (k, *v)));
+            let _ = write!(out, ", events not applied: {unapplied}");
         }
         if let Some(m) = o.counts.malformed.get(name) {
             let _ = write!(out, ", {} messages malformed", n(*m));
@@ -88,8 +89,8 @@ fn to_human(o: &WatchOutput) -> String {
             );
         }
         if let Some(lost) = o.counts.peers_lost.get(name) {
-            let lost: Vec<String> = lost.iter().map(|(k, v)| format!("{k} {}", n(*v))).collect();
-            let _ = write!(out, ", connections lost: {}", lost.join(", "));
+            let lost = listed(lost.iter().map(|(k, v)| (k, *v)));
+            let _ = write!(out, ", connections lost: {lost}");
         }
         out.push('\n');
     }
@@ -120,14 +121,9 @@ fn to_human(o: &WatchOutput) -> String {
         }
         out.push('\n');
     }
-    let links: Vec<String> = o
-        .counts
-        .links
-        .iter()
-        .map(|(k, v)| format!("{} {}", k.as_str(), n(*v)))
-        .collect();
-    if !links.is_empty() {
-        let _ = writeln!(out, "  turns: {}", links.join(", "));
+    if !o.counts.links.is_empty() {
+        let links = listed(o.counts.links.iter().map(|(k, v)| (k.as_str(), *v)));
+        let _ = writeln!(out, "  turns: {links}");
     }
     if c.disagreement > 0 {
         let _ = writeln!(
@@ -152,17 +148,8 @@ fn to_human(o: &WatchOutput) -> String {
         );
     }
     if !o.counts.unfollowed.is_empty() {
-        let what: Vec<String> = o
-            .counts
-            .unfollowed
-            .iter()
-            .map(|(k, v)| format!("{k} {}", n(*v)))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  not followed (bytes passed unchanged): {}",
-            what.join(", ")
-        );
+        let what = listed(o.counts.unfollowed.iter().map(|(k, v)| (k, *v)));
+        let _ = writeln!(out, "  not followed (bytes passed unchanged): {what}");
     }
     if o.counts.dropped > 0 {
         let _ = writeln!(

@@ -110,7 +110,6 @@ fn misrouted_words(t: &Totals) -> String {
         .routers
         .iter()
         .find_map(|r| r.main_reason().map(|why| (r, why)))
-        .filter(|(_, why)| *why != crate::watch::routing::PREVIOUS_UNKNOWN)
     {
         Some((r, why)) => format!("misrouted ({}: {why})", r.router),
         None => "misrouted".into(),
