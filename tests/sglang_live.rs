@@ -684,6 +684,8 @@ fn watch_in_front_of_sglang_agrees_with_its_cached_tokens() {
         .args(["--bind", &format!("p0={}", server.events)])
         .args(["--upstream", server.root()])
         .args(["--listen", &format!("127.0.0.1:{listen}")])
+        // The pod's view bounded by its own pool, read from its /server_info.
+        .args(["--pod-api", &format!("p0={}", server.root())])
         .arg("--per-request")
         .arg(&per_request)
         .stdout(std::fs::File::create(&out).unwrap())
@@ -745,6 +747,15 @@ fn watch_in_front_of_sglang_agrees_with_its_cached_tokens() {
         "{report:#}"
     );
     assert_eq!(report["totals"]["unattributed"], json!({}), "{report:#}");
+    // The pool SGLang says it has (`--max-total-tokens 65536`, in pages of 16).
+    let (status, info) = http(server.root(), "GET", "/server_info", None);
+    assert_eq!(status, 200, "/server_info: {info}");
+    let pool = info["max_total_num_tokens"].as_u64().unwrap();
+    assert_eq!(
+        report["totals"]["pods"]["p0"]["capacity"].as_u64(),
+        Some(pool / PAGE as u64),
+        "{report:#}"
+    );
     // One pod: nothing is misrouted or evicted; later turns reuse, the thinking-off
     // conversation's history is rewritten.
     assert_eq!(

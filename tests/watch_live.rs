@@ -33,14 +33,21 @@ fn work_dir() -> PathBuf {
     dir
 }
 
-/// One vLLM pod publishing its events to `events` (it connects out: watch binds there). Its
-/// own ports are picked free then bound by vLLM later, so another process starting at the
-/// same time can take one first: then it is started again on others, at most three times.
-fn pod(venv: &Path, model: &Path, name: &str, core: usize, events: u16) -> live::Engine {
+/// One vLLM pod publishing its events to `events` (it connects out: watch binds there), its
+/// replay (ROUTER) socket bound at `replay`. Its HTTP port is picked free then bound by vLLM
+/// later, so another process starting at the same time can take it first: then it is started
+/// again on another, at most three times.
+fn pod(
+    venv: &Path,
+    model: &Path,
+    name: &str,
+    core: usize,
+    (events, replay): (u16, u16),
+) -> live::Engine {
     let mut tries = 0;
     loop {
         tries += 1;
-        match pod_once(venv, model, name, core, events) {
+        match pod_once(venv, model, name, core, events, replay) {
             Ok(engine) => return engine,
             Err(e) if tries < 3 && e.contains("Address already in use") => continue,
             Err(e) => panic!("{e}"),
@@ -54,9 +61,9 @@ fn pod_once(
     name: &str,
     core: usize,
     events: u16,
+    replay: u16,
 ) -> Result<live::Engine, String> {
     let port = free_port();
-    let replay = free_port();
     let kv_events = json!({
         "enable_kv_cache_events": true,
         "publisher": "zmq",
@@ -258,22 +265,26 @@ fn fleet(test: &str, router: &str) {
     // to watch in proxy mode (bound at e0, e1: `--bind`), and to watch in mirror mode and a
     // capture per pod (connected at f0, f1).
     let (x0, x1, f0, f1) = (free_port(), free_port(), free_port(), free_port());
+    // Each pod's replay socket, which watch in proxy mode asks for what it missed.
+    let (r0, r1) = (free_port(), free_port());
     let mut fanout = Stopped(
         Command::new(vllm.join("bin/python"))
             .arg(common::repo_root().join("tests/live/fanout.py"))
             .args([format!("{x0}:{f0}:{e0}"), format!("{x1}:{f1}:{e1}")])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    {
+    let mut fanout_says = std::io::BufReader::new(fanout.0.stdout.take().unwrap());
+    let mut fanout_line = move || {
         use std::io::BufRead;
-        let mut ready = String::new();
-        std::io::BufReader::new(fanout.0.stdout.as_mut().unwrap())
-            .read_line(&mut ready)
-            .unwrap();
-        assert_eq!(ready.trim(), "ready");
-    }
+        let mut line = String::new();
+        fanout_says.read_line(&mut line).unwrap();
+        line.trim().to_string()
+    };
+    assert_eq!(fanout_line(), "ready");
+    let mut fanout_stdin = fanout.0.stdin.take().unwrap();
     let (listen, metrics, router_port) = (free_port(), free_port(), free_port());
     let per_request = dir.join("per-request.jsonl");
     let record = dir.join("record.jsonl");
@@ -295,6 +306,8 @@ fn fleet(test: &str, router: &str) {
             .arg(&model)
             .args(["--bind", &format!("d0=tcp://127.0.0.1:{e0}")])
             .args(["--bind", &format!("d1=tcp://127.0.0.1:{e1}")])
+            .args(["--pod-replay", &format!("d0=tcp://127.0.0.1:{r0}")])
+            .args(["--pod-replay", &format!("d1=tcp://127.0.0.1:{r1}")])
             .args(["--upstream", &router_url])
             .args(["--listen", &format!("127.0.0.1:{listen}")])
             .args(["--metrics", &format!("127.0.0.1:{metrics}")])
@@ -327,8 +340,8 @@ fn fleet(test: &str, router: &str) {
         .collect();
     let (pods, pod_urls): (Vec<live::Engine>, Vec<String>) = {
         let a = std::thread::scope(|s| {
-            let p0 = s.spawn(|| pod(&vllm, &model, "d0", 0, x0));
-            let p1 = s.spawn(|| pod(&vllm, &model, "d1", 1, x1));
+            let p0 = s.spawn(|| pod(&vllm, &model, "d0", 0, (x0, r0)));
+            let p1 = s.spawn(|| pod(&vllm, &model, "d1", 1, (x1, r1)));
             [p0.join().unwrap(), p1.join().unwrap()]
         });
         let urls = a.iter().map(|e| e.root.clone()).collect();
@@ -450,8 +463,14 @@ fn fleet(test: &str, router: &str) {
                 usages.push(usage);
             }
             // And more straight to each pod, past the router (which may send all of the above
-            // to one pod: smg breaks ties at random): both pods' pools are overwritten.
+            // to one pod: smg breaks ties at random): both pods' pools are overwritten. The
+            // first message of each pod's fillers misses watch in proxy mode: a gap it
+            // recovers through the pod's replay socket before its next request.
             for (p, url) in pod_urls.iter().enumerate() {
+                use std::io::Write;
+                writeln!(fanout_stdin, "drop {p}").unwrap();
+                fanout_stdin.flush().unwrap();
+                assert_eq!(fanout_line(), format!("dropped {p}"));
                 for j in 0..3 {
                     let filler = vec![json!({"role": "user", "content": format!(
                         "Direct filler {p}.{j}: {}",
@@ -491,6 +510,19 @@ fn fleet(test: &str, router: &str) {
     eprintln!("{test}: {} requests, causes {totals:?}", by_id.len());
     assert_eq!(report["totals"]["causes"]["disagreement"], json!(0));
     assert_eq!(report["totals"]["unattributed"], json!({}));
+    // The message each pod's fillers lost on the way was recovered through its replay socket,
+    // in order: no message is lost, no pod's view stale, no request read a short view.
+    assert_eq!(
+        report["input"]["recovered_messages"],
+        json!({"d0": 1, "d1": 1}),
+        "{err}"
+    );
+    assert_eq!(report["input"]["gap_messages"], json!({}), "{err}");
+    assert_eq!(report["input"]["replay_failures"], json!({}), "{err}");
+    assert_eq!(report["totals"]["stale_requests"], json!(0));
+    for pod in ["d0", "d1"] {
+        assert_eq!(report["totals"]["pods"][pod]["stale"], Json::Null, "{pod}");
+    }
     assert!(totals["reused"] > 0 && totals["evicted"] > 0 && totals["rewritten"] > 0);
     assert!(totals["new"] > 0 && totals["block_tail"] > 0, "{totals:?}");
     assert!(totals["misrouted"] > 0, "{totals:?}");

@@ -11,6 +11,7 @@ mod validate;
 pub mod zmtp;
 
 pub use live::{LiveOptions, Progress, Status, capture};
+pub(crate) use recovery::{GapRequest, RECOVERED_QUEUE, Recovery, ReplayWorker, WorkerStatus};
 pub use sequence::{PublisherState, SeqTracker, SeqVerdict};
 pub use subscribe::CaptureFailure;
 pub use summary::{

@@ -18,7 +18,7 @@ const END_SEQ: [u8; 8] = [0xff; 8];
 
 /// Recovered frames and status waiting for the live loop: few, since each frame may hold a
 /// payload of up to `max_payload`.
-pub(super) const RECOVERED_QUEUE: usize = 16;
+pub(crate) const RECOVERED_QUEUE: usize = 16;
 /// Gap requests waiting for their worker (it takes them whenever it runs).
 const GAP_QUEUE: usize = 1024;
 /// Missing ranges one worker keeps; gaps beyond that stay unrecovered (and are counted).
@@ -48,25 +48,25 @@ fn dropped(e: &super::zmtp::ZmtpError) -> String {
 }
 
 /// Missing `from..=to` of `topic`, from the live loop to its publisher's replay worker.
-pub(super) struct GapRequest {
-    pub(super) topic: Bytes,
-    pub(super) from: u64,
-    pub(super) to: u64,
+pub(crate) struct GapRequest {
+    pub(crate) topic: Bytes,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
 }
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct WorkerStatus {
-    pub(super) requests: u64,
-    pub(super) failures: u64,
-    pub(super) down: bool,
-    pub(super) last_error: Option<String>,
+pub(crate) struct WorkerStatus {
+    pub(crate) requests: u64,
+    pub(crate) failures: u64,
+    pub(crate) down: bool,
+    pub(crate) last_error: Option<String>,
     /// Gap requests received that are now recovered or known unrecoverable.
-    pub(super) settled: u64,
+    pub(crate) settled: u64,
     /// Gap requests not kept because PENDING_MAX ranges were already waiting.
-    pub(super) dropped: u64,
+    pub(crate) dropped: u64,
 }
 
-pub(super) enum Recovery {
+pub(crate) enum Recovery {
     Frame {
         src: usize,
         topic: Bytes,
@@ -175,7 +175,7 @@ impl Pending {
 
 /// Recovers one publisher's gaps through its replay (ROUTER) socket, beside the live loop:
 /// gap requests come in on `requests`, recovered frames go out on `out`.
-pub(super) struct ReplayWorker {
+pub(crate) struct ReplayWorker {
     src: usize,
     endpoint: String,
     timeout: Duration,
@@ -199,7 +199,7 @@ enum Failed {
 impl ReplayWorker {
     /// Start the worker for the publisher with source index `src`; it takes gap requests on
     /// the sender returned and sends recovered frames and its status to `out`.
-    pub(super) fn spawn(
+    pub(crate) fn spawn(
         src: usize,
         endpoint: String,
         timeout: Duration,

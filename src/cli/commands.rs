@@ -748,11 +748,22 @@ pub struct WatchArgs {
     #[arg(long, value_name = "TOKENS", value_parser = block_size)]
     pub block_size: Option<usize>,
 
-    /// A vLLM pod's HTTP address, `NAME=URL` (e.g. d0=http://10.0.0.5:8000; repeatable): its
-    /// `/metrics` is read once at the start, its pool's block count bounds that pod's view in
-    /// place of --capacity, and its block size must be --block-size.
+    /// A pod's HTTP address, `NAME=URL` (e.g. d0=http://10.0.0.5:8000; repeatable): read once
+    /// at the start (vLLM's `/metrics`, SGLang's `/server_info`), its pool's block count bounds
+    /// that pod's view in place of --capacity, and its block size must be --block-size.
     #[arg(long, value_name = "NAME=URL")]
     pub pod_api: Vec<String>,
+
+    /// A pod's replay (ROUTER) endpoint, `NAME=ENDPOINT` (vLLM's `replay_endpoint`, e.g.
+    /// d0=tcp://10.0.0.5:5558; repeatable): a gap in the pod's events is recovered through it,
+    /// the pod's later batches held meanwhile so all apply in order, instead of the view going
+    /// stale.
+    #[arg(long, value_name = "NAME=ENDPOINT")]
+    pub pod_replay: Vec<String>,
+
+    /// How long a replay endpoint gets to connect and to send each message of its answer.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub replay_timeout: String,
 
     /// The most KV blocks one pod holds (its GPU block count): a pod's view stops there and
     /// is marked stale rather than grow without bound.

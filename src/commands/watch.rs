@@ -40,7 +40,7 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
     let mut monitor = Monitor::new(auditor, s.block_size, s.capacity, &pods)
         .with_routers(s.routers, s.conversations);
     for (pod, url) in &s.pod_apis {
-        let blocks = pool_blocks(pod, url, s.block_size, s.connect_timeout)?;
+        let blocks = pool_blocks(pod, url, s.engine, s.block_size, s.connect_timeout)?;
         monitor.set_capacity(pod, blocks);
     }
     let mut conversations = Conversations::new(s.conversations, files.record.is_some());
@@ -227,14 +227,18 @@ impl LiveHooks for Hooks<'_> {
     }
 }
 
-/// A vLLM pod's block count from its `/metrics`, its block size checked against ours.
+/// A pod's block count from its own API, its block size checked against ours: a vLLM pod's
+/// `/metrics` (`vllm:cache_config_info`), an SGLang pod's `/server_info` (its pool's tokens
+/// over its page size).
 fn pool_blocks(
     pod: &str,
     url: &str,
+    engine: crate::events::Engine,
     block_size: usize,
     timeout: std::time::Duration,
 ) -> Result<usize> {
     use crate::probe::http::{Client, DEFAULT_MAX_BODY, HttpSettings};
+    use crate::probe::wire;
     let client = Client::new(
         url,
         HttpSettings {
@@ -247,21 +251,44 @@ fn pool_blocks(
     )
     .map_err(|e| anyhow::anyhow!("--pod-api {pod}: {e}"))?;
     let shown = client.shown().to_string();
-    let text = client
-        .get_text("/metrics", false)
-        .map_err(|e| anyhow::anyhow!("--pod-api {pod}: cannot read {shown}/metrics: {e}"))?;
+    let (path, source) = match engine {
+        crate::events::Engine::Vllm => ("/metrics", "vllm:cache_config_info"),
+        crate::events::Engine::Sglang => ("/server_info", "SGLang's server info"),
+    };
+    let cannot = |e: &dyn std::fmt::Display| {
+        anyhow::anyhow!("--pod-api {pod}: cannot read {shown}{path}: {e}")
+    };
     let said = |what: &str| {
         anyhow::anyhow!(
-            "--pod-api {pod}: {shown}/metrics gives no {what} (vllm:cache_config_info); give --capacity instead"
+            "--pod-api {pod}: {shown}{path} gives no {what} ({source}); give --capacity instead"
         )
     };
-    let theirs = crate::probe::wire::metrics_block_size(&text).ok_or_else(|| said("block_size"))?;
+    let (theirs, blocks) = match engine {
+        crate::events::Engine::Vllm => {
+            let text = client.get_text(path, false).map_err(|e| cannot(&e))?;
+            let theirs = wire::metrics_block_size(&text).ok_or_else(|| said("block_size"))?;
+            (
+                theirs,
+                wire::metrics_gpu_blocks(&text).ok_or_else(|| said("num_gpu_blocks")),
+            )
+        }
+        crate::events::Engine::Sglang => {
+            let answer = client.get(path, false).map_err(|e| cannot(&e))?;
+            let info = wire::sglang_server_info(&answer.body);
+            let theirs = info.page_size.ok_or_else(|| said("page_size"))?;
+            let tokens = info
+                .pool_tokens
+                .ok_or_else(|| said("max_total_num_tokens"))?;
+            let pages = usize::try_from(tokens / theirs as u64).unwrap_or(usize::MAX);
+            (theirs, Ok(pages))
+        }
+    };
     if theirs != block_size {
         anyhow::bail!(
             "--pod-api {pod}: the pod stores blocks of {theirs} tokens, and --block-size is {block_size}"
         );
     }
-    crate::probe::wire::metrics_gpu_blocks(&text).ok_or_else(|| said("num_gpu_blocks"))
+    blocks
 }
 
 fn from_log(

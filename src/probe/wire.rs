@@ -383,13 +383,20 @@ fn cache_config_label(text: &str, name: &str) -> Option<usize> {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct SglangInfo {
     pub page_size: Option<usize>,
+    /// Tokens its KV pool holds (`max_total_num_tokens`, the scheduler's).
+    pub pool_tokens: Option<u64>,
     pub version: Option<String>,
 }
 
-/// SGLang's `/server_info`: its `page_size` (the KV granularity of its radix cache) and
-/// `version`; values out of range or of another type are left out.
+/// SGLang's `/server_info`: its `page_size` (the KV granularity of its radix cache), its
+/// pool's `max_total_num_tokens` and `version`; values out of range or of another type are
+/// left out.
 pub fn sglang_server_info(body: &Json) -> SglangInfo {
     SglangInfo {
+        pool_tokens: body
+            .get("max_total_num_tokens")
+            .and_then(Json::as_u64)
+            .filter(|&n| n > 0),
         page_size: body
             .get("page_size")
             .and_then(Json::as_u64)

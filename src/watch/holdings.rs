@@ -70,6 +70,8 @@ struct Pod {
     unapplied: BTreeMap<Unapplied, u64>,
     /// Set by the first event that left the view incomplete; cleared by AllBlocksCleared.
     stale: Option<Unapplied>,
+    /// A gap is being recovered: the pod's batches wait until it is, so the view lags.
+    recovering: bool,
 }
 
 impl Pod {
@@ -77,6 +79,7 @@ impl Pod {
     fn clear(&mut self) {
         *self = Pod {
             unapplied: std::mem::take(&mut self.unapplied),
+            recovering: self.recovering,
             ..Pod::default()
         };
     }
@@ -120,6 +123,8 @@ impl Holdings {
             Some(p) => p,
             None => self.pods.entry(pod.to_string()).or_default(),
         };
+        // While a gap is recovered, none of the pod's batches come: one that does ends it.
+        p.recovering = false;
         for event in &batch.events {
             let result = match &event.kind {
                 EventKind::Stored(s) => store(p, s, self.block_size, capacity),
@@ -143,6 +148,20 @@ impl Holdings {
         let p = self.pods.entry(pod.to_string()).or_default();
         *p.unapplied.entry(Unapplied::Gap).or_default() += missing;
         p.stale.get_or_insert(Unapplied::Gap);
+    }
+
+    /// A gap of `pod`'s is being recovered: its batches wait, and its view lags, until the
+    /// next of them is applied.
+    pub fn recovering(&mut self, pod: &str) {
+        self.pods.entry(pod.to_string()).or_default().recovering = true;
+    }
+
+    /// Whether what `pod`'s view says now may be short of what the pod holds: it is stale, or
+    /// its batches wait for a gap's recovery.
+    pub fn lags(&self, pod: &str) -> bool {
+        self.pods
+            .get(pod)
+            .is_some_and(|p| p.stale.is_some() || p.recovering)
     }
 
     /// `pod`'s publisher started again (its sequence fell back): a restarted engine holds

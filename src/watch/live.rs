@@ -16,6 +16,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use super::catchup::Catchup;
 use super::conversations::Conversations;
 use super::exchange::{conversation_of, usage_counts};
 use super::log::{InputCounts, Outputs};
@@ -23,7 +24,10 @@ use super::monitor::{Answer, Monitor, Totals, Unattributed};
 use super::proxy::{ProxySettings, Seen, Sink};
 use crate::capture::subscribe::{Incoming, Source, Subscribed, subscribe};
 use crate::capture::zmtp::Limits;
-use crate::capture::{SeqTracker, SeqVerdict, validate};
+use crate::capture::{
+    GapRequest, RECOVERED_QUEUE, Recovery, ReplayWorker, SeqTracker, SeqVerdict, WorkerStatus,
+    validate,
+};
 use crate::events::{Batch, Engine, decode_batch};
 
 /// Observations waiting for the monitor, at most.
@@ -37,6 +41,11 @@ const METRICS_HEAD: usize = 8 << 10;
 pub struct LiveOptions {
     /// Each pod and where its events come from.
     pub pods: Vec<(String, Source)>,
+    /// Each pod's replay (ROUTER) endpoint, when it has one, in `pods` order: gaps are
+    /// recovered through it.
+    pub replays: Vec<Option<String>>,
+    /// How long a replay endpoint gets to answer (to connect, and between reply messages).
+    pub replay_timeout: Duration,
     pub topic: String,
     pub limits: Limits,
     pub connect_timeout: Duration,
@@ -79,6 +88,10 @@ pub enum LiveFailure {
 
 enum Observation {
     Batch(usize, Batch),
+    /// A gap of the pod's is being recovered: its batches wait.
+    Recovering(usize),
+    /// A recovery ended: the pod's batches since the gap, in order.
+    Released(usize, Vec<Batch>),
     PeerLost(usize, &'static str),
     Malformed(usize),
     Seen(Seen),
@@ -95,6 +108,9 @@ const QUEUE_BYTES: usize = 256 << 20;
 #[derive(Default)]
 struct Signals {
     lost: Vec<AtomicU64>,
+    /// Per pod, messages recovered through its replay endpoint, and the endpoint's failures.
+    recovered: Vec<AtomicU64>,
+    replay_failures: Vec<AtomicU64>,
     restarted: Vec<std::sync::atomic::AtomicBool>,
     dropped: AtomicU64,
     bytes: std::sync::atomic::AtomicUsize,
@@ -152,6 +168,8 @@ pub fn run(
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
     let signals = Arc::new(Signals {
         lost: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
+        recovered: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
+        replay_failures: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
         restarted: opts.pods.iter().map(|_| Default::default()).collect(),
         ..Signals::default()
     });
@@ -254,6 +272,15 @@ impl Seer<'_, '_> {
                 *counts.gap_messages.entry(name.clone()).or_default() += missing;
                 self.monitor.events_lost(name, missing);
             }
+            for (from, into) in [
+                (&signals.recovered, &mut counts.recovered_messages),
+                (&signals.replay_failures, &mut counts.replay_failures),
+            ] {
+                let n = from[pod].swap(0, Ordering::Relaxed);
+                if n > 0 {
+                    *into.entry(name.clone()).or_default() += n;
+                }
+            }
         }
     }
 
@@ -269,6 +296,14 @@ impl Seer<'_, '_> {
             Observation::Batch(pod, batch) => {
                 for a in monitor.events(name(pod), &batch) {
                     hooks.attributed(&a);
+                }
+            }
+            Observation::Recovering(pod) => monitor.recovering(name(pod)),
+            Observation::Released(pod, batches) => {
+                for batch in &batches {
+                    for a in monitor.events(name(pod), batch) {
+                        hooks.attributed(&a);
+                    }
                 }
             }
             Observation::PeerLost(pod, why) => {
@@ -415,6 +450,16 @@ async fn network(
     let events = tokio::spawn(pump_events(
         rx,
         sources,
+        Replays {
+            endpoints: opts
+                .replays
+                .iter()
+                .enumerate()
+                .filter_map(|(pod, endpoint)| Some((pod, endpoint.clone()?)))
+                .collect(),
+            timeout: opts.replay_timeout,
+            limits: opts.limits,
+        },
         opts.engine,
         queue.clone(),
         events_stopped,
@@ -462,36 +507,203 @@ fn front_name(settings: &ProxySettings) -> &'static str {
     }
 }
 
-/// Each pod's messages checked, numbered and decoded, onto the monitor's queue.
+/// The pods' replay endpoints, as the event pump uses them.
+struct Replays {
+    /// A pod's index and its endpoint.
+    endpoints: Vec<(usize, String)>,
+    timeout: Duration,
+    limits: Limits,
+}
+
+/// One pod's gap recovery: its replay worker and the catch-up under way.
+struct PodReplay {
+    requests: tokio::sync::mpsc::Sender<GapRequest>,
+    /// Gap requests handed to the worker.
+    sent: u64,
+    /// The worker's failures as last counted.
+    failures: u64,
+    catchup: Option<Catchup<Bytes, Batch>>,
+    /// When the catch-up last moved (began, or a missing batch came).
+    moved: tokio::time::Instant,
+}
+
+impl PodReplay {
+    /// Asks for `from..=to`, holding the pod's batches until they come. False when they cannot
+    /// be asked for (the worker's queue is full, or too many ranges wait): they are lost.
+    fn ask(&mut self, pod: usize, topic: Bytes, from: u64, to: u64, queue: &Queue) -> bool {
+        if self
+            .requests
+            .try_send(GapRequest {
+                topic: topic.clone(),
+                from,
+                to,
+            })
+            .is_err()
+        {
+            return false;
+        }
+        self.sent += 1;
+        let catchup = match &mut self.catchup {
+            Some(c) => c,
+            None => {
+                // Before any later request reads the pod's view: it lags from here.
+                queue.offer(Observation::Recovering(pod));
+                self.moved = tokio::time::Instant::now();
+                self.catchup.insert(Catchup::default())
+            }
+        };
+        if catchup.gap(&topic, from, to) {
+            return true;
+        }
+        self.release(pod, queue);
+        false
+    }
+
+    /// The stream was joined at `first`: its earlier batches are asked for (not lost if they
+    /// do not come: they were sent before kvaudit listened).
+    fn join(&mut self, pod: usize, topic: Bytes, first: u64, queue: &Queue) {
+        if first > 0
+            && self.ask(pod, topic.clone(), 0, first - 1, queue)
+            && let Some(c) = &mut self.catchup
+        {
+            c.joined(&topic, first);
+        }
+    }
+
+    /// The catch-up ends: what it held goes to the monitor in order, what never came is lost.
+    fn release(&mut self, pod: usize, queue: &Queue) {
+        let Some(c) = self.catchup.take() else {
+            return;
+        };
+        let r = c.release();
+        if r.lost > 0 {
+            queue.lost(pod, r.lost);
+        }
+        if let Some(n) = queue.signals.recovered.get(pod) {
+            n.fetch_add(r.recovered, Ordering::Relaxed);
+        }
+        let n = r.batches.len() as u64;
+        if n > 0 && !queue.offer(Observation::Released(pod, r.batches)) {
+            queue.lost(pod, n);
+        }
+    }
+
+    /// The worker's news: a catch-up its answers cannot finish any more (the endpoint failed,
+    /// or every request was answered and something is still missing) ends.
+    fn status(&mut self, pod: usize, status: &WorkerStatus, queue: &Queue) {
+        if let Some(n) = queue.signals.replay_failures.get(pod) {
+            n.fetch_add(
+                status.failures.saturating_sub(self.failures),
+                Ordering::Relaxed,
+            );
+        }
+        self.failures = status.failures;
+        if self.catchup.is_some() && (status.down || status.settled >= self.sent) {
+            self.release(pod, queue);
+        }
+    }
+}
+
+/// Each pod's messages checked, numbered and decoded, onto the monitor's queue; a gap with a
+/// replay endpoint is recovered before the pod's later batches go on.
 async fn pump_events(
     mut rx: tokio::sync::mpsc::Receiver<Incoming>,
     sources: Vec<String>,
+    replays: Replays,
     engine: Engine,
     queue: Arc<Queue>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
+    let (recovered_tx, mut recovered) = tokio::sync::mpsc::channel(RECOVERED_QUEUE);
+    let mut pods: Vec<Option<PodReplay>> = sources.iter().map(|_| None).collect();
+    for (pod, endpoint) in replays.endpoints {
+        if let Some(slot) = pods.get_mut(pod) {
+            *slot = Some(PodReplay {
+                requests: ReplayWorker::spawn(
+                    pod,
+                    endpoint,
+                    replays.timeout,
+                    crate::events::frames::MAX_PAYLOAD,
+                    replays.limits,
+                    recovered_tx.clone(),
+                ),
+                sent: 0,
+                failures: 0,
+                catchup: None,
+                moved: tokio::time::Instant::now(),
+            });
+        }
+    }
+    drop(recovered_tx);
+    let recovering = pods.iter().any(Option::is_some);
+    // A catch-up that has not moved for this long is given up: the worker's own timeouts
+    // end a silent endpoint well before.
+    let patience = replays.timeout * 4;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut tracker = SeqTracker::default();
     loop {
-        let incoming = tokio::select! {
-            m = rx.recv() => match m { Some(m) => m, None => return },
-            _ = &mut stop => return,
-        };
-        let (pod, frames) = match incoming {
-            // The permit goes back to the budget once the batch is decoded.
-            Incoming::Message(src, frames, _permit) => (src, frames),
-            Incoming::Lost(peer, why) => {
-                // A connected peer is named by its endpoint, a bound one "ADDR (via BOUND)".
-                let pod = sources
-                    .iter()
-                    .position(|s| peer == *s || peer.ends_with(&format!("(via {s})")));
-                queue.offer(Observation::PeerLost(
-                    pod.unwrap_or(usize::MAX),
-                    why.kind.name(),
-                ));
-                continue;
+        tokio::select! {
+            m = rx.recv() => match m {
+                Some(Incoming::Message(src, frames, _permit)) => {
+                    // The permit goes back to the budget once the batch is decoded.
+                    let replay = pods.get_mut(src).and_then(Option::as_mut);
+                    apply_message(src, &frames, engine, &mut tracker, &queue, replay);
+                }
+                Some(Incoming::Lost(peer, why)) => {
+                    // A connected peer is named by its endpoint, a bound one "ADDR (via BOUND)".
+                    let pod = sources
+                        .iter()
+                        .position(|s| peer == *s || peer.ends_with(&format!("(via {s})")));
+                    queue.offer(Observation::PeerLost(
+                        pod.unwrap_or(usize::MAX),
+                        why.kind.name(),
+                    ));
+                }
+                None => break,
+            },
+            r = recovered.recv(), if recovering => match r {
+                Some(Recovery::Frame { src, topic, seq, payload }) => {
+                    let Some(r) = pods.get_mut(src).and_then(Option::as_mut) else { continue };
+                    let Some(c) = r.catchup.as_mut() else { continue };
+                    match decode_batch(&payload, 0, engine) {
+                        Ok(batch) => {
+                            c.recovered(&topic, seq, batch);
+                            r.moved = tokio::time::Instant::now();
+                            if c.complete() {
+                                r.release(src, &queue);
+                            }
+                        }
+                        Err(_) => {
+                            queue.offer(Observation::Malformed(src));
+                        }
+                    }
+                }
+                Some(Recovery::Status { src, status }) => {
+                    if let Some(r) = pods.get_mut(src).and_then(Option::as_mut) {
+                        r.status(src, &status, &queue);
+                    }
+                }
+                None => {}
+            },
+            _ = tick.tick(), if recovering => {
+                for (pod, r) in pods.iter_mut().enumerate() {
+                    if let Some(r) = r
+                        && r.catchup.is_some()
+                        && r.moved.elapsed() > patience
+                    {
+                        r.release(pod, &queue);
+                    }
+                }
             }
-        };
-        apply_message(pod, &frames, engine, &mut tracker, &queue);
+            _ = &mut stop => break,
+        }
+    }
+    // What is held still goes to the monitor; what never came is lost.
+    for (pod, r) in pods.iter_mut().enumerate() {
+        if let Some(r) = r {
+            r.release(pod, &queue);
+        }
     }
 }
 
@@ -501,6 +713,7 @@ fn apply_message(
     engine: Engine,
     tracker: &mut SeqTracker,
     queue: &Queue,
+    mut replay: Option<&mut PodReplay>,
 ) {
     let Ok(seq) = validate(frames, crate::events::frames::MAX_PAYLOAD) else {
         queue.offer(Observation::Malformed(pod));
@@ -510,23 +723,50 @@ fn apply_message(
     match tracker.observe(&pod.to_string(), &topic, seq) {
         SeqVerdict::Duplicate => return,
         SeqVerdict::Restart { .. } => {
+            // The old process's missing batches will not come; what it held goes first.
+            if let Some(r) = replay.as_deref_mut() {
+                r.release(pod, queue);
+            }
             if let Some(r) = queue.signals.restarted.get(pod) {
                 r.store(true, Ordering::Relaxed);
             }
         }
-        SeqVerdict::Gap { missing, .. } => queue.lost(pod, missing),
-        SeqVerdict::First | SeqVerdict::Next => {}
-    }
-    match decode_batch(&frames[2], 0, engine) {
-        Ok(batch) => {
-            if !queue.offer(Observation::Batch(pod, batch)) {
-                // The monitor fell behind: what this batch said is lost to it.
-                queue.lost(pod, 1);
+        SeqVerdict::Gap { after, missing } => {
+            // No overflow: a gap means after < seq - 1.
+            let asked = replay
+                .as_deref_mut()
+                .is_some_and(|r| r.ask(pod, frames[0].clone(), after + 1, seq - 1, queue));
+            if !asked {
+                queue.lost(pod, missing);
             }
         }
+        SeqVerdict::First => {
+            if let Some(r) = replay.as_deref_mut() {
+                r.join(pod, frames[0].clone(), seq, queue);
+            }
+        }
+        SeqVerdict::Next => {}
+    }
+    let batch = match decode_batch(&frames[2], 0, engine) {
+        Ok(batch) => batch,
         Err(_) => {
             queue.offer(Observation::Malformed(pod));
+            return;
         }
+    };
+    if let Some(r) = replay
+        && let Some(c) = r.catchup.as_mut()
+    {
+        if !c.is_full() {
+            c.hold(batch);
+            return;
+        }
+        // Held as long as it may be: what came goes on, what did not is lost.
+        r.release(pod, queue);
+    }
+    if !queue.offer(Observation::Batch(pod, batch)) {
+        // The monitor fell behind: what this batch said is lost to it.
+        queue.lost(pod, 1);
     }
 }
 

@@ -41,8 +41,12 @@ pub struct InputCounts {
     pub first_bad: Option<(u64, String)>,
     /// Event messages that do not decode, by pod.
     pub malformed: BTreeMap<String, u64>,
-    /// Live: messages lost in sequence gaps, by pod.
+    /// Live: messages lost in sequence gaps and not recovered, by pod.
     pub gap_messages: BTreeMap<String, u64>,
+    /// Live: messages of gaps recovered through the pod's replay endpoint, by pod.
+    pub recovered_messages: BTreeMap<String, u64>,
+    /// Live: replay endpoint failures (no connection, no answer, a broken reply), by pod.
+    pub replay_failures: BTreeMap<String, u64>,
     /// Live: publisher restarts (the pod's view starts again empty), by pod.
     pub restarts: BTreeMap<String, u64>,
     /// Live: connections to a pod's publisher given up on or lost, by pod and reason.

@@ -2,6 +2,7 @@
 //! tokens attributed to why they were or were not served from KV cache.
 
 pub mod attribute;
+pub mod catchup;
 pub mod conversations;
 pub mod exchange;
 pub mod holdings;

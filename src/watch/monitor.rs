@@ -94,7 +94,8 @@ pub struct Totals {
     pub unattributed: BTreeMap<Unattributed, u64>,
     /// Requests whose engine-reported prompt length was not kvaudit's.
     pub prompt_mismatches: u64,
-    /// Requests served by a pod whose view was stale.
+    /// Requests whose serving pod's view may have been short when they came (stale, or a gap
+    /// being recovered or found while they waited).
     pub stale_requests: u64,
     /// Each `--router`'s answers for the turns that continue a conversation.
     pub routers: Vec<RouterTotals>,
@@ -211,8 +212,9 @@ pub struct PodTotals {
 struct Pending {
     id: RequestId,
     keys: Vec<u64>,
-    /// What each pod held of the prompt at arrival.
-    held: Vec<(String, usize)>,
+    /// What each pod held of the prompt at arrival, and whether that pod's view may have been
+    /// short then (stale, a gap being recovered, or a gap found since).
+    held: Vec<(String, usize, bool)>,
     partial: Partial,
     /// Event batches seen when it arrived.
     since: u64,
@@ -393,7 +395,13 @@ impl<'a> Monitor<'a> {
             .totals
             .pods
             .keys()
-            .map(|pod| (pod.clone(), self.holdings.held(pod, &keys)))
+            .map(|pod| {
+                (
+                    pod.clone(),
+                    self.holdings.held(pod, &keys),
+                    self.holdings.lags(pod),
+                )
+            })
             .collect();
         if self.pending.len() >= MAX_PENDING
             && let Some(oldest) = self.pending.pop_front()
@@ -438,8 +446,8 @@ impl<'a> Monitor<'a> {
         if p.pod.is_none()
             && let Some(cached) = answer.engine_cached.filter(|&c| c > 0)
         {
-            let mut holders = p.held.iter().filter(|(_, h)| *h >= cached);
-            if let (Some((only, _)), None) = (holders.next(), holders.next()) {
+            let mut holders = p.held.iter().filter(|(_, h, _)| *h >= cached);
+            if let (Some((only, _, _)), None) = (holders.next(), holders.next()) {
                 p.pod = Some(only.clone());
             }
         }
@@ -462,6 +470,23 @@ impl<'a> Monitor<'a> {
     /// `missing` of `pod`'s event messages never arrived.
     pub fn events_lost(&mut self, pod: &str, missing: u64) {
         self.holdings.lost(pod, missing);
+        self.read_short(pod);
+    }
+
+    /// A gap of `pod`'s was found and is being recovered: its batches come later, in order.
+    pub fn recovering(&mut self, pod: &str) {
+        self.holdings.recovering(pod);
+        self.read_short(pod);
+    }
+
+    /// What the waiting requests read of `pod` may have been short: the messages a gap lost
+    /// were sent before the one that showed it, perhaps before these requests came.
+    fn read_short(&mut self, pod: &str) {
+        for p in &mut self.pending {
+            for held in p.held.iter_mut().filter(|h| h.0 == pod) {
+                held.2 = true;
+            }
+        }
     }
 
     /// `pod`'s publisher started again.
@@ -491,14 +516,14 @@ impl<'a> Monitor<'a> {
         let held_by = |name: &str| {
             p.held
                 .iter()
-                .find(|(n, _)| n == name)
-                .map_or(0, |(_, h)| *h)
+                .find(|(n, _, _)| n == name)
+                .map_or(0, |(_, h, _)| *h)
         };
         let others = p
             .held
             .iter()
-            .filter(|(n, _)| *n != pod)
-            .map(|(_, h)| *h)
+            .filter(|(n, _, _)| *n != pod)
+            .map(|(_, h, _)| *h)
             .max()
             .unwrap_or(0);
         let causes = attribute(&Request {
@@ -510,7 +535,8 @@ impl<'a> Monitor<'a> {
             previous_left: p.partial.previous_left,
             engine_cached: answer.engine_cached,
         });
-        let stale = self.holdings.stale(&pod).is_some();
+        // As read at arrival: the view of the serving pod then.
+        let stale = p.held.iter().any(|(n, _, short)| *n == pod && *short);
         let a = Attributed {
             id: p.id,
             engine_cached: answer.engine_cached,

@@ -10,7 +10,7 @@
 
 mod codec;
 pub(super) mod conn;
-pub(super) mod endpoint;
+pub(crate) mod endpoint;
 
 pub use codec::{
     Command, Decoder, Event, GREETING_LEN, Greeting, Limits, Property, command, greeting, message,

@@ -98,6 +98,30 @@ impl WatchSettings {
             bail!("--conversations must be at least 1");
         }
         let connect_timeout = duration("--connect-timeout", &args.connect_timeout)?;
+        let mut replays: Vec<(String, String)> = Vec::new();
+        for spec in &args.pod_replay {
+            let (name, endpoint) = pod_spec(spec, "--pod-replay")?;
+            if !names.contains(&name) {
+                bail!("--pod-replay {spec:?}: no pod {name:?} is given with --pod or --bind");
+            }
+            if replays.iter().any(|(n, _)| *n == name) {
+                bail!("--pod-replay {spec:?}: pod {name:?} is named twice");
+            }
+            crate::capture::zmtp::endpoint::Endpoint::parse(&endpoint)
+                .map_err(|e| anyhow::anyhow!("--pod-replay {spec:?}: {e}"))?;
+            replays.push((name, endpoint));
+        }
+        if args.requests.is_some() && !replays.is_empty() {
+            bail!(
+                "--pod-replay recovers a live pod's gaps; with --requests the events are captures"
+            );
+        }
+        let replay_of = |name: &str| {
+            replays
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, e)| e.clone())
+        };
         let is_endpoint = |s: &str| ["tcp://", "ipc://"].iter().any(|p| s.starts_with(p));
         let front = match (&args.upstream, &args.mirror) {
             (Some(upstream), _) => Some((Some(upstream_authority(upstream)?), &args.listen)),
@@ -158,6 +182,8 @@ impl WatchSettings {
                     .map(|m| socket("--metrics", m))
                     .transpose()?;
                 WatchMode::Live(LiveOptions {
+                    replays: sources.iter().map(|(name, _)| replay_of(name)).collect(),
+                    replay_timeout: duration("--replay-timeout", &args.replay_timeout)?,
                     pods: sources,
                     topic: args.topic.clone(),
                     limits: crate::capture::zmtp::Limits::new(
@@ -198,12 +224,6 @@ impl WatchSettings {
             }
             if pod_apis.iter().any(|(n, _)| *n == name) {
                 bail!("--pod-api {spec:?}: pod {name:?} is named twice");
-            }
-            if engine != crate::events::Engine::Vllm {
-                bail!(
-                    "--pod-api reads vLLM's /metrics; with --server sglang give each pod's \
-                     block count with --capacity"
-                );
             }
             pod_apis.push((name, url));
         }

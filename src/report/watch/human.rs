@@ -78,8 +78,18 @@ fn to_human(o: &WatchOutput) -> String {
         if let Some(m) = o.counts.malformed.get(name) {
             let _ = write!(out, ", {} messages malformed", n(*m));
         }
+        if let Some(m) = o.counts.recovered_messages.get(name) {
+            let _ = write!(out, ", {} messages recovered through replay", n(*m));
+        }
         if let Some(m) = o.counts.gap_messages.get(name) {
             let _ = write!(out, ", {} messages lost in gaps", n(*m));
+        }
+        if let Some(m) = o.counts.replay_failures.get(name) {
+            let _ = write!(
+                out,
+                ", {}",
+                count(*m, "replay endpoint failure", "replay endpoint failures")
+            );
         }
         if let Some(m) = o.counts.restarts.get(name) {
             let _ = write!(

@@ -200,12 +200,38 @@ fn to_prometheus(o: &WatchOutput) -> String {
         &mut out,
         "kvaudit_watch_events_lost_messages_total",
         "counter",
-        "Live: each pod's event messages lost in sequence gaps (its view is stale until it is cleared).",
+        "Live: each pod's event messages lost in sequence gaps and not recovered (its view is stale until it is cleared).",
     );
     for (pod, n) in &c.gap_messages {
         let _ = writeln!(
             out,
             "kvaudit_watch_events_lost_messages_total{{pod=\"{}\"}} {n}",
+            label(pod)
+        );
+    }
+    header(
+        &mut out,
+        "kvaudit_watch_events_recovered_messages_total",
+        "counter",
+        "Live: each pod's event messages of sequence gaps recovered through its replay endpoint.",
+    );
+    for (pod, n) in &c.recovered_messages {
+        let _ = writeln!(
+            out,
+            "kvaudit_watch_events_recovered_messages_total{{pod=\"{}\"}} {n}",
+            label(pod)
+        );
+    }
+    header(
+        &mut out,
+        "kvaudit_watch_replay_failures_total",
+        "counter",
+        "Live: each pod's replay endpoint failing (no connection, no answer, a broken reply).",
+    );
+    for (pod, n) in &c.replay_failures {
+        let _ = writeln!(
+            out,
+            "kvaudit_watch_replay_failures_total{{pod=\"{}\"}} {n}",
             label(pod)
         );
     }
@@ -301,6 +327,8 @@ mod tests {
     fn what_the_live_inputs_lost_is_exported_by_pod_and_reason() {
         let mut counts = InputCounts::default();
         counts.gap_messages.insert("d0".into(), 7);
+        counts.recovered_messages.insert("d0".into(), 5);
+        counts.replay_failures.insert("d1".into(), 6);
         counts.restarts.insert("d1".into(), 1);
         counts
             .peers_lost
@@ -320,6 +348,8 @@ mod tests {
         });
         for line in [
             "kvaudit_watch_events_lost_messages_total{pod=\"d0\"} 7",
+            "kvaudit_watch_events_recovered_messages_total{pod=\"d0\"} 5",
+            "kvaudit_watch_replay_failures_total{pod=\"d1\"} 6",
             "kvaudit_watch_publisher_restarts_total{pod=\"d1\"} 1",
             "kvaudit_watch_peers_lost_total{pod=\"d1\",reason=\"socket_closed\"} 2",
             "kvaudit_watch_unfollowed_total{reason=\"request_too_large\"} 3",
