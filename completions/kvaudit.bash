@@ -1379,7 +1379,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__watch)
-            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --mirror --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --pod-api --pod-replay --replay-timeout --capacity --conversations --record --per-request --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
+            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --mirror --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --pod-api --pod-replay --replay-timeout --capacity --conversations --record --partial --per-request --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --decider --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1490,6 +1490,10 @@ _kvaudit() {
                     return 0
                     ;;
                 --record)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --partial)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

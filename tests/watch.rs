@@ -602,7 +602,7 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
             .args(["--pod", "d0=d0.frames", "--pod", "d1=d1.frames"])
             .args(["-m", "llama-3.1"]);
         if record {
-            cmd.args(["--record", "record.jsonl"]);
+            cmd.args(["--record", "record.jsonl", "--partial", "watch.partial"]);
         }
         for r in routers {
             cmd.args(["--router", r]);
@@ -752,6 +752,44 @@ fn request_log_mode_attributes_every_token_of_a_scripted_two_pod_day() {
         "{corpus:#}"
     );
     assert_eq!(corpus["transitions_with_rewrite"], json!(0), "{corpus:#}");
+    // Its partial is the one `kvaudit corpus --partial` writes over the record with the same
+    // flags, byte for byte, and `kvaudit merge` reads it, HTML report too.
+    let mut corpus = common::kvaudit();
+    corpus
+        .current_dir(dir.path())
+        .args(["corpus", "record.jsonl", "--server", "vllm", "--now", NOW])
+        .args(["--block-sizes", "16", "--engine-block-size", "16"])
+        .args(["--partial", "corpus.partial", "-m", "llama-3.1"]);
+    for r in routers {
+        corpus.args(["--router", r]);
+    }
+    let done = corpus.output().unwrap();
+    assert_eq!(done.status.code(), Some(0), "{done:?}");
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    assert!(
+        read("watch.partial") == read("corpus.partial"),
+        "watch's partial differs from corpus'"
+    );
+    let merged = common::kvaudit()
+        .current_dir(dir.path())
+        .args([
+            "merge",
+            "watch.partial",
+            "--format",
+            "json",
+            "--html",
+            "merged.html",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(merged.status.code(), Some(0), "{merged:?}");
+    let merged: Json = serde_json::from_slice(&merged.stdout).unwrap();
+    assert_eq!(
+        (&merged["conversations"], &merged["transitions"]),
+        (&json!(3), &json!(3)),
+        "{merged:#}"
+    );
+    assert!(read("merged.html").starts_with(b"<!DOCTYPE html>"));
 
     // The Prometheus text, read by the Prometheus client's own parser, says the same.
     let text = watch("prometheus", false, &routers);

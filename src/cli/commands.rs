@@ -780,6 +780,13 @@ pub struct WatchArgs {
     #[arg(long, value_name = "FILE.jsonl")]
     pub record: Option<PathBuf>,
 
+    /// Also write, when the run ends, the corpus totals of the recorded conversations as a
+    /// partial for `kvaudit merge` (and its HTML report): what `kvaudit corpus RECORD
+    /// --block-sizes B --engine-block-size B --partial FILE` with the same model, rendering and
+    /// router flags (`--no-router` when none is given) writes. Needs --record.
+    #[arg(long, value_name = "FILE", requires = "record")]
+    pub partial: Option<PathBuf>,
+
     /// Also write one JSON line per attributed request: its number, pod, prompt length, the
     /// engine's cached_tokens and the tokens of each cause (counts only, no text).
     #[arg(long, value_name = "FILE.jsonl")]

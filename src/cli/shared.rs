@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 
 use super::*;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
     /// A local model directory, a GGUF file (its tokenizer and chat templates, tokenized as
     /// llama.cpp tokenizes), or a Hub id `org/name[@revision]`.
@@ -63,7 +63,7 @@ pub enum Resend {
 
 /// The router view's settings: simulated decode-pod events, llm-d's index and its decider
 /// (shared by diff-turns and corpus).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RouterArgs {
     #[command(flatten)]
     pub choice: RouterChoiceArgs,
@@ -75,7 +75,7 @@ pub struct RouterArgs {
 
 /// Which routers to ask and llm-d's index and decider settings, without the engine's block
 /// size (watch has its own: the pods' events are at that size).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RouterChoiceArgs {
     /// A router's real configuration to emulate (repeatable): llm-d's EndpointPickerConfig
     /// (YAML), or a file of Dynamo's, vllm-router's or smg's flags; what it names and kvaudit
@@ -118,7 +118,7 @@ pub enum ReplyFormatArg {
 }
 
 /// Where the conversations come from (shared by diff-turns and keys).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ConversationArgs {
     /// A conversation JSON file, `-` for standard input (repeatable; each is audited
     /// separately).
@@ -155,7 +155,7 @@ pub struct ConversationArgs {
 
 /// How prompts are rendered, whatever the conversations' source (shared by diff-turns, keys,
 /// render and corpus).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RenderingArgs {
     /// Reply layout for derived replies (default: detected from the template).
     #[arg(long, value_enum)]
@@ -277,7 +277,7 @@ pub enum ProfileArg {
 }
 
 /// How llm-d's precise index is configured (shared by replay, keys and diff-turns).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct IndexArgs {
     /// Block key hash.
     #[arg(long, value_enum, default_value_t = HashArg::CborFnv)]

@@ -19,9 +19,7 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
     // skipped rows count in the merge.
     let nothing = (report.tally.conversations == 0).then(|| nothing_audited(&report));
     if let Some(path) = &args.partial {
-        let settings = corpus::partial::RunSettings::new(&run.audit, &run.files);
-        let partial = corpus::partial::Partial::new(&report, settings)?;
-        output::write(path, &partial.to_bytes()?)?;
+        write_partial(&run, &report, path)?;
     }
     if let Some(e) = nothing.as_ref().filter(|_| args.partial.is_some()) {
         // Only this shard: the merge decides whether the run audited anything.
@@ -32,6 +30,26 @@ pub fn run(args: &CorpusArgs, out: &mut dyn std::io::Write) -> Result<Outcome> {
         replace_files(&report, args.html.as_deref(), per_transition)?;
     }
     print_report(&report, run.format, out, nothing)
+}
+
+fn write_partial(
+    run: &CorpusRun,
+    report: &corpus::CorpusReport,
+    path: &std::path::Path,
+) -> Result<()> {
+    let settings = corpus::partial::RunSettings::new(&run.audit, &run.files);
+    let partial = corpus::partial::Partial::new(report, settings)?;
+    Ok(output::write(path, &partial.to_bytes()?)?)
+}
+
+/// `args.partial` written, nothing printed (`watch --partial` over its record).
+pub(super) fn partial_only(args: &CorpusArgs) -> Result<()> {
+    let run = CorpusRun::from_args(args, &mut super::terminal::stderr_line)?;
+    let (report, _) = audit_rows(&run, args)?;
+    match &args.partial {
+        Some(path) => write_partial(&run, &report, path),
+        None => Ok(()),
+    }
 }
 
 /// The run's report, and its per-transition file written but not yet in place.

@@ -24,7 +24,11 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
         inputs.extend(captures.iter().map(|(_, p)| p.clone()));
         inputs.push(requests.clone());
     }
-    output::check_outputs(inputs, s.record.iter().chain(s.per_request.iter()))?;
+    let partial = s.partial.as_ref().and_then(|c| c.partial.as_ref());
+    output::check_outputs(
+        inputs,
+        s.record.iter().chain(s.per_request.iter()).chain(partial),
+    )?;
     let mut files = Files {
         record: s.record.as_deref().map(AtomicFile::create).transpose()?,
         per_request: s
@@ -94,6 +98,9 @@ pub fn run(args: &WatchArgs, out: &mut dyn Write) -> Result<Outcome> {
     };
     files.forgotten(conversations.drain_rows());
     files.commit()?;
+    if let Some(corpus) = &s.partial {
+        super::corpus::partial_only(corpus)?;
+    }
     let totals = monitor.totals();
     let text = crate::report::export(
         &header.output(&shown, &totals, &counts),

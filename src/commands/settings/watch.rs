@@ -49,6 +49,8 @@ pub struct WatchSettings {
     pub connect_timeout: Duration,
     pub pod_header: Option<String>,
     pub record: Option<PathBuf>,
+    /// With `--partial`: the corpus run over the record that writes it.
+    pub partial: Option<Box<crate::cli::CorpusArgs>>,
     pub per_request: Option<PathBuf>,
     /// The `--router`s to ask about each turn (none unless given).
     pub routers: Routers,
@@ -241,9 +243,15 @@ impl WatchSettings {
             }
             Routers::new(specs, model, block_size)
         };
+        let partial = match (&args.partial, &args.record) {
+            (Some(path), Some(record)) => Some(corpus_of_record(args, record, path, block_size)?),
+            (Some(_), None) => bail!("--partial is the corpus totals of --record FILE: give both"),
+            (None, _) => None,
+        };
         let files = resolved_model(&args.model, say)?;
         let audit = audit_settings(&args.rendering, args.model.template_name.clone())?;
         Ok(WatchSettings {
+            partial,
             files,
             audit,
             model_label: args.model.model.clone(),
@@ -269,6 +277,36 @@ impl WatchSettings {
             WatchMode::Live(l) => l.pods.iter().map(|(n, _)| n.clone()).collect(),
         }
     }
+}
+
+/// The `kvaudit corpus` run over the record that writes `--partial`: corpus' own defaults,
+/// with watch's model, rendering and routers at its block size.
+fn corpus_of_record(
+    args: &WatchArgs,
+    record: &std::path::Path,
+    partial: &std::path::Path,
+    block_size: usize,
+) -> Result<Box<crate::cli::CorpusArgs>> {
+    use clap::Parser;
+    // The model is watch's, set below; corpus' parser needs one to give its defaults.
+    let parsed = crate::cli::Cli::try_parse_from([
+        std::ffi::OsStr::new("kvaudit"),
+        std::ffi::OsStr::new("corpus"),
+        std::ffi::OsStr::new("--model=-"),
+        record.as_os_str(),
+    ])
+    .context("the corpus run of --partial")?;
+    let crate::cli::Command::Corpus(mut c) = parsed.command else {
+        bail!("the corpus run of --partial is not a corpus run");
+    };
+    c.model = args.model.clone();
+    c.rendering = args.rendering.clone();
+    c.block_sizes = vec![block_size];
+    c.router.choice = args.router.clone();
+    c.router.engine_block_size = block_size;
+    c.no_router = args.router.routers.is_empty() && args.router.router_configs.is_empty();
+    c.partial = Some(partial.to_path_buf());
+    Ok(c)
 }
 
 /// `NAME=SOURCE`: a name fit for a metric label, and where its events come from.
