@@ -33,6 +33,7 @@ mod hostile_files;
 mod hostile_limits;
 mod hostile_templates;
 mod incremental_tokenize;
+mod llmd_real;
 mod merge;
 mod parquet;
 mod pgo_profile;
