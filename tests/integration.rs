@@ -26,6 +26,7 @@ mod fetch;
 mod findings;
 mod fixtures;
 mod fuzz_regressions;
+mod gaie_real;
 mod gguf;
 mod hostile;
 mod hostile_capture;

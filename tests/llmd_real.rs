@@ -1,5 +1,5 @@
 //! kvaudit's llm-d view against llm-d's own Go code, run by the project's harness
-//! (harness/llm-d, built by .ci/llm-d.sh from llm-d's module on the Go module proxy): each
+//! (harness/llm-d, built by .ci/go-harness.sh from llm-d's module on the Go module proxy): each
 //! comparison exact.
 
 use std::io::Write;
@@ -10,30 +10,8 @@ use serde_json::{Value as Json, json};
 
 use crate::common;
 
-/// The harness's commands (`bin/`): from KVAUDIT_LLMD_HARNESS (.ci/run sets it), else built
-/// (or found built) by .ci/llm-d.sh when Go is on this machine; else `None`, the test skipped
-/// saying why (under CI, failed).
 fn harness(test: &str) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("KVAUDIT_LLMD_HARNESS") {
-        return Some(PathBuf::from(dir).join("bin"));
-    }
-    let go = Command::new("go").arg("version").output();
-    if !go.is_ok_and(|o| o.status.success()) {
-        let why = "Go is not installed (the harness is built with it: .ci/llm-d.sh)";
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: {why}");
-        }
-        common::skipped(test, why);
-        return None;
-    }
-    let built = Command::new("bash")
-        .arg(common::repo_root().join(".ci/llm-d.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(built.status.success(), ".ci/llm-d.sh failed");
-    let dir = String::from_utf8(built.stdout).unwrap();
-    Some(PathBuf::from(dir.trim()).join("bin"))
+    common::live::go_harness(test, "llm-d", "KVAUDIT_LLMD_HARNESS")
 }
 
 /// A small deterministic generator (64-bit LCG, high bits out).

@@ -581,3 +581,31 @@ pub fn check_against_engine(
     }
     totals
 }
+
+/// A Go harness's commands (`bin/` of harness/NAME): from `var` (.ci/run sets it), else built
+/// (or found built) by .ci/go-harness.sh when Go is on this machine; else `None`, the test
+/// skipped saying why (under CI, failed).
+pub fn go_harness(test: &str, name: &str, var: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(var) {
+        return Some(PathBuf::from(dir).join("bin"));
+    }
+    let go = std::process::Command::new("go").arg("version").output();
+    if !go.is_ok_and(|o| o.status.success()) {
+        let why =
+            format!("Go is not installed (the harness is built with it: .ci/go-harness.sh {name})");
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{test}: {why}");
+        }
+        super::skipped(test, &why);
+        return None;
+    }
+    let built = std::process::Command::new("bash")
+        .arg(super::repo_root().join(".ci/go-harness.sh"))
+        .arg(name)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(built.status.success(), ".ci/go-harness.sh {name} failed");
+    let dir = String::from_utf8(built.stdout).unwrap();
+    Some(PathBuf::from(dir.trim()).join("bin"))
+}
