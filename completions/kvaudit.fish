@@ -84,6 +84,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l hash-seed
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l topic-filter -d 'llm-d\'s kvEventsConfig.topicFilter (replay, capture): its subscriber receives only messages whose topic starts with it, and never sees the others (counted as `topic_filter`); an empty filter receives every topic' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l format -d 'Output format' -r -f -a "human\t''
@@ -116,6 +117,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l hash-seed -d 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l topic-filter -d 'llm-d\'s kvEventsConfig.topicFilter (replay, capture): its subscriber receives only messages whose topic starts with it, and never sees the others (counted as `topic_filter`); an empty filter receives every topic' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l engine -d 'The engine that publishes the events' -r -f -a "vllm\t''
 sglang\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l lookup -d 'Explicit lookups: a JSON list of token-id lists or {"tokens", "pod", "model"} objects' -r -F
@@ -166,6 +168,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l hash-seed -d 'l
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l topic-filter -d 'llm-d\'s kvEventsConfig.topicFilter (replay, capture): its subscriber receives only messages whose topic starts with it, and never sees the others (counted as `topic_filter`); an empty filter receives every topic' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l format -d 'Output format' -r -f -a "human\t''
 json\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
@@ -232,6 +235,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l hash-seed -d
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l topic-filter -d 'llm-d\'s kvEventsConfig.topicFilter (replay, capture): its subscriber receives only messages whose topic starts with it, and never sees the others (counted as `topic_filter`); an empty filter receives every topic' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l engine -d 'The engine that publishes the events' -r -f -a "vllm\t''
 sglang\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l connect-timeout -d 'How long to wait for each publisher to accept the connection, and for each connection\'s ZMTP handshake (a publisher that does not complete it in time is dropped and counted)' -r
@@ -283,6 +287,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l hash-seed -d '
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l topic-filter -d 'llm-d\'s kvEventsConfig.topicFilter (replay, capture): its subscriber receives only messages whose topic starts with it, and never sees the others (counted as `topic_filter`); an empty filter receives every topic' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l reply-format -d 'Reply layout for derived replies (default: detected from the template)' -r -f -a "plain\t''
 think_nl\t''
@@ -378,6 +383,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l hash-seed -d 
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l model-name -d 'Model name used in block keys (default: from each topic, or the --model given)' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l llmd-profile -d 'Which llm-d behaviour to reproduce for events shorter than one index block' -r -f -a "digest-first\t'Events shorter than one index block fail a digest check (incomplete_canonical_block)'
 router-2026-08\t'llm-d-router as of 2026-08: silent drop, then parent_unresolved for the descendants'"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l topic-filter -d 'llm-d\'s kvEventsConfig.topicFilter (replay, capture): its subscriber receives only messages whose topic starts with it, and never sees the others (counted as `topic_filter`); an empty filter receives every topic' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l decider -d 'The prefix-based P/D decider\'s settings (llm-d\'s nonCachedTokens, promptTokens); a setting left out keeps its default here, and 0 turns a threshold off' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l engine-block-size -d 'The engine\'s (vLLM\'s) KV block size, for the simulated events of the router view' -r
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l prefill-affinity -d 'Whether turn k+1\'s prefill pod still holds turn k\'s prompt (plain P/D and the alternatives that prefill on P)' -r -f -a "same\t'Turn k+1 reaches the prefill pod that prefilled turn k, its prefix cache intact'

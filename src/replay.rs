@@ -10,7 +10,7 @@ use crate::events::msgpack::{DecodeError, DecodeErrorKind, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::finding::{Finding, FindingKind};
 use crate::routers::llm_d::{
-    Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, parse_topic,
+    Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, parse_topic, receives,
 };
 use crate::tally::KindCounts;
 
@@ -422,7 +422,13 @@ impl Replayer {
                 self.malformed
                     .add(e.kind, || malformed_example(e.offset as u64, &e.reason));
                 for v in &mut self.views {
-                    v.stats.messages_dropped.add(DropReason::BatchDecodeError);
+                    // A message llm-d never receives is never decoded either.
+                    v.stats
+                        .messages_dropped
+                        .add(match receives(&v.config().topic_filter, topic) {
+                            true => DropReason::BatchDecodeError,
+                            false => DropReason::TopicFilter,
+                        });
                 }
                 return Ok(());
             }
@@ -433,7 +439,7 @@ impl Replayer {
             Some(t) => parse_topic(t),
             None => (default_pod.as_str(), ""),
         };
-        self.apply(pod, model, &batch);
+        self.apply_under(topic, pod, model, &batch);
         self.opts.default_pod = default_pod;
         self.pool.recycle(batch);
         Ok(())
@@ -442,9 +448,19 @@ impl Replayer {
     /// Apply an already decoded batch: the step every message takes after decoding (tests
     /// give it batches built by hand).
     pub fn apply(&mut self, pod: &str, model: &str, batch: &Batch) {
+        self.apply_under(None, pod, model, batch);
+    }
+
+    /// [`apply`](Self::apply) for a message published under `topic`: a view whose topic
+    /// filter it does not pass never receives it.
+    fn apply_under(&mut self, topic: Option<&str>, pod: &str, model: &str, batch: &Batch) {
         let at = self.pod_slot(pod, model);
         let dropped = message_drop_reason(batch, self.opts.engine).map(|(reason, _)| reason);
         for v in &mut self.views {
+            let dropped = match receives(&v.config().topic_filter, topic) {
+                true => dropped,
+                false => Some(DropReason::TopicFilter),
+            };
             v.apply_checked(pod, model, batch, dropped);
         }
         for d in &mut self.dynamo {

@@ -436,19 +436,20 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         "{what}"
     );
 
-    // llm-d's view: its SGLang adapter decodes arrays, SGLang 0.5.23 sends maps, so every
-    // message is dropped whole and nothing is found.
+    // llm-d's view: its SGLang adapter decodes each event as an array, SGLang 0.5.23 sends
+    // maps, so every message is dropped whole and nothing is found (the topic here, `kv`,
+    // would not even pass llm-d's default filter: an empty one lets the adapter be seen).
     let llmd = json_out(
         common::kvaudit_process()
             .args(["replay", "--engine", "sglang", "--format", "json"])
-            .args(["--router", "llm-d"])
+            .args(["--router", "llm-d", "--topic-filter", ""])
             .arg("--lookup")
             .arg(&lookups)
             .arg(&frames),
     );
     let view = &llmd["views"][0];
     assert_eq!(
-        view["messages_dropped"]["batch_decode_error"], llmd["messages"],
+        view["messages_dropped"]["event_decode_error"], llmd["messages"],
         "{llmd:#}"
     );
     assert_eq!(view["lookups"][0]["index_tokens"], json!(0), "{llmd:#}");

@@ -482,6 +482,9 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
                     "--index-block-size",
                     &index.to_string(),
                 ])
+                // The engine publishes under `kv-events`, which llm-d's default topic filter
+                // (`kv@`) never receives (checked below): an empty filter receives it.
+                .args(["--topic-filter", ""])
                 .arg("--lookup")
                 .arg(&lookup)
                 .arg(&frames),
@@ -509,6 +512,17 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         compared += 1;
     }
     assert_eq!(compared, 4);
+    // With llm-d's default topic filter nothing of it is received: every message is counted.
+    let unfiltered = json_out(
+        common::kvaudit_process()
+            .args(["replay", "--format", "json"])
+            .arg(&frames),
+    );
+    assert_eq!(
+        unfiltered["views"][0]["messages_dropped"],
+        json!({"topic_filter": unfiltered["messages"]}),
+        "{unfiltered:#}"
+    );
 
     // The same live capture through the real Dynamo indexer (tests/routers_live.rs runs it
     // on the reference captures): its answer for turn 2 equals `replay --router dynamo`'s

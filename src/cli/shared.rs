@@ -294,6 +294,12 @@ pub struct IndexArgs {
     /// Which llm-d behaviour to reproduce for events shorter than one index block.
     #[arg(long, value_enum, default_value_t = ProfileArg::DigestFirst)]
     pub llmd_profile: ProfileArg,
+
+    /// llm-d's kvEventsConfig.topicFilter (replay, capture): its subscriber receives only
+    /// messages whose topic starts with it, and never sees the others (counted as
+    /// `topic_filter`); an empty filter receives every topic.
+    #[arg(long, default_value = crate::routers::config::DEFAULT_TOPIC_FILTER, value_name = "PREFIX")]
+    pub topic_filter: String,
 }
 
 /// Why a flag's value was refused (clap prints it after the flag).

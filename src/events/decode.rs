@@ -773,8 +773,9 @@ mod sglang_tests {
         assert_eq!(s.block_hashes[0].as_u64(), (i64::MIN + 5) as u64);
         let mut idx = Index::new(IndexConfig::new(1));
         idx.apply("p", "m", &batch, Engine::Sglang);
+        // Each event is a map: the adapter's decode of the event fails, and the message goes.
         assert_eq!(
-            idx.stats.messages_dropped.get(DropReason::BatchDecodeError),
+            idx.stats.messages_dropped.get(DropReason::EventDecodeError),
             Some(1)
         );
 

@@ -359,11 +359,13 @@ impl Epp {
                 block_size,
                 hash_algo,
                 hash_seed,
+                topic_filter,
                 ..
             } => {
                 let mut s = base.clone();
                 s.index.block_size = block_size;
                 s.index.seed = hash_seed;
+                s.index.topic_filter = topic_filter;
                 s.index.algo = match hash_algo.as_str() {
                     "xxh64" => crate::routers::llm_d::HashAlgo::Xxh64,
                     _ => crate::routers::llm_d::HashAlgo::CborFnv,

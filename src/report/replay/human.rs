@@ -117,6 +117,12 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
             let what = match reason {
                 DropReason::BatchDecodeError => "whole messages llm-d cannot decode",
                 DropReason::BatchIsMap => "messages whose batch is a map (zero events)",
+                DropReason::EventDecodeError => {
+                    "messages with an event llm-d's engine adapter cannot decode"
+                }
+                DropReason::TopicFilter => {
+                    "messages llm-d never receives: their topic does not start with its topicFilter"
+                }
             };
             let line = format!("  {n:>8}  {} ({what})", reason.as_str());
             let _ = writeln!(

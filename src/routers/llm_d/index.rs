@@ -23,6 +23,8 @@ pub struct IndexConfig {
     pub profile: Profile,
     /// Entries per request key (llm-d's per-key LRU).
     pub pod_cache_size: usize,
+    /// `kvEventsConfig.topicFilter`: llm-d's subscriber receives only topics starting with it.
+    pub topic_filter: String,
 }
 
 impl IndexConfig {
@@ -34,6 +36,7 @@ impl IndexConfig {
             model_name: None,
             profile: Profile::DigestFirst,
             pod_cache_size: 10,
+            topic_filter: crate::routers::config::DEFAULT_TOPIC_FILTER.to_string(),
         }
     }
 }
@@ -177,6 +180,12 @@ fn llm_d_hash(h: &WireHash) -> Option<u64> {
     }
 }
 
+/// Whether llm-d's subscriber receives a message under `topic` (one read without its topic,
+/// from a bare msgpack file, is taken as received).
+pub fn receives(topic_filter: &str, topic: Option<&str>) -> bool {
+    topic.is_none_or(|t| t.starts_with(topic_filter))
+}
+
 /// Why llm-d's adapter would refuse this batch, if it would.
 pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(DropReason, String)> {
     match batch.wire {
@@ -198,25 +207,25 @@ pub fn message_drop_reason(batch: &Batch, engine: Engine) -> Option<(DropReason,
         match (engine, ev.wire, &ev.kind) {
             (Engine::Sglang, EventWire::Map, _) => {
                 return Some((
-                    DropReason::BatchDecodeError,
+                    DropReason::EventDecodeError,
                     "llm-d's SGLang adapter only decodes array events".into(),
                 ));
             }
             (Engine::Sglang, EventWire::Array(n), EventKind::Stored(_)) if n > 9 => {
                 return Some((
-                    DropReason::BatchDecodeError,
+                    DropReason::EventDecodeError,
                     format!("SGLang BlockStored with {n} elements (llm-d takes at most 9)"),
                 ));
             }
             (Engine::Sglang, EventWire::Array(n), EventKind::Removed(_)) if n > 3 => {
                 return Some((
-                    DropReason::BatchDecodeError,
+                    DropReason::EventDecodeError,
                     format!("SGLang BlockRemoved with {n} elements (llm-d takes at most 3)"),
                 ));
             }
             (Engine::Vllm, EventWire::Array(n), EventKind::Stored(_)) if n < 5 => {
                 return Some((
-                    DropReason::BatchDecodeError,
+                    DropReason::EventDecodeError,
                     format!("BlockStored with {n} elements (llm-d needs 5)"),
                 ));
             }

@@ -11,7 +11,7 @@ pub mod stats;
 pub mod view;
 
 pub use hash::{HashAlgo, KeyHasher, KeyMemo};
-pub use index::{Index, IndexConfig, message_drop_reason, parse_topic};
+pub use index::{Index, IndexConfig, message_drop_reason, parse_topic, receives};
 pub use profile::Profile;
 pub use reasons::{CountedReason, DropReason, SkipReason};
 pub use stats::{Counts, Stats};
@@ -38,6 +38,9 @@ impl LlmD {
         let mut s = base.clone();
         if let Some(b) = params.block_size()? {
             s.index.block_size = b;
+        }
+        if let Some(f) = params.word("topic_filter")? {
+            s.index.topic_filter = f;
         }
         s.decider = decider_settings(params, s.decider)?;
         Ok(LlmD(s))

@@ -18,11 +18,16 @@ pub enum SkipReason {
     UnsupportedCacheKind,
 }
 
-/// Why llm-d drops a whole message (§2.4 M2–M3).
+/// Why llm-d drops a whole message (§2.4 M2–M3), or never receives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DropReason {
+    /// The batch itself does not decode (its shape, a hash type).
     BatchDecodeError,
     BatchIsMap,
+    /// One of its events does not decode with the engine adapter (the whole message goes).
+    EventDecodeError,
+    /// Its topic does not start with llm-d's topicFilter: its subscriber never receives it.
+    TopicFilter,
 }
 
 /// A reason with a stable name, counted in a fixed-size array.
@@ -63,12 +68,19 @@ impl CountedReason for SkipReason {
 }
 
 impl CountedReason for DropReason {
-    const ALL: &'static [DropReason] = &[DropReason::BatchDecodeError, DropReason::BatchIsMap];
+    const ALL: &'static [DropReason] = &[
+        DropReason::BatchDecodeError,
+        DropReason::BatchIsMap,
+        DropReason::EventDecodeError,
+        DropReason::TopicFilter,
+    ];
 
     fn as_str(self) -> &'static str {
         match self {
             DropReason::BatchDecodeError => "batch_decode_error",
             DropReason::BatchIsMap => "batch_is_map",
+            DropReason::EventDecodeError => "event_decode_error",
+            DropReason::TopicFilter => "topic_filter",
         }
     }
 
