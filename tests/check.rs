@@ -382,6 +382,19 @@ fn every_code_in_the_table_is_produced() {
         0,
     );
     assert_eq!(codes(&v), Vec::<String>::new(), "{v}");
+    // KVA411: llm-d's sglang adapter reads each event as an array; SGLang 0.5.23 sends maps.
+    let sglang_adapter = write(
+        fresh.path(),
+        "sglang-adapter.yaml",
+        "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      kvEventsConfig:\n        engineType: sglang\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n",
+    );
+    let v = llm_d(
+        sglang_adapter.to_str().unwrap(),
+        "python -m sglang.launch_server --kv-events-config '{\"publisher\": \"zmq\", \"topic\": \"kv@10.0.0.5:30000@m\"}'\n",
+        1,
+    );
+    assert_eq!(codes(&v), ["KVA411"], "{v}");
+    seen.extend(codes(&v));
     // An engine flags file that does not split is one error, exit 2.
     let bad = write(
         fresh.path(),

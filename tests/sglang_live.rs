@@ -453,6 +453,31 @@ fn capture_then_replay_gives_what_diff_turns_predicts() {
         "{llmd:#}"
     );
     assert_eq!(view["lookups"][0]["index_tokens"], json!(0), "{llmd:#}");
+    // And llm-d's own sglang adapter (harness/llm-d) refuses every message of it, the fault
+    // `check` finds as KVA411.
+    if let Some(bin) = common::live::go_harness(test, "llm-d", "KVAUDIT_LLMD_HARNESS") {
+        let derived = work_dir().join("llm-d-derived.json");
+        let real = Command::new(bin.join("replay"))
+            .arg("-frames")
+            .arg(&frames)
+            .args(["-block-size", &PAGE.to_string(), "-engine", "sglang"])
+            .args(["-topic-filter", "", "-derive"])
+            .arg(&derived)
+            .output()
+            .unwrap();
+        assert!(real.status.success(), "{real:?}");
+        let err = String::from_utf8_lossy(&real.stderr);
+        assert_eq!(
+            json!(err.lines().count()),
+            llmd["messages"],
+            "llm-d's sglang adapter: {err}"
+        );
+        assert!(
+            err.lines()
+                .all(|l| l.contains("failed to decode SGLang event")),
+            "{err}"
+        );
+    }
 
     // The real Dynamo indexer on the same capture agrees with kvaudit's view.
     if let Some(routers) = routers_venv(test) {

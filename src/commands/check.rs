@@ -162,6 +162,9 @@ fn router_lints(
                 (gate::Code::NonCachedTooLow, line_of(&["nonCachedTokens"]))
             }
             LintKind::Unmodelled => (gate::Code::RouterUnmodelled, 1),
+            LintKind::EventsUndecodable => {
+                (gate::Code::EventsUndecodable, line_of(&["engineType"]))
+            }
             LintKind::CannotRender | LintKind::TopicFiltered | LintKind::TopicPod => {
                 if let Some(e) = engine {
                     file = e.path.display().to_string();

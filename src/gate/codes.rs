@@ -79,6 +79,7 @@ pub enum Code {
     RouterCannotRender,
     EventsNotReceived,
     TopicPodNotEndpoint,
+    EventsUndecodable,
     CommonPrefixShrank,
     UncachedGrew,
     NewRewriteClass,
@@ -304,6 +305,15 @@ pub const CODES: &[CodeInfo] = &[
         knob: Knob::None,
         meaning: "llm-d reads each event's model from its topic (kv@POD@MODEL), and with one bound socket for every pod (kvEventsConfig.zmqEndpoint) its pod too, scoring endpoints by IP address:port. The engine's topic has no model part, or (one socket) names no address:port: every event is indexed where no lookup finds it, and every lookup scores 0.",
         help: "publish under kv@ADDRESS:PORT@MODEL, the address and port the scheduler knows the pod by and the model the requests name (e.g. kv@$(POD_IP):8000@Qwen/Qwen3-8B in the pod spec)",
+    },
+    CodeInfo {
+        code: Code::EventsUndecodable,
+        id: "KVA411",
+        name: "events_undecodable",
+        default_level: Level::Deny,
+        knob: Knob::None,
+        meaning: "llm-d's precise producer decodes the engine's KV events with its sglang adapter (kvEventsConfig.engineType: sglang), which reads each event as a positional array; SGLang 0.5.23 and vLLM 0.26 on send each event as a map keyed by field name. Every message fails to decode (llm-d logs `failed to decode SGLang event`) and is dropped; every lookup scores 0.",
+        help: "set kvEventsConfig.engineType to vllm (its adapter reads the tagged maps of both engines), or leave it out",
     },
     CodeInfo {
         code: Code::CommonPrefixShrank,

@@ -60,6 +60,9 @@ pub enum Producer {
         hash_seed: String,
         /// `kvEventsConfig.topicFilter`: only topics starting with it are received.
         topic_filter: String,
+        /// `kvEventsConfig.engineType`: the adapter that decodes the events (`vllm`,
+        /// `sglang`).
+        engine_type: String,
         /// `kvEventsConfig.zmqEndpoint` is set: one bound socket for every pod, which takes
         /// each event's pod from its topic (global-socket mode); else pods are discovered
         /// and named by their endpoint.
@@ -244,6 +247,16 @@ pub fn epp(doc: &Json) -> Result<Epp, ConfigError> {
                     .and_then(Json::as_str)
                     .unwrap_or(DEFAULT_TOPIC_FILTER)
                     .to_string();
+                let engine_type = setting("engineType", "a string", Json::is_string)?
+                    .and_then(Json::as_str)
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or("vllm")
+                    .to_string();
+                if !matches!(engine_type.as_str(), "vllm" | "sglang") {
+                    return Err(ConfigError::Invalid(format!(
+                        "{name}: kvEventsConfig.engineType {engine_type:?} is not vllm or sglang"
+                    )));
+                }
                 setting("discoverPods", "true or false", Json::is_boolean)?;
                 let global_socket = setting("zmqEndpoint", "a string", Json::is_string)?
                     .and_then(Json::as_str)
@@ -262,6 +275,7 @@ pub fn epp(doc: &Json) -> Result<Epp, ConfigError> {
                         hash_algo: if algo.is_empty() { "cbor-fnv" } else { algo }.to_string(),
                         hash_seed: text(at("hashSeed")).to_string(),
                         topic_filter,
+                        engine_type,
                         global_socket,
                     },
                 );
@@ -644,6 +658,8 @@ pub enum LintKind {
     /// llm-d takes the pod from the topic (`kv@POD@MODEL`) and scores endpoints by
     /// `address:port`: a topic that does not name one scores nothing.
     TopicPod,
+    /// llm-d's engine adapter cannot decode the engine's events: every message is dropped.
+    EventsUndecodable,
 }
 
 /// llm-d's `kvEventsConfig.topicFilter` when the config leaves it out (llm-d-router ebab687).
@@ -658,6 +674,8 @@ pub struct EngineArgs {
     /// is empty); `None` when it publishes none (no `--kv-events-config`, events not enabled,
     /// or the `null` publisher).
     pub kv_events_topic: Option<String>,
+    /// The engine the command line starts, when it says: `vllm` or `sglang`.
+    pub server: Option<&'static str>,
 }
 
 /// The engine's flags from a file of them (the command line as a shell reads it: quotes,
@@ -675,6 +693,10 @@ pub fn engine_args(text: &str) -> Result<EngineArgs, ConfigError> {
         .iter()
         .take(4)
         .any(|w| w == "vllm" || w.ends_with("/vllm") || w.starts_with("vllm.entrypoints"));
+    let sglang = split
+        .iter()
+        .take(4)
+        .any(|w| w == "sglang" || w.ends_with("/sglang") || w.starts_with("sglang.launch_server"));
     let mut w: Vec<String> = Vec::new();
     for word in split {
         // `--flag=value` is `--flag value`, and `--kv_events_config` is `--kv-events-config`,
@@ -692,7 +714,14 @@ pub fn engine_args(text: &str) -> Result<EngineArgs, ConfigError> {
         });
         w.extend(value);
     }
-    let mut e = EngineArgs::default();
+    let mut e = EngineArgs {
+        server: match (vllm, sglang) {
+            (true, _) => Some("vllm"),
+            (false, true) => Some("sglang"),
+            (false, false) => None,
+        },
+        ..EngineArgs::default()
+    };
     let mut config: Option<serde_json::Map<String, Json>> = None;
     let value = |i: usize, flag: &str| {
         w.get(i + 1)
@@ -791,6 +820,7 @@ fn wiring(e: &Epp, engine: &EngineArgs) -> Vec<Lint> {
         let Producer::Precise {
             name,
             topic_filter,
+            engine_type,
             global_socket,
             ..
         } = p
@@ -818,6 +848,22 @@ fn wiring(e: &Epp, engine: &EngineArgs) -> Vec<Lint> {
                 ),
             });
             continue;
+        }
+        // Both engines send each event as a map (vLLM 0.26 on, SGLang 0.5.23): llm-d's
+        // `sglang` adapter decodes events as positional arrays and drops every message; its
+        // `vllm` adapter reads the tagged maps of both.
+        if engine_type == "sglang" {
+            let engine = match engine.server {
+                Some("vllm") => "vLLM",
+                Some(_) => "SGLang",
+                None => "the engine",
+            };
+            out.push(Lint {
+                kind: LintKind::EventsUndecodable,
+                message: format!(
+                    "{name} decodes events with llm-d's sglang adapter (kvEventsConfig.engineType), which reads each event as a positional array, and {engine} sends each as a map (SGLang 0.5.23, vLLM 0.26 on): every message fails to decode and is dropped, and every lookup scores 0 (engineType vllm reads both)"
+                ),
+            });
         }
         // llm-d reads kv@POD@MODEL: the model always from the topic, the pod too when one
         // bound socket serves every pod.

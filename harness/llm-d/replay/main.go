@@ -2,15 +2,17 @@
 // engine adapter, in-memory index and token processor), then scores lookups with llm-d's own
 // longest-prefix scorer.
 //
-//	replay -frames FILE -block-size B [-hash-seed S] [-engine vllm|sglang] [-derive FILE] < lookups
+//	replay -frames FILE -block-size B [-hash-seed S] [-engine vllm|sglang] [-topic-filter P]
+//	       [-derive FILE] < lookups
 //
 // Lookups on standard input, one JSON object a line: {"tokens": [...], "model": M}; or, with
 // -derive FILE, every sequence a store of the capture ends (the parent's sequence and the
 // store's tokens, for stores whose parent was stored before), written to FILE as a JSON list
 // of such objects and looked up in that order. One line out per lookup: {"scores": {POD:
-// SCORE}} (pods with a score above 0). Messages whose topic does not start with "kv@" are left
-// out, as llm-d's subscriber filters them by default; messages llm-d's adapter cannot decode
-// are said on standard error (llm-d drops them, logging at a level nothing prints).
+// SCORE}} (pods with a score above 0; every tier weighs 1). Messages whose topic does not
+// start with -topic-filter ("kv@", llm-d's default) are left out, as llm-d's subscriber never
+// receives them; messages llm-d's adapter cannot decode are said on standard error (llm-d
+// drops them, logging at a level nothing prints).
 package main
 
 import (
@@ -48,14 +50,15 @@ func main() {
 	seed := flag.String("hash-seed", "", "llm-d's hashSeed")
 	engine := flag.String("engine", "vllm", "llm-d's engine adapter")
 	derive := flag.String("derive", "", "derive the lookups from the capture's stores into FILE")
+	topicFilter := flag.String("topic-filter", "kv@", "llm-d's topicFilter: only topics starting with it are received")
 	flag.Parse()
-	if err := run(*frames, *blockSize, *seed, *engine, *derive); err != nil {
+	if err := run(*frames, *blockSize, *seed, *engine, *derive, *topicFilter); err != nil {
 		fmt.Fprintln(os.Stderr, "replay:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, blockSize int, seed, engine, derive string) error {
+func run(path string, blockSize int, seed, engine, derive, topicFilter string) error {
 	ctx := context.Background()
 	index, err := kvblock.NewInMemoryIndex(nil)
 	if err != nil {
@@ -73,14 +76,14 @@ func run(path string, blockSize int, seed, engine, derive string) error {
 		return err
 	}
 	// One worker: every message in the capture's order.
-	pool := kvevents.NewPool(&kvevents.Config{Concurrency: 1, TopicFilter: "kv@"}, index, processor, adapter)
+	pool := kvevents.NewPool(&kvevents.Config{Concurrency: 1, TopicFilter: topicFilter}, index, processor, adapter)
 	pool.Start(ctx)
 	messages, err := readFrames(path)
 	if err != nil {
 		return err
 	}
 	for _, m := range messages {
-		if !strings.HasPrefix(m.Topic, "kv@") {
+		if !strings.HasPrefix(m.Topic, topicFilter) {
 			continue
 		}
 		// What the pool would log and drop, said here (its logger is silent).
@@ -93,7 +96,7 @@ func run(path string, blockSize int, seed, engine, derive string) error {
 	pool.Shutdown(ctx)
 	var lookups []lookup
 	if derive != "" {
-		lookups = derived(messages, adapter)
+		lookups = derived(messages, adapter, topicFilter)
 		text, err := json.Marshal(lookups)
 		if err != nil {
 			return err
@@ -152,7 +155,7 @@ func run(path string, blockSize int, seed, engine, derive string) error {
 
 // derived gives every sequence a store of the capture ends, per pod, in the capture's order:
 // the test's own reading of the stores (through llm-d's adapter), not the index's.
-func derived(messages []*kvevents.RawMessage, adapter kvevents.EngineAdapter) []lookup {
+func derived(messages []*kvevents.RawMessage, adapter kvevents.EngineAdapter, topicFilter string) []lookup {
 	type key struct {
 		pod  string
 		hash uint64
@@ -161,7 +164,7 @@ func derived(messages []*kvevents.RawMessage, adapter kvevents.EngineAdapter) []
 	seen := map[string]bool{}
 	var out []lookup
 	for _, m := range messages {
-		if !strings.HasPrefix(m.Topic, "kv@") {
+		if !strings.HasPrefix(m.Topic, topicFilter) {
 			continue
 		}
 		pod, model, batch, err := adapter.ParseMessage(m)

@@ -282,3 +282,40 @@ fn llm_d_receives_the_engines_events_only_under_its_topic_filter_and_pod_names()
     assert!(engine_args("vllm serve m --kv-events-config '{\"topic\": 3}'").is_err());
     assert!(engine_args("vllm serve m --kv-events-config null").is_err());
 }
+
+#[test]
+fn llm_ds_sglang_adapter_decodes_neither_engines_events() {
+    let config = |engine_type: &str| {
+        parse(&format!(
+            "kind: EndpointPickerConfig\nplugins:\n  - type: precise-prefix-cache-producer\n    parameters:\n      tokenProcessorConfig:\n        blockSizeTokens: 16\n      kvEventsConfig:\n        topicFilter: kv@\n        engineType: {engine_type}\n  - type: prefix-cache-scorer\n    parameters:\n      prefixMatchInfoProducerName: precise-prefix-cache-producer\n"
+        ))
+    };
+    let kinds = |yaml: &Loaded, serve: &str| -> Vec<LintKind> {
+        lint(yaml, 16, Some(&engine_args(serve).unwrap()))
+            .into_iter()
+            .map(|x| x.kind)
+            .collect()
+    };
+    let sglang = "python -m sglang.launch_server --page-size 16 --kv-events-config '{\"publisher\": \"zmq\", \"topic\": \"kv@10.0.0.5:30000@m\"}'";
+    let vllm = "vllm serve m --kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"topic\": \"kv@10.0.0.5:8000@m\"}'";
+    assert_eq!(engine_args(sglang).unwrap().server, Some("sglang"));
+    assert_eq!(engine_args(vllm).unwrap().server, Some("vllm"));
+    let with_sglang = config("sglang").unwrap();
+    assert_eq!(
+        kinds(&with_sglang, sglang),
+        vec![LintKind::EventsUndecodable]
+    );
+    assert_eq!(kinds(&with_sglang, vllm), vec![LintKind::EventsUndecodable]);
+    let message = &lint(&with_sglang, 16, Some(&engine_args(vllm).unwrap()))[0].message;
+    assert!(
+        message.contains("and vLLM sends each as a map"),
+        "{message}"
+    );
+    // The vllm adapter (the default) reads both engines' tagged maps.
+    assert!(kinds(&config("vllm").unwrap(), sglang).is_empty());
+    let err = config("trtllm").unwrap_err().to_string();
+    assert!(
+        err.contains("engineType \"trtllm\" is not vllm or sglang"),
+        "{err}"
+    );
+}
