@@ -298,7 +298,7 @@ pub struct IndexArgs {
     /// llm-d's kvEventsConfig.topicFilter (replay, capture): its subscriber receives only
     /// messages whose topic starts with it, and never sees the others (counted as
     /// `topic_filter`); an empty filter receives every topic.
-    #[arg(long, default_value = crate::routers::config::DEFAULT_TOPIC_FILTER, value_name = "PREFIX")]
+    #[arg(long, default_value = crate::routers::llm_d::DEFAULT_TOPIC_FILTER, value_name = "PREFIX")]
     pub topic_filter: String,
 }
 

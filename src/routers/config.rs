@@ -662,8 +662,7 @@ pub enum LintKind {
     EventsUndecodable,
 }
 
-/// llm-d's `kvEventsConfig.topicFilter` when the config leaves it out (llm-d-router ebab687).
-pub const DEFAULT_TOPIC_FILTER: &str = "kv@";
+pub use super::llm_d::DEFAULT_TOPIC_FILTER;
 
 /// What a router depends on in the engine's serving flags (`vllm serve …`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -95,18 +95,18 @@ impl<K: Ord + Clone, T> Catchup<K, T> {
     }
 
     /// A batch the replay endpoint brought; taken only when its number is still missing (a
-    /// reply repeats what arrived live too).
-    pub fn recovered(&mut self, topic: &K, seq: u64, batch: T) {
+    /// reply repeats what arrived live too): whether it was.
+    pub fn recovered(&mut self, topic: &K, seq: u64, batch: T) -> bool {
         let Some((key, &(end, place))) = self
             .missing
             .range(..=(topic.clone(), seq))
             .next_back()
             .filter(|((t, _), _)| t == topic)
         else {
-            return;
+            return false;
         };
         if seq > end {
-            return;
+            return false;
         }
         let start = key.1;
         self.missing.remove(&(topic.clone(), start));
@@ -119,6 +119,7 @@ impl<K: Ord + Clone, T> Catchup<K, T> {
         }
         self.held.insert((place, false, seq), batch);
         self.recovered += 1;
+        true
     }
 
     /// Nothing is missing any more.

@@ -156,6 +156,13 @@ impl Holdings {
         self.pods.entry(pod.to_string()).or_default().recovering = true;
     }
 
+    /// A recovery of `pod`'s ended (with or without batches to apply).
+    pub fn caught_up(&mut self, pod: &str) {
+        if let Some(p) = self.pods.get_mut(pod) {
+            p.recovering = false;
+        }
+    }
+
     /// Whether what `pod`'s view says now may be short of what the pod holds: it is stale, or
     /// its batches wait for a gap's recovery.
     pub fn lags(&self, pod: &str) -> bool {

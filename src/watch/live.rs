@@ -90,8 +90,18 @@ enum Observation {
     Batch(usize, Batch),
     /// A gap of the pod's is being recovered: its batches wait.
     Recovering(usize),
-    /// A recovery ended: the pod's batches since the gap, in order.
-    Released(usize, Vec<Batch>),
+    /// A recovery ended: the pod's batches since the gap, in order, then how many numbers
+    /// never came (applied after the batches, so a clear among them cannot hide the loss) and
+    /// how many were recovered.
+    Released {
+        pod: usize,
+        batches: Vec<Batch>,
+        lost: u64,
+        recovered: u64,
+    },
+    /// The pod's publisher started again, after everything it sent before (a catch-up's
+    /// batches included) was applied.
+    Restarted(usize),
     PeerLost(usize, &'static str),
     Malformed(usize),
     Seen(Seen),
@@ -108,8 +118,7 @@ const QUEUE_BYTES: usize = 256 << 20;
 #[derive(Default)]
 struct Signals {
     lost: Vec<AtomicU64>,
-    /// Per pod, messages recovered through its replay endpoint, and the endpoint's failures.
-    recovered: Vec<AtomicU64>,
+    /// Per pod, the replay endpoint's failures.
     replay_failures: Vec<AtomicU64>,
     restarted: Vec<std::sync::atomic::AtomicBool>,
     dropped: AtomicU64,
@@ -168,7 +177,6 @@ pub fn run(
     let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
     let signals = Arc::new(Signals {
         lost: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
-        recovered: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
         replay_failures: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
         restarted: opts.pods.iter().map(|_| Default::default()).collect(),
         ..Signals::default()
@@ -272,14 +280,9 @@ impl Seer<'_, '_> {
                 *counts.gap_messages.entry(name.clone()).or_default() += missing;
                 self.monitor.events_lost(name, missing);
             }
-            for (from, into) in [
-                (&signals.recovered, &mut counts.recovered_messages),
-                (&signals.replay_failures, &mut counts.replay_failures),
-            ] {
-                let n = from[pod].swap(0, Ordering::Relaxed);
-                if n > 0 {
-                    *into.entry(name.clone()).or_default() += n;
-                }
+            let failures = signals.replay_failures[pod].swap(0, Ordering::Relaxed);
+            if failures > 0 {
+                *counts.replay_failures.entry(name.clone()).or_default() += failures;
             }
         }
     }
@@ -299,12 +302,35 @@ impl Seer<'_, '_> {
                 }
             }
             Observation::Recovering(pod) => monitor.recovering(name(pod)),
-            Observation::Released(pod, batches) => {
+            Observation::Released {
+                pod,
+                batches,
+                lost,
+                recovered,
+            } => {
                 for batch in &batches {
                     for a in monitor.events(name(pod), batch) {
                         hooks.attributed(&a);
                     }
                 }
+                monitor.caught_up(name(pod));
+                if lost > 0 {
+                    *counts
+                        .gap_messages
+                        .entry(name(pod).to_string())
+                        .or_default() += lost;
+                    monitor.events_lost(name(pod), lost);
+                }
+                if recovered > 0 {
+                    *counts
+                        .recovered_messages
+                        .entry(name(pod).to_string())
+                        .or_default() += recovered;
+                }
+            }
+            Observation::Restarted(pod) => {
+                *counts.restarts.entry(name(pod).to_string()).or_default() += 1;
+                monitor.restarted(name(pod));
             }
             Observation::PeerLost(pod, why) => {
                 *counts
@@ -576,15 +602,17 @@ impl PodReplay {
             return;
         };
         let r = c.release();
-        if r.lost > 0 {
-            queue.lost(pod, r.lost);
-        }
-        if let Some(n) = queue.signals.recovered.get(pod) {
-            n.fetch_add(r.recovered, Ordering::Relaxed);
-        }
         let n = r.batches.len() as u64;
-        if n > 0 && !queue.offer(Observation::Released(pod, r.batches)) {
-            queue.lost(pod, n);
+        // Sent even with no batch: it ends the pod's lag in the monitor.
+        let released = Observation::Released {
+            pod,
+            batches: r.batches,
+            lost: r.lost,
+            recovered: r.recovered,
+        };
+        if !queue.offer(released) {
+            // The monitor fell behind: everything held is lost to it (nothing recovered).
+            queue.lost(pod, r.lost.saturating_add(n));
         }
     }
 
@@ -635,7 +663,7 @@ async fn pump_events(
         }
     }
     drop(recovered_tx);
-    let recovering = pods.iter().any(Option::is_some);
+    let mut recovering = pods.iter().any(Option::is_some);
     // A catch-up that has not moved for this long is given up: the worker's own timeouts
     // end a silent endpoint well before.
     let patience = replays.timeout * 4;
@@ -668,9 +696,11 @@ async fn pump_events(
                     let Some(c) = r.catchup.as_mut() else { continue };
                     match decode_batch(&payload, 0, engine) {
                         Ok(batch) => {
-                            c.recovered(&topic, seq, batch);
-                            r.moved = tokio::time::Instant::now();
-                            if c.complete() {
+                            if c.recovered(&topic, seq, batch) {
+                                r.moved = tokio::time::Instant::now();
+                            }
+                            // Complete, or held as long as it may be.
+                            if c.complete() || c.is_full() {
                                 r.release(src, &queue);
                             }
                         }
@@ -684,7 +714,8 @@ async fn pump_events(
                         r.status(src, &status, &queue);
                     }
                 }
-                None => {}
+                // Every worker is gone (only a panic ends one): no more to wait for.
+                None => recovering = false,
             },
             _ = tick.tick(), if recovering => {
                 for (pod, r) in pods.iter_mut().enumerate() {
@@ -723,11 +754,15 @@ fn apply_message(
     match tracker.observe(&pod.to_string(), &topic, seq) {
         SeqVerdict::Duplicate => return,
         SeqVerdict::Restart { .. } => {
-            // The old process's missing batches will not come; what it held goes first.
+            // The old process's missing batches will not come; what it held goes first, and
+            // the restart after it, in the queue's order (the flag only when the queue is
+            // full).
             if let Some(r) = replay.as_deref_mut() {
                 r.release(pod, queue);
             }
-            if let Some(r) = queue.signals.restarted.get(pod) {
+            if !queue.offer(Observation::Restarted(pod))
+                && let Some(r) = queue.signals.restarted.get(pod)
+            {
                 r.store(true, Ordering::Relaxed);
             }
         }

@@ -43,7 +43,8 @@ pub struct InputCounts {
     pub malformed: BTreeMap<String, u64>,
     /// Live: messages lost in sequence gaps and not recovered, by pod.
     pub gap_messages: BTreeMap<String, u64>,
-    /// Live: messages of gaps recovered through the pod's replay endpoint, by pod.
+    /// Live: messages recovered through the pod's replay endpoint (of gaps, and of the history
+    /// before a late join), by pod.
     pub recovered_messages: BTreeMap<String, u64>,
     /// Live: replay endpoint failures (no connection, no answer, a broken reply), by pod.
     pub replay_failures: BTreeMap<String, u64>,

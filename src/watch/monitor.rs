@@ -443,7 +443,9 @@ impl<'a> Monitor<'a> {
         }
         // The engine reused `cached` tokens, so its pod held them when the request came: when
         // exactly one pod did, that is the pod (a prompt reused whole stores nothing new).
+        // Only from readings that were whole: a short one could hide a second holder.
         if p.pod.is_none()
+            && !p.held.iter().any(|(_, _, short)| *short)
             && let Some(cached) = answer.engine_cached.filter(|&c| c > 0)
         {
             let mut holders = p.held.iter().filter(|(_, h, _)| *h >= cached);
@@ -477,6 +479,11 @@ impl<'a> Monitor<'a> {
     pub fn recovering(&mut self, pod: &str) {
         self.holdings.recovering(pod);
         self.read_short(pod);
+    }
+
+    /// A recovery of `pod`'s ended: its view is current again (what never came was counted).
+    pub fn caught_up(&mut self, pod: &str) {
+        self.holdings.caught_up(pod);
     }
 
     /// What the waiting requests read of `pod` may have been short: the messages a gap lost

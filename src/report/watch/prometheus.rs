@@ -213,7 +213,7 @@ fn to_prometheus(o: &WatchOutput) -> String {
         &mut out,
         "kvaudit_watch_events_recovered_messages_total",
         "counter",
-        "Live: each pod's event messages of sequence gaps recovered through its replay endpoint.",
+        "Live: each pod's event messages recovered through its replay endpoint (gaps, and the history before a late join).",
     );
     for (pod, n) in &c.recovered_messages {
         let _ = writeln!(

@@ -13,6 +13,9 @@ use crate::events::{
     Batch, BatchWire, BlockRemoved, BlockStored, Engine, EventKind, EventWire, Owned, WireHash,
 };
 
+/// llm-d's `kvEventsConfig.topicFilter` when the config leaves it out (llm-d-router ebab687).
+pub const DEFAULT_TOPIC_FILTER: &str = "kv@";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexConfig {
     pub block_size: usize,
@@ -36,7 +39,7 @@ impl IndexConfig {
             model_name: None,
             profile: Profile::DigestFirst,
             pod_cache_size: 10,
-            topic_filter: crate::routers::config::DEFAULT_TOPIC_FILTER.to_string(),
+            topic_filter: DEFAULT_TOPIC_FILTER.to_string(),
         }
     }
 }

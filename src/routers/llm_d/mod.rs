@@ -11,7 +11,9 @@ pub mod stats;
 pub mod view;
 
 pub use hash::{HashAlgo, KeyHasher, KeyMemo};
-pub use index::{Index, IndexConfig, message_drop_reason, parse_topic, receives};
+pub use index::{
+    DEFAULT_TOPIC_FILTER, Index, IndexConfig, message_drop_reason, parse_topic, receives,
+};
 pub use profile::Profile;
 pub use reasons::{CountedReason, DropReason, SkipReason};
 pub use stats::{Counts, Stats};
