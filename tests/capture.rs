@@ -12,22 +12,7 @@ use serde_json::Value as Json;
 use zeromq::{RouterSocket, Socket, SocketRecv, SocketSend, XPubSocket, ZmqMessage};
 
 /// The frames of a `.frames` file: (topic, seq, payload).
-fn read_frames(path: &Path) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
-    let data = std::fs::read(path).unwrap();
-    let mut out = Vec::new();
-    let mut at = 0;
-    let u32_at = |i: usize| u32::from_be_bytes(data[i..i + 4].try_into().unwrap()) as usize;
-    while at < data.len() {
-        let tl = u32_at(at);
-        let topic = data[at + 4..at + 4 + tl].to_vec();
-        let seq = u64::from_be_bytes(data[at + 4 + tl..at + 12 + tl].try_into().unwrap());
-        let pl = u32_at(at + 12 + tl);
-        let payload = data[at + 16 + tl..at + 16 + tl + pl].to_vec();
-        at += 16 + tl + pl;
-        out.push((topic, seq, payload));
-    }
-    out
-}
+use common::event_fixtures::read_frames;
 
 /// The capture the publishers send: the committed two-pod fixture (kvaudit's encoder,
 /// vLLM 0.33's layout; tests/common/event_fixtures.rs), so these tests run without ../shared.
@@ -529,18 +514,7 @@ fn unreachable_publisher_is_an_error() {
 #[test]
 fn interop_with_a_libzmq_publisher() {
     let src = source();
-    let has_pyzmq = Process::new("python3")
-        .args(["-c", "import zmq"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_pyzmq {
-        if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
-            panic!("pyzmq is required in CI (pip install pyzmq)");
-        }
-        common::skipped(
-            "interop_with_a_libzmq_publisher",
-            "pyzmq is not installed (pip install pyzmq)",
-        );
+    if !common::live::pyzmq("interop_with_a_libzmq_publisher") {
         return;
     }
     let frames = read_frames(&src);
@@ -550,24 +524,8 @@ fn interop_with_a_libzmq_publisher() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("pyzmq.frames");
-    let mut publisher = Process::new("python3")
-        .arg(common::repo_root().join("tests/zmq_publisher.py"))
-        .arg(&src)
-        .arg("--skip")
-        .arg(missing.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(publisher.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let ports: Vec<u16> = line
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let (mut publisher, ports) =
+        common::live::zmq_publisher(&src, &["--skip", &missing.to_string()]);
     let rep = format!("tcp://127.0.0.1:{}", ports[1]);
     let (code, v, err) = finish(capture(&args(
         ports[0],
@@ -594,18 +552,7 @@ fn interop_with_a_libzmq_publisher() {
 /// 1 s of pings (one subscription seen: no drop and reconnect) and gets every message.
 #[test]
 fn a_libzmq_publisher_with_heartbeats_keeps_capture_connected() {
-    let has_pyzmq = Process::new("python3")
-        .args(["-c", "import zmq"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_pyzmq {
-        if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
-            panic!("pyzmq is required in CI (pip install pyzmq)");
-        }
-        common::skipped(
-            "a_libzmq_publisher_with_heartbeats_keeps_capture_connected",
-            "pyzmq is not installed (pip install pyzmq)",
-        );
+    if !common::live::pyzmq("a_libzmq_publisher_with_heartbeats_keeps_capture_connected") {
         return;
     }
     let src = source();

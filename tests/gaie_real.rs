@@ -3,9 +3,6 @@
 //! module proxy): its OpenAI request parser and approximate prefix plugin, on the turns of
 //! real conversations.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use serde_json::{Value as Json, json};
 
 use crate::common;
@@ -109,27 +106,7 @@ fn gaie_view_equals_gaies_own_prefix_plugin() {
         }
     }
     assert!(files >= 8, "corpus files: {files}");
-    let mut child = Command::new(bin.join("prefix"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = String::new();
-    for c in &cases {
-        input.push_str(&c.to_string());
-        input.push('\n');
-    }
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(out.status.success());
-    let theirs: Vec<Json> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(theirs.len(), cases.len());
+    let theirs = common::live::json_lines(&bin.join("prefix"), &cases);
     let mut matched = 0;
     for ((what, ours), (theirs, case)) in ours.iter().zip(theirs.iter().zip(&cases)) {
         assert_eq!(theirs["error"], Json::Null, "{what}: {theirs}");

@@ -2,9 +2,8 @@
 //! (harness/llm-d, built by .ci/go-harness.sh from llm-d's module on the Go module proxy): each
 //! comparison exact.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value as Json, json};
 
@@ -88,27 +87,7 @@ fn block_keys_equal_llm_ds_own_token_processor() {
             })
         })
         .collect();
-    let mut child = Command::new(bin.join("keys"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = String::new();
-    for c in &cases {
-        input.push_str(&c.to_string());
-        input.push('\n');
-    }
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(out.status.success());
-    let theirs: Vec<Json> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(theirs.len(), cases.len());
+    let theirs = common::live::json_lines(&bin.join("keys"), &cases);
     let dir = tempfile::tempdir().unwrap();
     let (mut keys, mut short) = (0, 0);
     for (i, (case, real)) in cases.iter().zip(&theirs).enumerate() {
@@ -149,22 +128,6 @@ fn block_keys_equal_llm_ds_own_token_processor() {
         cases.len()
     );
     assert!(keys > 5_000 && short > 0);
-}
-
-/// A `.frames` capture's messages: topic, sequence number, payload.
-fn read_frames(path: &std::path::Path) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
-    let data = std::fs::read(path).unwrap();
-    let (mut out, mut at) = (Vec::new(), 0);
-    let u32_at = |i: usize| u32::from_be_bytes(data[i..i + 4].try_into().unwrap()) as usize;
-    while at < data.len() {
-        let tl = u32_at(at);
-        let topic = data[at + 4..at + 4 + tl].to_vec();
-        let seq = u64::from_be_bytes(data[at + 4 + tl..at + 12 + tl].try_into().unwrap());
-        let pl = u32_at(at + 12 + tl);
-        out.push((topic, seq, data[at + 16 + tl..at + 16 + tl + pl].to_vec()));
-        at += 16 + tl + pl;
-    }
-    out
 }
 
 fn write_frames(path: &std::path::Path, messages: &[(Vec<u8>, u64, Vec<u8>)]) {
@@ -229,7 +192,8 @@ fn llm_ds_own_pool_and_scorer_find_what_kvaudit_finds() {
                 .iter()
                 .any(|e| e["type"] == "AllBlocksCleared")
         });
-        let mut messages = read_frames(&captures.join(format!("{name}.frames")));
+        let mut messages =
+            common::event_fixtures::read_frames(&captures.join(format!("{name}.frames")));
         messages.truncate(clears_at.unwrap_or(messages.len()));
         for (topic, _, _) in &mut messages {
             if !topic.starts_with(b"kv@") {

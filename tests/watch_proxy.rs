@@ -389,7 +389,10 @@ fn a_replay_endpoint_is_checked_before_watch_starts() {
     let err = run(&[&mirror[..], &["--pod-replay", "dx=tcp://127.0.0.1:9"]].concat());
     assert!(err.contains("no pod \"dx\""), "{err}");
     let err = run(&[&mirror[..], &["--pod-replay", "d0=http://127.0.0.1:9"]].concat());
-    assert!(err.starts_with("error: --pod-replay \"d0=http"), "{err}");
+    assert!(
+        err.starts_with("error: --pod-replay d0=http://127.0.0.1:9: "),
+        "{err}"
+    );
     let twice = ["--pod-replay", "d0=tcp://127.0.0.1:9"];
     let err = run(&[&mirror[..], &twice[..], &twice[..]].concat());
     assert!(err.contains("named twice"), "{err}");
@@ -400,18 +403,7 @@ fn a_replay_endpoint_is_checked_before_watch_starts() {
 /// lost, with the endpoint's failure, and the pod's view marked short, when it does not.
 #[test]
 fn a_gap_is_recovered_through_the_replay_socket_or_counted_lost() {
-    let has_pyzmq = std::process::Command::new("python3")
-        .args(["-c", "import zmq"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_pyzmq {
-        if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
-            panic!("pyzmq is required in CI (pip install pyzmq)");
-        }
-        common::skipped(
-            "a_gap_is_recovered_through_the_replay_socket_or_counted_lost",
-            "pyzmq is not installed (pip install pyzmq)",
-        );
+    if !common::live::pyzmq("a_gap_is_recovered_through_the_replay_socket_or_counted_lost") {
         return;
     }
     let closed = TcpListener::bind("127.0.0.1:0")
@@ -420,23 +412,10 @@ fn a_gap_is_recovered_through_the_replay_socket_or_counted_lost() {
         .unwrap();
     for served in [true, false] {
         // Message 2 of the fixture is pod-a's seq 1: the gap shows at its seq 2.
-        let mut publisher = std::process::Command::new("python3")
-            .arg(common::repo_root().join("tests/zmq_publisher.py"))
-            .arg(common::fixtures().join("events/two-pods.frames"))
-            .args(["--skip", "2"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(publisher.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let ports: Vec<u16> = line
-            .split_whitespace()
-            .map(|p| p.parse().unwrap())
-            .collect();
+        let (mut publisher, ports) = common::live::zmq_publisher(
+            &common::fixtures().join("events/two-pods.frames"),
+            &["--skip", "2"],
+        );
         let replay = match served {
             true => format!("d1=tcp://127.0.0.1:{}", ports[1]),
             false => format!("d1=tcp://{closed}"),

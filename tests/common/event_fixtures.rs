@@ -130,3 +130,19 @@ pub fn seed_capture(prompt: u32, reply: u32) -> Vec<u8> {
     }
     frames
 }
+
+/// A `.frames` capture's messages: topic, sequence number, payload.
+pub fn read_frames(path: &std::path::Path) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+    let data = std::fs::read(path).unwrap();
+    let (mut out, mut at) = (Vec::new(), 0);
+    let u32_at = |i: usize| u32::from_be_bytes(data[i..i + 4].try_into().unwrap()) as usize;
+    while at < data.len() {
+        let tl = u32_at(at);
+        let topic = data[at + 4..at + 4 + tl].to_vec();
+        let seq = u64::from_be_bytes(data[at + 4 + tl..at + 12 + tl].try_into().unwrap());
+        let pl = u32_at(at + 12 + tl);
+        out.push((topic, seq, data[at + 16 + tl..at + 16 + tl + pl].to_vec()));
+        at += 16 + tl + pl;
+    }
+    out
+}

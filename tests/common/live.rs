@@ -609,3 +609,68 @@ pub fn go_harness(test: &str, name: &str, var: &str) -> Option<PathBuf> {
     let dir = String::from_utf8(built.stdout).unwrap();
     Some(PathBuf::from(dir.trim()).join("bin"))
 }
+
+/// Whether pyzmq is there for a test's libzmq publisher (tests/zmq_publisher.py); without it
+/// the test is skipped, saying so, and under `KVAUDIT_REQUIRE_REFERENCE=1` it fails.
+pub fn pyzmq(test: &str) -> bool {
+    let there = Command::new("python3")
+        .args(["-c", "import zmq"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !there {
+        if std::env::var("KVAUDIT_REQUIRE_REFERENCE").is_ok_and(|v| v == "1") {
+            panic!("pyzmq is required in CI (pip install pyzmq)");
+        }
+        super::skipped(test, "pyzmq is not installed (pip install pyzmq)");
+    }
+    there
+}
+
+/// tests/zmq_publisher.py sending `frames` (with `args`), and the ports it printed: its
+/// publisher's, then its replay socket's.
+pub fn zmq_publisher(frames: &Path, args: &[&str]) -> (std::process::Child, Vec<u16>) {
+    let mut publisher = Command::new("python3")
+        .arg(super::repo_root().join("tests/zmq_publisher.py"))
+        .arg(frames)
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(publisher.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ports = line
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    (publisher, ports)
+}
+
+/// `program`'s answers to `cases`, one JSON line in and out each (the Go harnesses).
+pub fn json_lines(program: &Path, cases: &[Json]) -> Vec<Json> {
+    let mut child = Command::new(program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = String::new();
+    for c in cases {
+        input.push_str(&c.to_string());
+        input.push('\n');
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "{}", program.display());
+    let answers: Vec<Json> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), cases.len(), "{}", program.display());
+    answers
+}

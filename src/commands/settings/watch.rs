@@ -100,18 +100,10 @@ impl WatchSettings {
             bail!("--conversations must be at least 1");
         }
         let connect_timeout = duration("--connect-timeout", &args.connect_timeout)?;
-        let mut replays: Vec<(String, String)> = Vec::new();
-        for spec in &args.pod_replay {
-            let (name, endpoint) = pod_spec(spec, "--pod-replay")?;
-            if !names.contains(&name) {
-                bail!("--pod-replay {spec:?}: no pod {name:?} is given with --pod or --bind");
-            }
-            if replays.iter().any(|(n, _)| *n == name) {
-                bail!("--pod-replay {spec:?}: pod {name:?} is named twice");
-            }
-            crate::capture::zmtp::endpoint::Endpoint::parse(&endpoint)
-                .map_err(|e| anyhow::anyhow!("--pod-replay {spec:?}: {e}"))?;
-            replays.push((name, endpoint));
+        let replays = per_pod(&args.pod_replay, "--pod-replay", &names)?;
+        for (name, endpoint) in &replays {
+            crate::capture::zmtp::endpoint::Endpoint::parse(endpoint)
+                .map_err(|e| anyhow::anyhow!("--pod-replay {name}={endpoint}: {e}"))?;
         }
         if args.requests.is_some() && !replays.is_empty() {
             bail!(
@@ -218,17 +210,7 @@ impl WatchSettings {
             ),
         };
         let block_size = args.block_size.unwrap_or(default_block);
-        let mut pod_apis: Vec<(String, String)> = Vec::new();
-        for spec in &args.pod_api {
-            let (name, url) = pod_spec(spec, "--pod-api")?;
-            if !names.contains(&name) {
-                bail!("--pod-api {spec:?}: no pod {name:?} is given with --pod or --bind");
-            }
-            if pod_apis.iter().any(|(n, _)| *n == name) {
-                bail!("--pod-api {spec:?}: pod {name:?} is named twice");
-            }
-            pod_apis.push((name, url));
-        }
+        let pod_apis = per_pod(&args.pod_api, "--pod-api", &names)?;
         let routers = if args.router.routers.is_empty() && args.router.router_configs.is_empty() {
             Routers::new(Vec::new(), String::new(), block_size)
         } else {
@@ -307,6 +289,22 @@ fn corpus_of_record(
     c.no_router = args.router.routers.is_empty() && args.router.router_configs.is_empty();
     c.partial = Some(partial.to_path_buf());
     Ok(c)
+}
+
+/// A flag's `NAME=VALUE`s, each for a pod `--pod` or `--bind` gave, at most one a pod.
+fn per_pod(specs: &[String], flag: &str, pods: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for spec in specs {
+        let (name, value) = pod_spec(spec, flag)?;
+        if !pods.contains(&name) {
+            bail!("{flag} {spec:?}: no pod {name:?} is given with --pod or --bind");
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            bail!("{flag} {spec:?}: pod {name:?} is named twice");
+        }
+        out.push((name, value));
+    }
+    Ok(out)
 }
 
 /// `NAME=SOURCE`: a name fit for a metric label, and where its events come from.
