@@ -258,36 +258,38 @@ fn pool_blocks(
     )
     .map_err(|e| anyhow::anyhow!("--pod-api {pod}: {e}"))?;
     let shown = client.shown().to_string();
-    let (path, source) = match engine {
-        crate::events::Engine::Vllm => ("/metrics", "vllm:cache_config_info"),
-        crate::events::Engine::Sglang => ("/server_info", "SGLang's server info"),
-    };
-    let cannot = |e: &dyn std::fmt::Display| {
+    let cannot = |path: &str, e: &dyn std::fmt::Display| {
         anyhow::anyhow!("--pod-api {pod}: cannot read {shown}{path}: {e}")
     };
-    let said = |what: &str| {
-        anyhow::anyhow!(
-            "--pod-api {pod}: {shown}{path} gives no {what} ({source}); give --capacity instead"
-        )
+    let said = |path: &str, what: &str| {
+        anyhow::anyhow!("--pod-api {pod}: {shown}{path} gives no {what}; give --capacity instead")
     };
     let (theirs, blocks) = match engine {
         crate::events::Engine::Vllm => {
-            let text = client.get_text(path, false).map_err(|e| cannot(&e))?;
-            let theirs = wire::metrics_block_size(&text).ok_or_else(|| said("block_size"))?;
+            let text = client
+                .get_text("/metrics", false)
+                .map_err(|e| cannot("/metrics", &e))?;
+            let no = |what| said("/metrics", &format!("{what} (vllm:cache_config_info)"));
             (
-                theirs,
-                wire::metrics_gpu_blocks(&text).ok_or_else(|| said("num_gpu_blocks")),
+                wire::metrics_block_size(&text).ok_or_else(|| no("block_size"))?,
+                wire::metrics_gpu_blocks(&text).ok_or_else(|| no("num_gpu_blocks"))?,
             )
         }
         crate::events::Engine::Sglang => {
-            let answer = client.get(path, false).map_err(|e| cannot(&e))?;
+            let answer = client
+                .get("/server_info", false)
+                .map_err(|e| cannot("/server_info", &e))?;
             let info = wire::sglang_server_info(&answer.body);
-            let theirs = info.page_size.ok_or_else(|| said("page_size"))?;
+            let page = info
+                .page_size
+                .ok_or_else(|| said("/server_info", "page_size"))?;
             let tokens = info
                 .pool_tokens
-                .ok_or_else(|| said("max_total_num_tokens"))?;
-            let pages = usize::try_from(tokens / theirs as u64).unwrap_or(usize::MAX);
-            (theirs, Ok(pages))
+                .ok_or_else(|| said("/server_info", "max_total_num_tokens"))?;
+            (
+                page,
+                usize::try_from(tokens / page as u64).unwrap_or(usize::MAX),
+            )
         }
     };
     if theirs != block_size {
@@ -295,7 +297,7 @@ fn pool_blocks(
             "--pod-api {pod}: the pod stores blocks of {theirs} tokens, and --block-size is {block_size}"
         );
     }
-    blocks
+    Ok(blocks)
 }
 
 fn from_log(

@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 use super::Spec;
 use super::dynamo::{Conditional, Dynamo};
 use super::dynamo_approx::{ApproxPolicy, DynamoApprox};
-use super::llm_d::LlmD;
+use super::llm_d::{DEFAULT_TOPIC_FILTER, LlmD};
 use super::llm_d_approx::LlmDApprox;
 use super::smg::{Smg, SmgMode};
 use super::vllm_router::{VllmRouter, VllmRouterPolicy};
@@ -661,8 +661,6 @@ pub enum LintKind {
     /// llm-d's engine adapter cannot decode the engine's events: every message is dropped.
     EventsUndecodable,
 }
-
-pub use super::llm_d::DEFAULT_TOPIC_FILTER;
 
 /// What a router depends on in the engine's serving flags (`vllm serve …`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-/// Batches held for one pod, at most: about 16 MiB at a typical vLLM batch.
+/// Batches held for one pod, at most (live and recovered: a catch-up that reaches it ends).
 pub const MAX_HELD: usize = 4096;
 /// Separate missing ranges of one pod, at most.
 pub const MAX_RANGES: usize = 1024;

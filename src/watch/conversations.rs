@@ -3,12 +3,10 @@
 //! Bounded: the least recently seen conversation is forgotten first (and, when recording,
 //! written out then).
 
-use std::collections::BTreeMap;
-
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
+use super::lru::Lru;
 use crate::render::Conversation;
 
 /// How a request was linked to the conversation before it.
@@ -33,18 +31,10 @@ impl Link {
     }
 }
 
-struct Entry {
-    stamp: u64,
-    /// The conversation as a corpus row, when recording.
-    row: Option<Json>,
-}
-
 pub struct Conversations {
-    capacity: usize,
+    /// Each conversation by its latest request's key, with its corpus row when recording.
+    seen: Lru<Option<Json>>,
     record: bool,
-    by_key: FxHashMap<u64, Entry>,
-    by_stamp: BTreeMap<u64, u64>,
-    stamp: u64,
     /// Rows of forgotten conversations, for the record, until taken.
     forgotten: Vec<Json>,
 }
@@ -52,11 +42,8 @@ pub struct Conversations {
 impl Conversations {
     pub fn new(capacity: usize, record: bool) -> Conversations {
         Conversations {
-            capacity: capacity.max(1),
+            seen: Lru::new(capacity),
             record,
-            by_key: FxHashMap::default(),
-            by_stamp: BTreeMap::new(),
-            stamp: 0,
             forgotten: Vec::new(),
         }
     }
@@ -65,38 +52,17 @@ impl Conversations {
     pub fn observe(&mut self, conv: &Conversation) -> Link {
         let link = match crate::render::last_reply(&conv.messages) {
             None => Link::First,
-            Some(at) => match self.by_key.remove(&key(&conv.messages[..at])) {
-                Some(e) => {
-                    self.by_stamp.remove(&e.stamp);
-                    Link::Linked
-                }
+            Some(at) => match self.seen.remove(key(&conv.messages[..at])) {
+                Some(_) => Link::Linked,
                 None => Link::Unseen,
             },
         };
-        self.stamp += 1;
-        let k = key(&conv.messages);
+        // The same messages again (a retry) replace their entry: one conversation, not two.
         let row = self.record.then(|| row(conv));
-        if let Some(old) = self.by_key.insert(
-            k,
-            Entry {
-                stamp: self.stamp,
-                row,
-            },
-        ) {
-            // The same messages again (a retry): one conversation, not two.
-            self.by_stamp.remove(&old.stamp);
-        }
-        self.by_stamp.insert(self.stamp, k);
-        while self.by_key.len() > self.capacity {
-            let Some((_, oldest)) = self.by_stamp.pop_first() else {
-                break;
-            };
-            if let Some(e) = self.by_key.remove(&oldest)
-                && let Some(row) = e.row
-            {
-                self.forgotten.push(row);
-            }
-        }
+        let forgotten = &mut self.forgotten;
+        self.seen.insert(key(&conv.messages), row, |row| {
+            forgotten.extend(row);
+        });
         link
     }
 
@@ -108,20 +74,16 @@ impl Conversations {
     /// Every remembered conversation's row, least recently seen first (the run ends).
     pub fn drain_rows(&mut self) -> Vec<Json> {
         let mut rows = self.take_forgotten();
-        for (_, k) in std::mem::take(&mut self.by_stamp) {
-            if let Some(row) = self.by_key.remove(&k).and_then(|e| e.row) {
-                rows.push(row);
-            }
-        }
+        rows.extend(self.seen.drain().into_iter().flatten());
         rows
     }
 
     pub fn len(&self) -> usize {
-        self.by_key.len()
+        self.seen.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.seen.is_empty()
     }
 }
 

@@ -272,14 +272,14 @@ impl Seer<'_, '_> {
     fn signalled(&mut self, signals: &Signals, counts: &mut InputCounts) {
         for (pod, name) in self.names.iter().enumerate() {
             if signals.restarted[pod].swap(false, Ordering::Relaxed) {
-                *counts.restarts.entry(name.clone()).or_default() += 1;
-                self.monitor.restarted(name);
+                restarted(self.monitor, counts, name);
             }
-            let missing = signals.lost[pod].swap(0, Ordering::Relaxed);
-            if missing > 0 {
-                *counts.gap_messages.entry(name.clone()).or_default() += missing;
-                self.monitor.events_lost(name, missing);
-            }
+            lost(
+                self.monitor,
+                counts,
+                name,
+                signals.lost[pod].swap(0, Ordering::Relaxed),
+            );
             let failures = signals.replay_failures[pod].swap(0, Ordering::Relaxed);
             if failures > 0 {
                 *counts.replay_failures.entry(name.clone()).or_default() += failures;
@@ -314,13 +314,7 @@ impl Seer<'_, '_> {
                     }
                 }
                 monitor.caught_up(name(pod));
-                if lost > 0 {
-                    *counts
-                        .gap_messages
-                        .entry(name(pod).to_string())
-                        .or_default() += lost;
-                    monitor.events_lost(name(pod), lost);
-                }
+                self::lost(monitor, counts, name(pod), lost);
                 if recovered > 0 {
                     *counts
                         .recovered_messages
@@ -328,10 +322,7 @@ impl Seer<'_, '_> {
                         .or_default() += recovered;
                 }
             }
-            Observation::Restarted(pod) => {
-                *counts.restarts.entry(name(pod).to_string()).or_default() += 1;
-                monitor.restarted(name(pod));
-            }
+            Observation::Restarted(pod) => restarted(monitor, counts, name(pod)),
             Observation::PeerLost(pod, why) => {
                 *counts
                     .peers_lost
@@ -387,6 +378,20 @@ impl Seer<'_, '_> {
             Observation::Seen(Seen::Abandoned(id)) => monitor.abandoned(id, Unattributed::NoAnswer),
         }
     }
+}
+
+/// `missing` of `pod`'s messages never reached the monitor: counted, and its view marked.
+fn lost(monitor: &mut Monitor, counts: &mut InputCounts, pod: &str, missing: u64) {
+    if missing > 0 {
+        *counts.gap_messages.entry(pod.to_string()).or_default() += missing;
+        monitor.events_lost(pod, missing);
+    }
+}
+
+/// `pod`'s publisher started again: counted, and its view emptied.
+fn restarted(monitor: &mut Monitor, counts: &mut InputCounts, pod: &str) {
+    *counts.restarts.entry(pod.to_string()).or_default() += 1;
+    monitor.restarted(pod);
 }
 
 /// The network side: subscriptions, the proxy, the metrics endpoint, until the stop.

@@ -9,6 +9,7 @@ pub mod holdings;
 pub mod http;
 pub mod live;
 pub mod log;
+mod lru;
 pub mod monitor;
 pub mod proxy;
 pub mod routing;

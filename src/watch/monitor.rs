@@ -212,9 +212,8 @@ pub struct PodTotals {
 struct Pending {
     id: RequestId,
     keys: Vec<u64>,
-    /// What each pod held of the prompt at arrival, and whether that pod's view may have been
-    /// short then (stale, a gap being recovered, or a gap found since).
-    held: Vec<(String, usize, bool)>,
+    /// What each pod held of the prompt at arrival.
+    held: Vec<Reading>,
     partial: Partial,
     /// Event batches seen when it arrived.
     since: u64,
@@ -224,6 +223,16 @@ struct Pending {
     routes: Vec<crate::routers::Answer>,
     /// With routers to ask: this request's key and the previous request's.
     keys_of: Option<(u64, u64)>,
+}
+
+/// What one pod held of a request's prompt when the request came.
+#[derive(Debug)]
+struct Reading {
+    pod: String,
+    tokens: usize,
+    /// The pod's view may have been short then: stale, a gap being recovered, or a gap found
+    /// since (its lost messages may have been sent before the request came).
+    short: bool,
 }
 
 /// A request's facts that do not depend on its pod.
@@ -395,12 +404,10 @@ impl<'a> Monitor<'a> {
             .totals
             .pods
             .keys()
-            .map(|pod| {
-                (
-                    pod.clone(),
-                    self.holdings.held(pod, &keys),
-                    self.holdings.lags(pod),
-                )
+            .map(|pod| Reading {
+                pod: pod.clone(),
+                tokens: self.holdings.held(pod, &keys),
+                short: self.holdings.lags(pod),
             })
             .collect();
         if self.pending.len() >= MAX_PENDING
@@ -445,12 +452,12 @@ impl<'a> Monitor<'a> {
         // exactly one pod did, that is the pod (a prompt reused whole stores nothing new).
         // Only from readings that were whole: a short one could hide a second holder.
         if p.pod.is_none()
-            && !p.held.iter().any(|(_, _, short)| *short)
+            && !p.held.iter().any(|r| r.short)
             && let Some(cached) = answer.engine_cached.filter(|&c| c > 0)
         {
-            let mut holders = p.held.iter().filter(|(_, h, _)| *h >= cached);
-            if let (Some((only, _, _)), None) = (holders.next(), holders.next()) {
-                p.pod = Some(only.clone());
+            let mut holders = p.held.iter().filter(|r| r.tokens >= cached);
+            if let (Some(only), None) = (holders.next(), holders.next()) {
+                p.pod = Some(only.pod.clone());
             }
         }
         p.answer = Some(answer);
@@ -490,8 +497,8 @@ impl<'a> Monitor<'a> {
     /// were sent before the one that showed it, perhaps before these requests came.
     fn read_short(&mut self, pod: &str) {
         for p in &mut self.pending {
-            for held in p.held.iter_mut().filter(|h| h.0 == pod) {
-                held.2 = true;
+            for r in p.held.iter_mut().filter(|r| r.pod == pod) {
+                r.short = true;
             }
         }
     }
@@ -520,30 +527,25 @@ impl<'a> Monitor<'a> {
     fn settle(&mut self, p: Pending) -> Attributed {
         let pod = p.pod.unwrap_or_default();
         let answer = p.answer.unwrap_or_default();
-        let held_by = |name: &str| {
-            p.held
-                .iter()
-                .find(|(n, _, _)| n == name)
-                .map_or(0, |(_, h, _)| *h)
-        };
+        let serving = p.held.iter().find(|r| r.pod == pod);
         let others = p
             .held
             .iter()
-            .filter(|(n, _, _)| *n != pod)
-            .map(|(_, h, _)| *h)
+            .filter(|r| r.pod != pod)
+            .map(|r| r.tokens)
             .max()
             .unwrap_or(0);
         let causes = attribute(&Request {
             prompt_tokens: p.partial.prompt_tokens,
             block_size: self.block_size,
-            serving_held: held_by(&pod),
+            serving_held: serving.map_or(0, |r| r.tokens),
             others_held: others,
             previous_shared: p.partial.previous_shared,
             previous_left: p.partial.previous_left,
             engine_cached: answer.engine_cached,
         });
         // As read at arrival: the view of the serving pod then.
-        let stale = p.held.iter().any(|(n, _, short)| *n == pod && *short);
+        let stale = serving.is_some_and(|r| r.short);
         let a = Attributed {
             id: p.id,
             engine_cached: answer.engine_cached,

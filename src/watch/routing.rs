@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use super::lru::Lru;
 use crate::align::Transition;
 use crate::routers::{Answer, Decision, Spec, TransitionView};
 
@@ -127,52 +128,24 @@ impl Went {
 /// The pod of each recent request, by the request's key: bounded, the least recently
 /// written forgotten first. A conversation's turn replaces its previous turn's entry, so one
 /// conversation holds one entry, as in the conversations' LRU.
-pub struct ServedBy {
-    capacity: usize,
-    pods: rustc_hash::FxHashMap<u64, (u64, Arc<str>)>,
-    by_stamp: BTreeMap<u64, u64>,
-    stamp: u64,
-}
+pub struct ServedBy(Lru<Arc<str>>);
 
 impl ServedBy {
     pub fn new(capacity: usize) -> ServedBy {
-        ServedBy {
-            capacity: capacity.max(1),
-            pods: Default::default(),
-            by_stamp: BTreeMap::new(),
-            stamp: 0,
-        }
+        ServedBy(Lru::new(capacity))
     }
 
     /// Request `key` was served by `pod`; `previous`, its conversation's request before it,
     /// will not be asked about again.
     pub fn insert(&mut self, key: u64, previous: Option<u64>, pod: Arc<str>) {
-        for k in previous.into_iter().chain([key]) {
-            if let Some((stamp, _)) = self.pods.remove(&k) {
-                self.by_stamp.remove(&stamp);
-            }
+        if let Some(p) = previous {
+            self.0.remove(p);
         }
-        self.stamp += 1;
-        self.pods.insert(key, (self.stamp, pod));
-        self.by_stamp.insert(self.stamp, key);
-        while self.pods.len() > self.capacity {
-            let Some((_, oldest)) = self.by_stamp.pop_first() else {
-                break;
-            };
-            self.pods.remove(&oldest);
-        }
+        self.0.insert(key, pod, drop);
     }
 
     pub fn get(&self, key: u64) -> Option<&str> {
-        self.pods.get(&key).map(|(_, p)| &**p)
-    }
-
-    pub fn len(&self) -> usize {
-        self.pods.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pods.is_empty()
+        self.0.get(key).map(|p| &**p)
     }
 }
 
@@ -292,7 +265,10 @@ mod tests {
         );
         // Request 4 continues request 3's conversation: it takes 3's place.
         s.insert(4, Some(3), "d1".into());
-        assert_eq!((s.len(), s.get(3), s.get(4)), (2, None, Some("d1")));
+        assert_eq!(
+            (s.get(1), s.get(3), s.get(4)),
+            (Some("d1"), None, Some("d1"))
+        );
     }
 
     #[test]

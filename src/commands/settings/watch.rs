@@ -225,10 +225,10 @@ impl WatchSettings {
             }
             Routers::new(specs, model, block_size)
         };
+        // clap requires --record with --partial.
         let partial = match (&args.partial, &args.record) {
             (Some(path), Some(record)) => Some(corpus_of_record(args, record, path, block_size)?),
-            (Some(_), None) => bail!("--partial is the corpus totals of --record FILE: give both"),
-            (None, _) => None,
+            _ => None,
         };
         let files = resolved_model(&args.model, say)?;
         let audit = audit_settings(&args.rendering, args.model.template_name.clone())?;
