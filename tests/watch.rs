@@ -858,3 +858,92 @@ fn prometheus_samples(text: &str) -> Vec<(String, HashMap<String, String>, f64)>
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// watch stopped right after a response whose pod's events had not come yet (an engine
+/// publishes on a socket of its own, which may deliver after the response): it reads events
+/// on after the stop, within --drain, until that request has its pod. The publisher sends the
+/// store only once watch has been told to stop.
+#[test]
+fn a_request_answered_before_its_events_still_gets_its_pod_after_the_stop() {
+    use std::io::{Read, Write};
+    let test = "a_request_answered_before_its_events_still_gets_its_pod_after_the_stop";
+    if !common::live::pyzmq(test) {
+        return;
+    }
+    let model = common::repo_root().join("fixtures/models/tiny-think");
+    let dir = tempfile::tempdir().unwrap();
+    let messages = json!([{"role": "user", "content":
+        "Describe how tides follow the moon, and why most coasts see two high tides a day."}]);
+    let conv = dir.path().join("conv.json");
+    std::fs::write(&conv, json!({"messages": messages}).to_string()).unwrap();
+    let prompt = rendered(&model, &conv).prompts.remove(0);
+    assert!(prompt.len() >= 2 * B, "{} tokens", prompt.len());
+    let mut pod = ScriptedPod::new("d1");
+    pod.serve(1.0, prompt.len(), &prompt);
+    let frames = dir.path().join("d1.frames");
+    std::fs::write(&frames, &pod.frames).unwrap();
+    let (mut publisher, ports) = common::live::zmq_publisher(&frames, &["--wait-line"]);
+    let per_request = dir.path().join("per-request.jsonl");
+    let mut watch = common::kvaudit_process()
+        .args(["watch", "--server", "vllm", "--block-size", &B.to_string()])
+        .arg("-m")
+        .arg(&model)
+        .args(["--pod", &format!("d1=tcp://127.0.0.1:{}", ports[0])])
+        .args([
+            "--mirror",
+            "127.0.0.1:0",
+            "--format",
+            "json",
+            "--drain",
+            "10s",
+        ])
+        .arg("--per-request")
+        .arg(&per_request)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = watch.stderr.take().unwrap();
+    let mirror = common::live::watch_listening(&mut stderr, "mirror");
+    let body = json!({"model": "tiny", "messages": messages});
+    let (status, _) = common::live::http(
+        &format!("http://{mirror}"),
+        "POST",
+        "/v1/chat/completions",
+        Some(&body),
+    );
+    assert_eq!(status, 200);
+    let stopped = std::time::Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &watch.id().to_string()])
+        .status();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    writeln!(publisher.stdin.take().unwrap(), "go").unwrap();
+    let status = watch.wait().unwrap();
+    let took = stopped.elapsed();
+    let _ = publisher.kill();
+    let _ = publisher.wait();
+    let mut out = String::new();
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    let _ = stderr.read_to_string(&mut err);
+    assert!(status.success(), "{status}: {err}");
+    let report: Json = serde_json::from_str(&out).unwrap();
+    let totals = &report["totals"];
+    assert_eq!(totals["unattributed"], json!({}), "{report:#}");
+    assert_eq!(totals["pods"]["d1"]["requests"], json!(1), "{report:#}");
+    let line: Json =
+        serde_json::from_str(std::fs::read_to_string(&per_request).unwrap().trim()).unwrap();
+    assert_eq!(
+        (&line["pod"], &line["prompt_tokens"]),
+        (&json!("d1"), &json!(prompt.len())),
+        "{line}"
+    );
+    // It stopped once the request had its pod, not at the end of --drain.
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}

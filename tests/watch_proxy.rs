@@ -13,7 +13,7 @@ use crate::common;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
@@ -106,27 +106,6 @@ impl Drop for Watch {
     }
 }
 
-fn listening(stderr: &mut impl Read, what: &str) -> String {
-    let mut seen = String::new();
-    let mut byte = [0u8; 1];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if stderr.read(&mut byte).unwrap_or(0) == 0 {
-            break;
-        }
-        seen.push(byte[0] as char);
-        if seen.ends_with('\n')
-            && let Some(addr) = seen
-                .lines()
-                .last()
-                .and_then(|l| l.strip_prefix(&format!("watch: {what} listening on ")))
-        {
-            return addr.to_string();
-        }
-    }
-    panic!("watch never said where {what} listens: {seen}");
-}
-
 /// watch on the tiny fixture model with pod d0 bound and `args`; it, its standard error and
 /// the address `what` (proxy, mirror) listens on.
 fn start(args: &[&str], what: &str) -> (Watch, std::process::ChildStderr, String) {
@@ -147,7 +126,7 @@ fn start(args: &[&str], what: &str) -> (Watch, std::process::ChildStderr, String
         .spawn()
         .unwrap();
     let mut stderr = child.stderr.take().unwrap();
-    let addr = listening(&mut stderr, what);
+    let addr = common::live::watch_listening(&mut stderr, what);
     (Watch(child), stderr, addr)
 }
 

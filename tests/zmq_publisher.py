@@ -7,6 +7,8 @@ waits for a subscription, then sends the frames of a `.frames` file as 3-frame m
 requests [id, "", start_seq] like vLLM >= 0.26: [id, "", topic, seq, payload] per buffered
 message with seq >= start, then [id, "", "", ff*8, ""].
 
+With --wait-line, it sends only once a line comes on standard input (after the subscription).
+
 With --heartbeat-ms N, libzmq pings the subscriber every N ms and drops it when nothing comes
 back within 3N (a subscriber must answer PING with PONG); the publisher waits 10N after the
 subscription before sending, counts the subscriptions it sees (one per connection, so more
@@ -15,6 +17,7 @@ sending, and exits without serving replays.
 """
 import argparse
 import struct
+import sys
 import time
 
 import zmq
@@ -38,6 +41,7 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--skip", type=int, default=-1)
     ap.add_argument("--heartbeat-ms", type=int, default=0)
+    ap.add_argument("--wait-line", action="store_true")
     args = ap.parse_args()
     msgs = list(frames(args.file))
     ctx = zmq.Context()
@@ -60,6 +64,8 @@ def main():
             if pub.poll(10) and pub.recv()[:1] == b"\x01":
                 subscriptions += 1
     time.sleep(0.05)
+    if args.wait_line:
+        sys.stdin.readline()
     for i, m in enumerate(msgs):
         if i != args.skip:
             pub.send_multipart(list(m))

@@ -34,6 +34,12 @@ use crate::events::{Batch, Engine, decode_batch};
 const QUEUE: usize = 16_384;
 /// How often the metrics text is made again.
 const METRICS_EVERY: Duration = Duration::from_millis(250);
+/// After the front has drained, events are read this long at most (within `--drain`) for the
+/// requests answered before their pod's events came: an engine publishes a request's stores
+/// on a socket of its own, which may deliver them after the response.
+const EVENTS_SETTLE: Duration = Duration::from_secs(2);
+/// `Signals::awaiting` before the monitor has applied everything the front saw.
+const AWAITING_UNKNOWN: usize = usize::MAX;
 /// The longest request head the metrics endpoint reads.
 const METRICS_HEAD: usize = 8 << 10;
 
@@ -107,6 +113,8 @@ enum Observation {
     Seen(Seen),
     /// The network side is up (every socket listening).
     Listening(&'static str, String),
+    /// The front has drained: every request and response it saw is before this.
+    Drained,
 }
 
 /// The most request-body bytes waiting in the queue at once.
@@ -123,6 +131,9 @@ struct Signals {
     restarted: Vec<std::sync::atomic::AtomicBool>,
     dropped: AtomicU64,
     bytes: std::sync::atomic::AtomicUsize,
+    /// Once the monitor has applied `Drained`: the answered requests still waiting for their
+    /// pod's events (else `AWAITING_UNKNOWN`).
+    awaiting: std::sync::atomic::AtomicUsize,
 }
 
 /// The network side's end of the monitor's queue. Only the network side holds it, so the
@@ -179,6 +190,7 @@ pub fn run(
         lost: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
         replay_failures: opts.pods.iter().map(|_| AtomicU64::new(0)).collect(),
         restarted: opts.pods.iter().map(|_| Default::default()).collect(),
+        awaiting: AWAITING_UNKNOWN.into(),
         ..Signals::default()
     });
     let queue = Arc::new(Queue {
@@ -225,6 +237,7 @@ pub fn run(
         monitor,
         conversations,
         pod_header,
+        drained: false,
     };
     // Until the network side is done: every sender is then gone.
     loop {
@@ -236,7 +249,11 @@ pub fn run(
                 if let Observation::Seen(Seen::Request(_, body)) = &o {
                     signals.bytes.fetch_sub(body.len(), Ordering::Relaxed);
                 }
-                seen.observe(o, hooks, &mut counts)
+                seen.observe(o, hooks, &mut counts);
+                if seen.drained {
+                    let n = seen.monitor.awaiting_pod();
+                    signals.awaiting.store(n, Ordering::Relaxed);
+                }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -265,6 +282,8 @@ struct Seer<'s, 'a> {
     monitor: &'s mut Monitor<'a>,
     conversations: &'s mut Conversations,
     pod_header: Option<&'s str>,
+    /// `Drained` applied: what the front saw is all here.
+    drained: bool,
 }
 
 impl Seer<'_, '_> {
@@ -338,6 +357,7 @@ impl Seer<'_, '_> {
                 *counts.unfollowed.entry(why).or_default() += 1;
             }
             Observation::Listening(what, addr) => hooks.listening(what, &addr),
+            Observation::Drained => self.drained = true,
             Observation::Seen(Seen::Request(id, body)) => {
                 let conv = serde_json::from_slice(&body)
                     .map_err(|e| e.to_string())
@@ -516,10 +536,17 @@ async fn network(
         _ = deadline => {}
         _ = signalled() => {}
     }
+    let stopped = tokio::time::Instant::now();
     let _ = proxy_stop.send(());
     if let Some(p) = proxy_task {
         tokio::select! {
-            _ = p => {}
+            _ = p => {
+                let settle = opts.drain.saturating_sub(stopped.elapsed()).min(EVENTS_SETTLE);
+                tokio::select! {
+                    _ = settled(&queue, settle) => {}
+                    _ = signalled() => {}
+                }
+            }
             _ = signalled() => {}
         }
     }
@@ -528,6 +555,22 @@ async fn network(
     let _ = metrics_stop.send(());
     if let Some(m) = metrics_task {
         let _ = m.await;
+    }
+}
+
+/// Until every request the front answered has its pod (the monitor has applied all the front
+/// saw, then the events that name them), or `settle` has passed.
+async fn settled(queue: &Queue, settle: Duration) {
+    if !queue.offer(Observation::Drained) {
+        return;
+    }
+    let until = tokio::time::Instant::now() + settle;
+    let mut poll = tokio::time::interval(Duration::from_millis(10));
+    while tokio::time::Instant::now() < until {
+        if queue.signals.awaiting.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        poll.tick().await;
     }
 }
 

@@ -591,6 +591,14 @@ impl<'a> Monitor<'a> {
         *self.totals.unattributed.entry(why).or_default() += 1;
     }
 
+    /// Requests answered whose pod is not known yet: their pod's events are still to come.
+    pub fn awaiting_pod(&self) -> usize {
+        self.pending
+            .iter()
+            .filter(|p| p.pod.is_none() && p.answer.is_some())
+            .count()
+    }
+
     /// Requests still in flight, counted unattributed (the run ends).
     pub fn finish(&mut self) {
         for p in std::mem::take(&mut self.pending) {

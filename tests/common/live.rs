@@ -633,6 +633,7 @@ pub fn zmq_publisher(frames: &Path, args: &[&str]) -> (std::process::Child, Vec<
         .arg(super::repo_root().join("tests/zmq_publisher.py"))
         .arg(frames)
         .args(args)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -647,6 +648,29 @@ pub fn zmq_publisher(frames: &Path, args: &[&str]) -> (std::process::Child, Vec<
         .map(|p| p.parse().unwrap())
         .collect();
     (publisher, ports)
+}
+
+/// Reads `kvaudit watch`'s standard error until it says where `what` (proxy, mirror, metrics)
+/// listens; that address.
+pub fn watch_listening(stderr: &mut impl std::io::Read, what: &str) -> String {
+    let mut seen = String::new();
+    let mut byte = [0u8; 1];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if stderr.read(&mut byte).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push(byte[0] as char);
+        if seen.ends_with('\n')
+            && let Some(addr) = seen
+                .lines()
+                .last()
+                .and_then(|l| l.strip_prefix(&format!("watch: {what} listening on ")))
+        {
+            return addr.to_string();
+        }
+    }
+    panic!("watch never said where {what} listens: {seen}");
 }
 
 /// `program`'s answers to `cases`, one JSON line in and out each (the Go harnesses).
