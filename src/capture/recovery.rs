@@ -64,6 +64,9 @@ pub(crate) struct WorkerStatus {
     pub(crate) settled: u64,
     /// Gap requests not kept because PENDING_MAX ranges were already waiting.
     pub(crate) dropped: u64,
+    /// Gap requests taken when this status was made: a `down` covers those only (a failed
+    /// attempt asked for everything taken before it).
+    pub(crate) received: u64,
 }
 
 pub(crate) enum Recovery {
@@ -294,6 +297,7 @@ impl ReplayWorker {
     }
 
     async fn report(&mut self) -> bool {
+        self.status.received = self.received;
         let status = Recovery::Status {
             src: self.src,
             status: self.status.clone(),

@@ -589,11 +589,26 @@ struct Replays {
     limits: Limits,
 }
 
+/// What a pod's replay worker is started with (again, when its publisher restarts).
+struct WorkerSpec {
+    endpoint: String,
+    timeout: Duration,
+    limits: Limits,
+    out: tokio::sync::mpsc::Sender<Recovery>,
+}
+
 /// One pod's gap recovery: its replay worker and the catch-up under way.
 struct PodReplay {
+    spec: WorkerSpec,
+    /// The worker's id, which its recoveries carry: a restart starts another worker, and
+    /// what the old one still sends (the old process's frames) is not taken.
+    worker: usize,
     requests: tokio::sync::mpsc::Sender<GapRequest>,
     /// Gap requests handed to the worker.
     sent: u64,
+    /// The number (from 1) of the catch-up's first gap request: a `down` status made before
+    /// the worker took it is about an earlier catch-up.
+    first: u64,
     /// The worker's failures as last counted.
     failures: u64,
     catchup: Option<Catchup<Bytes, Batch>>,
@@ -602,6 +617,39 @@ struct PodReplay {
 }
 
 impl PodReplay {
+    fn start(spec: WorkerSpec, worker: usize) -> PodReplay {
+        let requests = ReplayWorker::spawn(
+            worker,
+            spec.endpoint.clone(),
+            spec.timeout,
+            crate::events::frames::MAX_PAYLOAD,
+            spec.limits,
+            spec.out.clone(),
+        );
+        PodReplay {
+            spec,
+            worker,
+            requests,
+            sent: 0,
+            first: 0,
+            failures: 0,
+            catchup: None,
+            moved: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The publisher restarted: what is held goes on, and a new worker (id `worker`) takes
+    /// over; the old one ends once it sees its requests closed.
+    fn restart(&mut self, pod: usize, worker: usize, queue: &Queue) {
+        self.release(pod, queue);
+        let spec = WorkerSpec {
+            endpoint: self.spec.endpoint.clone(),
+            out: self.spec.out.clone(),
+            ..self.spec
+        };
+        *self = PodReplay::start(spec, worker);
+    }
+
     /// Asks for `from..=to`, holding the pod's batches until they come. False when they cannot
     /// be asked for (the worker's queue is full, or too many ranges wait): they are lost.
     fn ask(&mut self, pod: usize, topic: Bytes, from: u64, to: u64, queue: &Queue) -> bool {
@@ -623,6 +671,7 @@ impl PodReplay {
                 // Before any later request reads the pod's view: it lags from here.
                 queue.offer(Observation::Recovering(pod));
                 self.moved = tokio::time::Instant::now();
+                self.first = self.sent;
                 self.catchup.insert(Catchup::default())
             }
         };
@@ -674,7 +723,8 @@ impl PodReplay {
             );
         }
         self.failures = status.failures;
-        if self.catchup.is_some() && (status.down || status.settled >= self.sent) {
+        let down = status.down && status.received >= self.first;
+        if self.catchup.is_some() && (down || status.settled >= self.sent) {
             self.release(pod, queue);
         }
     }
@@ -692,26 +742,26 @@ async fn pump_events(
 ) {
     let (recovered_tx, mut recovered) = tokio::sync::mpsc::channel(RECOVERED_QUEUE);
     let mut pods: Vec<Option<PodReplay>> = sources.iter().map(|_| None).collect();
+    // Worker ids: the pod's index for its first worker, above every pod's for later ones.
+    let mut workers = sources.len();
     for (pod, endpoint) in replays.endpoints {
         if let Some(slot) = pods.get_mut(pod) {
-            *slot = Some(PodReplay {
-                requests: ReplayWorker::spawn(
-                    pod,
-                    endpoint,
-                    replays.timeout,
-                    crate::events::frames::MAX_PAYLOAD,
-                    replays.limits,
-                    recovered_tx.clone(),
-                ),
-                sent: 0,
-                failures: 0,
-                catchup: None,
-                moved: tokio::time::Instant::now(),
-            });
+            let spec = WorkerSpec {
+                endpoint,
+                timeout: replays.timeout,
+                limits: replays.limits,
+                out: recovered_tx.clone(),
+            };
+            *slot = Some(PodReplay::start(spec, pod));
         }
     }
     drop(recovered_tx);
     let mut recovering = pods.iter().any(Option::is_some);
+    // The pod whose current worker is `worker`.
+    let pod_of = |pods: &[Option<PodReplay>], worker: usize| {
+        pods.iter()
+            .position(|r| r.as_ref().is_some_and(|r| r.worker == worker))
+    };
     // A catch-up that has not moved for this long is given up: the worker's own timeouts
     // end a silent endpoint well before.
     let patience = replays.timeout * 4;
@@ -724,7 +774,12 @@ async fn pump_events(
                 Some(Incoming::Message(src, frames, _permit)) => {
                     // The permit goes back to the budget once the batch is decoded.
                     let replay = pods.get_mut(src).and_then(Option::as_mut);
-                    apply_message(src, &frames, engine, &mut tracker, &queue, replay);
+                    let restarted =
+                        apply_message(src, &frames, engine, &mut tracker, &queue, replay);
+                    if restarted && let Some(Some(r)) = pods.get_mut(src) {
+                        workers += 1;
+                        r.restart(src, workers, &queue);
+                    }
                 }
                 Some(Incoming::Lost(peer, why)) => {
                     // A connected peer is named by its endpoint, a bound one "ADDR (via BOUND)".
@@ -739,7 +794,8 @@ async fn pump_events(
                 None => break,
             },
             r = recovered.recv(), if recovering => match r {
-                Some(Recovery::Frame { src, topic, seq, payload }) => {
+                Some(Recovery::Frame { src: worker, topic, seq, payload }) => {
+                    let Some(src) = pod_of(&pods, worker) else { continue };
                     let Some(r) = pods.get_mut(src).and_then(Option::as_mut) else { continue };
                     let Some(c) = r.catchup.as_mut() else { continue };
                     match decode_batch(&payload, 0, engine) {
@@ -757,8 +813,10 @@ async fn pump_events(
                         }
                     }
                 }
-                Some(Recovery::Status { src, status }) => {
-                    if let Some(r) = pods.get_mut(src).and_then(Option::as_mut) {
+                Some(Recovery::Status { src: worker, status }) => {
+                    if let Some(src) = pod_of(&pods, worker)
+                        && let Some(r) = pods.get_mut(src).and_then(Option::as_mut)
+                    {
                         r.status(src, &status, &queue);
                     }
                 }
@@ -786,6 +844,8 @@ async fn pump_events(
     }
 }
 
+/// One live message of `pod`'s onto the queue (or held by its catch-up); true when it shows
+/// that the pod's publisher restarted (the caller starts a new replay worker for it).
 fn apply_message(
     pod: usize,
     frames: &[Bytes],
@@ -793,18 +853,20 @@ fn apply_message(
     tracker: &mut SeqTracker,
     queue: &Queue,
     mut replay: Option<&mut PodReplay>,
-) {
+) -> bool {
     let Ok(seq) = validate(frames, crate::events::frames::MAX_PAYLOAD) else {
         queue.offer(Observation::Malformed(pod));
-        return;
+        return false;
     };
     let topic = String::from_utf8_lossy(&frames[0]);
+    let mut restarted = false;
     match tracker.observe(&pod.to_string(), &topic, seq) {
-        SeqVerdict::Duplicate => return,
+        SeqVerdict::Duplicate => return false,
         SeqVerdict::Restart { .. } => {
             // The old process's missing batches will not come; what it held goes first, and
             // the restart after it, in the queue's order (the flag only when the queue is
             // full).
+            restarted = true;
             if let Some(r) = replay.as_deref_mut() {
                 r.release(pod, queue);
             }
@@ -834,7 +896,7 @@ fn apply_message(
         Ok(batch) => batch,
         Err(_) => {
             queue.offer(Observation::Malformed(pod));
-            return;
+            return restarted;
         }
     };
     if let Some(r) = replay
@@ -842,7 +904,7 @@ fn apply_message(
     {
         if !c.is_full() {
             c.hold(batch);
-            return;
+            return restarted;
         }
         // Held as long as it may be: what came goes on, what did not is lost.
         r.release(pod, queue);
@@ -851,6 +913,7 @@ fn apply_message(
         // The monitor fell behind: what this batch said is lost to it.
         queue.lost(pod, 1);
     }
+    restarted
 }
 
 /// `GET /metrics` answered with the latest text, until the stop; anything else 404.
@@ -901,5 +964,73 @@ async fn serve_metrics(
             let _ = conn.write_all(response.as_bytes()).await;
             let _ = conn.shutdown().await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pod's replay state whose worker is the returned receiver (nothing runs it).
+    fn replay() -> (PodReplay, tokio::sync::mpsc::Receiver<GapRequest>) {
+        let (requests, asked) = tokio::sync::mpsc::channel(8);
+        let (out, _) = tokio::sync::mpsc::channel(1);
+        let spec = WorkerSpec {
+            endpoint: String::new(),
+            timeout: Duration::from_secs(1),
+            limits: Limits::new(Limits::DEFAULT_MAX_MESSAGE),
+            out,
+        };
+        let r = PodReplay {
+            spec,
+            worker: 0,
+            requests,
+            sent: 0,
+            first: 0,
+            failures: 0,
+            catchup: None,
+            moved: tokio::time::Instant::now(),
+        };
+        (r, asked)
+    }
+
+    fn queue() -> (Queue, std::sync::mpsc::Receiver<Observation>) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let signals = Arc::new(Signals {
+            lost: vec![AtomicU64::new(0)],
+            replay_failures: vec![AtomicU64::new(0)],
+            restarted: vec![Default::default()],
+            ..Signals::default()
+        });
+        (Queue { tx, signals }, rx)
+    }
+
+    fn down(failures: u64, received: u64) -> WorkerStatus {
+        WorkerStatus {
+            down: true,
+            failures,
+            received,
+            ..WorkerStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_failure_reported_before_the_worker_took_a_catch_ups_request_does_not_end_it() {
+        let (mut r, _asked) = replay();
+        let (q, _seen) = queue();
+        let topic = Bytes::from_static(b"kv@d0@m");
+        // A first gap; the endpoint fails on its request: the catch-up ends, the gap is lost.
+        assert!(r.ask(0, topic.clone(), 5, 5, &q));
+        r.status(0, &down(1, 1), &q);
+        assert!(r.catchup.is_none());
+        // A second gap, then the worker's report of a retry of the first that failed again,
+        // made before it took the second request: the second catch-up waits on.
+        assert!(r.ask(0, topic.clone(), 9, 9, &q));
+        r.status(0, &down(2, 1), &q);
+        assert!(r.catchup.is_some());
+        // A failure once it has taken it ends it.
+        r.status(0, &down(3, 2), &q);
+        assert!(r.catchup.is_none());
+        assert_eq!(q.signals.replay_failures[0].load(Ordering::Relaxed), 3);
     }
 }
