@@ -125,7 +125,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__capture)
-            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --block-sizes --router --hash --hash-seed --model-name --llmd-profile --topic-filter --engine --connect-timeout --max-message-size --replay-timeout --format --color --quiet --help --version"
+            opts="-q -h -V --endpoint --bind --topic --out --max-messages --duration --replay-endpoint --live-replay --index-block-size --block-sizes --router --hash --hash-seed --model-name --llmd-profile --topic-filter --global-socket --engine --connect-timeout --max-message-size --replay-timeout --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -331,7 +331,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__corpus)
-            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --parquet-limit --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --topic-filter --decider --engine-block-size --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --partial --format --color --quiet --help --version"
+            opts="-m -j -q -h -V --model --revision --offline --template --template-name --tokenizer --format-in --limit --sample --seed --parquet-limit --jobs --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --block-sizes --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --topic-filter --global-socket --decider --engine-block-size --no-router --remedies --prefill-affinity --kv-recompute-threshold --kv-bytes-per-token --per-transition --html --worst --partial --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,7 +505,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__diff__subcmd__turns)
-            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --topic-filter --decider --engine-block-size --format --only-rewrites --color --quiet --help --version"
+            opts="-m -c -q -h -V --model --revision --offline --template --template-name --tokenizer --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --date-rollover --remedies --block-sizes --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --topic-filter --global-socket --decider --engine-block-size --format --only-rewrites --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -917,7 +917,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__keys)
-            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --index-block-size --block-sizes --hash --hash-seed --model-name --llmd-profile --topic-filter --format --color --quiet --help --version"
+            opts="-m -c -q -h -V --tokens --tokens-file --model --offline --template --conversation --system --user --reply --reasoning --follow-up --resend --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --index-block-size --block-sizes --hash --hash-seed --model-name --llmd-profile --topic-filter --global-socket --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1333,7 +1333,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__replay)
-            opts="-q -h -V --index-block-size --block-sizes --router --hash --hash-seed --model-name --llmd-profile --topic-filter --engine --lookup --keep-going --pod --format --color --quiet --help --version"
+            opts="-q -h -V --index-block-size --block-sizes --router --hash --hash-seed --model-name --llmd-profile --topic-filter --global-socket --engine --lookup --keep-going --pod --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1399,7 +1399,7 @@ _kvaudit() {
             return 0
             ;;
         kvaudit__subcmd__watch)
-            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --mirror --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --pod-api --pod-replay --replay-timeout --capacity --conversations --record --partial --per-request --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --topic-filter --decider --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
+            opts="-m -q -h -V --model --revision --offline --template --template-name --tokenizer --pod --bind --upstream --mirror --listen --pod-header --metrics --interval --duration --drain --topic --max-body --connect-timeout --requests --block-size --pod-api --pod-replay --replay-timeout --capacity --conversations --record --partial --per-request --router-config --router --index-block-size --hash --hash-seed --model-name --llmd-profile --topic-filter --global-socket --decider --reply-format --template-kwarg --kwargs-turn --server --server-template-kwarg --now --fuel --format --color --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

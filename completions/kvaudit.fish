@@ -96,6 +96,7 @@ never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l date-rollover -d 'Also render each prompt one day after the previous (23:59 -> 00:01) and report whether the divergence moves'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l remedies -d 'For each transition with a rewrite point, re-run the audit under every applicable remedy (each resend mode, each history switch the template reads, a pinned date, keeping the previous request\'s kwargs and tools) and report what each one saves'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l global-socket -d 'llm-d binds one socket for every pod (kvEventsConfig.zmqEndpoint set; replay, capture): each message\'s pod is the one its topic names (kv@POD@MODEL), scored only when that is an endpoint\'s IP address:port; the others are counted as `pod_not_endpoint` and credit nothing'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -l only-rewrites -d 'Human output: show only transitions with a rewrite point (the summary still counts every transition; JSON and Markdown always list them all)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand diff-turns" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -128,6 +129,7 @@ prometheus\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l color -d 'When to colour human output (auto: on a terminal, unless NO_COLOR is set non-empty; FORCE_COLOR forces it)' -r -f -a "auto\t''
 always\t''
 never\t''"
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l global-socket -d 'llm-d binds one socket for every pod (kvEventsConfig.zmqEndpoint set; replay, capture): each message\'s pod is the one its topic names (kv@POD@MODEL), scored only when that is an endpoint\'s IP address:port; the others are counted as `pod_not_endpoint` and credit nothing'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -l keep-going -d 'Count undecodable messages as malformed and go on, instead of stopping'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand replay" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -175,6 +177,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l color -d 'When 
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l offline -d 'With --model: use the Hugging Face cache only'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -l global-socket -d 'llm-d binds one socket for every pod (kvEventsConfig.zmqEndpoint set; replay, capture): each message\'s pod is the one its topic names (kv@POD@MODEL), scored only when that is an endpoint\'s IP address:port; the others are counted as `pod_not_endpoint` and credit nothing'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand keys" -s V -l version -d 'Print version'
@@ -247,6 +250,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l color -d 'Wh
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l live-replay -d 'Run the llm-d emulation on the stream as it arrives (status line each second on a terminal)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -l global-socket -d 'llm-d binds one socket for every pod (kvEventsConfig.zmqEndpoint set; replay, capture): each message\'s pod is the one its topic names (kv@POD@MODEL), scored only when that is an endpoint\'s IP address:port; the others are counted as `pod_not_endpoint` and credit nothing'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand capture" -s V -l version -d 'Print version'
@@ -312,6 +316,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l color -d 'When
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -l global-socket -d 'llm-d binds one socket for every pod (kvEventsConfig.zmqEndpoint set; replay, capture): each message\'s pod is the one its topic names (kv@POD@MODEL), scored only when that is an endpoint\'s IP address:port; the others are counted as `pod_not_endpoint` and credit nothing'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand watch" -s V -l version -d 'Print version'
@@ -402,6 +407,7 @@ complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l color -d 'Whe
 always\t''
 never\t''"
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l offline -d 'Use the Hugging Face cache only, never the network (also HF_HUB_OFFLINE=1)'
+complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l global-socket -d 'llm-d binds one socket for every pod (kvEventsConfig.zmqEndpoint set; replay, capture): each message\'s pod is the one its topic names (kv@POD@MODEL), scored only when that is an endpoint\'s IP address:port; the others are counted as `pod_not_endpoint` and credit nothing'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l no-router -d 'Leave out the router view (simulated events, index lookups, decider)'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -l remedies -d 'For every rewrite point, re-run the audit under each applicable remedy (as `diff-turns --remedies`) and total, per remedy, the rewrite points it removes and the uncached tokens with and without it. Each remedy is a full re-render: slower'
 complete -c kvaudit -n "__fish_kvaudit_using_subcommand corpus" -s q -l quiet -d 'Print nothing on stdout: the exit code is the answer (0 clean, 1 findings, 2 error). Errors still go to stderr'

@@ -10,7 +10,8 @@ use crate::events::msgpack::{DecodeError, DecodeErrorKind, clip, short_eq};
 use crate::events::{Batch, BlockStored, Engine, EventKind, decode_batch_with};
 use crate::finding::{Finding, FindingKind};
 use crate::routers::llm_d::{
-    Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, parse_topic, receives,
+    Counts, DropReason, Index, IndexConfig, SkipReason, message_drop_reason, names_endpoint,
+    parse_topic, receives,
 };
 use crate::tally::KindCounts;
 
@@ -51,6 +52,25 @@ pub type MalformedCounts = KindCounts<DecodeErrorKind, Malformed>;
 
 /// Longest reason kept in an example (a reason may quote a string from the input).
 const REASON_MAX: usize = 200;
+
+/// Why a view of `config` does not index a message under `topic` (pod `pod`) that its
+/// adapter drops for `adapter` (if it does), in llm-d's order: the subscriber's topic filter,
+/// the adapter, then (one socket for every pod) a pod no scored endpoint is named as.
+fn view_drop(
+    config: &IndexConfig,
+    topic: Option<&str>,
+    pod: &str,
+    adapter: Option<DropReason>,
+) -> Option<DropReason> {
+    if !receives(&config.topic_filter, topic) {
+        return Some(DropReason::TopicFilter);
+    }
+    if adapter.is_some() {
+        return adapter;
+    }
+    (config.global_socket && topic.is_some() && !names_endpoint(pod))
+        .then_some(DropReason::PodNotEndpoint)
+}
 
 fn malformed_example(offset: u64, reason: &str) -> Malformed {
     Malformed {
@@ -457,10 +477,7 @@ impl Replayer {
         let at = self.pod_slot(pod, model);
         let dropped = message_drop_reason(batch, self.opts.engine).map(|(reason, _)| reason);
         for v in &mut self.views {
-            let dropped = match receives(&v.config().topic_filter, topic) {
-                true => dropped,
-                false => Some(DropReason::TopicFilter),
-            };
+            let dropped = view_drop(v.config(), topic, pod, dropped);
             v.apply_checked(pod, model, batch, dropped);
         }
         for d in &mut self.dynamo {

@@ -278,3 +278,112 @@ fn llm_ds_own_pool_and_scorer_find_what_kvaudit_finds() {
     );
     assert!(compared >= 100 && credited >= 50, "{compared} {credited}");
 }
+
+/// One socket for every pod (llm-d's kvEventsConfig.zmqEndpoint): each message's pod is the
+/// one its topic names, and the scheduler asks llm-d's index about its endpoints by IP
+/// address:port. Two pods, one publishing under its endpoint's address and one under a pod
+/// name, through llm-d's own pool and index with the lookups restricted to the endpoints
+/// (`-endpoints`), against `replay --router llm-d:global_socket=true` (vLLM 0.10.2's two-pod
+/// capture, the first under 10.0.0.5:8000, the second under its name): the named pod is
+/// scored 0 by both (kvaudit counts its messages `pod_not_endpoint`), the other equally.
+#[test]
+fn one_socket_for_every_pod_scores_only_what_llm_ds_own_index_gives_its_endpoints() {
+    let test = "one_socket_for_every_pod_scores_only_what_llm_ds_own_index_gives_its_endpoints";
+    let Some(shared) = common::shared_dir(test) else {
+        return;
+    };
+    let Some(bin) = harness(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // vLLM 0.10.2's two pods, cut before the clear llm-d-kv-cache v0.8.1 ignores.
+    let captures = shared.join("fixtures/vllm-events");
+    let truth: Json =
+        serde_json::from_slice(&std::fs::read(captures.join("legacy-v0.10.2-s3.json")).unwrap())
+            .unwrap();
+    let clears_at = truth["messages"].as_array().unwrap().iter().position(|m| {
+        m["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "AllBlocksCleared")
+    });
+    let mut messages =
+        common::event_fixtures::read_frames(&captures.join("legacy-v0.10.2-s3.frames"));
+    messages.truncate(clears_at.unwrap_or(messages.len()));
+    for (topic, _, _) in &mut messages {
+        if topic.as_slice() == common::event_fixtures::POD_A.as_bytes() {
+            *topic = b"kv@10.0.0.5:8000@demo-model".to_vec();
+        }
+    }
+    let named = messages
+        .iter()
+        .filter(|(t, _, _)| t.as_slice() == common::event_fixtures::POD_B.as_bytes())
+        .count();
+    assert!(named > 0 && named < messages.len());
+    let frames = dir.path().join("one-socket.frames");
+    write_frames(&frames, &messages);
+    let (mut compared, mut credited) = (0u64, 0u64);
+    for block in [4, 8, 16] {
+        let lookups = dir.path().join(format!("lookups-{block}.json"));
+        let real = Command::new(bin.join("replay"))
+            .arg("-frames")
+            .arg(&frames)
+            .args(["-block-size", &block.to_string()])
+            .args(["-endpoints", "10.0.0.5:8000,10.0.0.6:8000", "-derive"])
+            .arg(&lookups)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&real.stderr);
+        assert!(real.status.success() && err.is_empty(), "{err}");
+        let scores: Vec<Json> = String::from_utf8(real.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Json>(l).unwrap()["scores"].clone())
+            .collect();
+        let ours = common::kvaudit()
+            .arg("replay")
+            .arg(&frames)
+            .args([
+                "--router",
+                &format!("llm-d:block_size={block},global_socket=true"),
+            ])
+            .args(["--llmd-profile", "router-2026-08", "--format", "json"])
+            .arg("--lookup")
+            .arg(&lookups)
+            .output()
+            .unwrap();
+        assert!(ours.status.code() != Some(2), "{ours:?}");
+        let ours: Json = serde_json::from_slice(&ours.stdout).unwrap();
+        let view = &ours["views"][0];
+        assert_eq!(
+            view["messages_dropped"],
+            json!({"pod_not_endpoint": named}),
+            "{view}"
+        );
+        let ours = view["lookups"].as_array().unwrap();
+        let pods: std::collections::BTreeSet<&str> =
+            ours.iter().map(|l| l["pod"].as_str().unwrap()).collect();
+        assert_eq!(pods.len(), 2, "{pods:?}");
+        assert_eq!(ours.len(), scores.len() * pods.len());
+        for (i, score) in scores.iter().enumerate() {
+            for (j, pod) in pods.iter().enumerate() {
+                let o = &ours[i * pods.len() + j];
+                assert_eq!(o["pod"], json!(pod));
+                let theirs = score.get(*pod).and_then(Json::as_f64).unwrap_or(0.0);
+                let theirs = (theirs * block as f64) as u64;
+                assert_eq!(
+                    o["index_tokens"].as_u64(),
+                    Some(theirs),
+                    "lookup {i}, {pod}"
+                );
+                compared += 1;
+                credited += u64::from(theirs > 0);
+            }
+        }
+        // Nothing is credited to the pod the topic names by name.
+        assert!(scores.iter().all(|s| s.get("pod-b").is_none()));
+    }
+    eprintln!("{test}: {compared} pod lookups equal ({credited} credited)");
+    assert!(credited > 0 && credited < compared, "{compared} {credited}");
+}

@@ -837,3 +837,71 @@ fn committed_fixtures_replay_without_shared() {
     assert_eq!(v["malformed"], 0, "kvaudit itself decodes every width");
     assert_eq!(view(&v, 64)["messages_dropped"]["batch_decode_error"], 5);
 }
+
+/// llm-d with one socket for every pod (kvEventsConfig.zmqEndpoint set) takes each message's
+/// pod from its topic, and its scheduler scores endpoints by IP address:port: a topic naming a
+/// pod any other way is indexed where no scored endpoint is (counted `pod_not_endpoint`,
+/// nothing credited); with pods discovered, each is named by its endpoint whatever the topic.
+#[test]
+fn one_socket_for_every_pod_credits_only_topics_naming_an_endpoint() {
+    use kvaudit::events::frames::write_frame;
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("seed.frames");
+    std::fs::write(&capture, common::event_fixtures::seed_capture(64, 64)).unwrap();
+    let messages = common::event_fixtures::read_frames(&capture);
+    for (pod, scored) in [
+        ("decode-0", false),
+        ("decode-0.pods.svc:8000", false),
+        ("10.0.0.5", false),
+        ("10.0.0.5:8000", true),
+        ("[fd00::5]:8000", true),
+    ] {
+        let mut frames = Vec::new();
+        for (_, seq, payload) in &messages {
+            write_frame(
+                &mut frames,
+                format!("kv@{pod}@demo-model").as_bytes(),
+                *seq,
+                payload,
+            );
+        }
+        let file = dir.path().join("topic.frames");
+        std::fs::write(&file, frames).unwrap();
+        let file = file.display().to_string();
+        let run = |extra: &[&str]| -> Json {
+            let out = kvaudit()
+                .args([
+                    "replay",
+                    &file,
+                    "--format",
+                    "json",
+                    "--index-block-size",
+                    "16",
+                ])
+                .args(extra)
+                .output()
+                .unwrap();
+            assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+            serde_json::from_slice(&out.stdout).unwrap()
+        };
+        let discovered = run(&[]);
+        assert_eq!(seq(view(&discovered, 16)), (128, 128), "{pod}");
+        for global in [
+            run(&["--global-socket"]),
+            run(&["--router", "llm-d:global_socket=true"]),
+        ] {
+            let b16 = view(&global, 16);
+            if scored {
+                assert_eq!(b16["messages_dropped"], serde_json::json!({}), "{pod}");
+                assert_eq!(seq(b16), (128, 128), "{pod}");
+            } else {
+                assert_eq!(
+                    b16["messages_dropped"],
+                    serde_json::json!({"pod_not_endpoint": messages.len()}),
+                    "{pod}"
+                );
+                assert_eq!(seq(b16), (128, 0), "{pod}");
+            }
+        }
+    }
+}

@@ -300,6 +300,13 @@ pub struct IndexArgs {
     /// `topic_filter`); an empty filter receives every topic.
     #[arg(long, default_value = crate::routers::llm_d::DEFAULT_TOPIC_FILTER, value_name = "PREFIX")]
     pub topic_filter: String,
+
+    /// llm-d binds one socket for every pod (kvEventsConfig.zmqEndpoint set; replay,
+    /// capture): each message's pod is the one its topic names (kv@POD@MODEL), scored only
+    /// when that is an endpoint's IP address:port; the others are counted as
+    /// `pod_not_endpoint` and credit nothing.
+    #[arg(long)]
+    pub global_socket: bool,
 }
 
 /// Why a flag's value was refused (clap prints it after the flag).

@@ -374,12 +374,14 @@ impl Epp {
                 hash_algo,
                 hash_seed,
                 topic_filter,
+                global_socket,
                 ..
             } => {
                 let mut s = base.clone();
                 s.index.block_size = block_size;
                 s.index.seed = hash_seed;
                 s.index.topic_filter = topic_filter;
+                s.index.global_socket = global_socket;
                 s.index.algo = match hash_algo.as_str() {
                     "xxh64" => crate::routers::llm_d::HashAlgo::Xxh64,
                     _ => crate::routers::llm_d::HashAlgo::CborFnv,
@@ -788,19 +790,6 @@ pub fn engine_args(text: &str) -> Result<EngineArgs, ConfigError> {
     Ok(e)
 }
 
-/// Whether `pod` reads as an endpoint's `address:port`, as llm-d names endpoints: an IP
-/// address (or an environment substitution such as `$(POD_IP)` standing for one) and a port
-/// (or a substitution).
-fn is_address_port(pod: &str) -> bool {
-    let Some((host, port)) = pod.rsplit_once(':') else {
-        return false;
-    };
-    let substituted = |t: &str| t.starts_with("$(") || t.starts_with("${");
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    (host.parse::<std::net::IpAddr>().is_ok() || substituted(host))
-        && (port.parse::<u16>().is_ok_and(|p| p > 0) || substituted(port))
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lint {
     pub kind: LintKind,
@@ -872,7 +861,7 @@ fn wiring(e: &Epp, engine: &EngineArgs) -> Vec<Lint> {
                     "{name} reads the model from the topic's third part (kv@POD@MODEL), and the engine's topic {topic:?} has no such part: every event is indexed under the model \"\" and no request's lookup matches it"
                 ),
             });
-        } else if *global_socket && !is_address_port(parts[1]) {
+        } else if *global_socket && !crate::routers::llm_d::names_endpoint(parts[1]) {
             out.push(Lint {
                 kind: LintKind::TopicPod,
                 message: format!(

@@ -3,7 +3,7 @@
 // longest-prefix scorer.
 //
 //	replay -frames FILE -block-size B [-hash-seed S] [-engine vllm|sglang] [-topic-filter P]
-//	       [-derive FILE] < lookups
+//	       [-endpoints A,B] [-derive FILE] < lookups
 //
 // Lookups on standard input, one JSON object a line: {"tokens": [...], "model": M}; or, with
 // -derive FILE, every sequence a store of the capture ends (the parent's sequence and the
@@ -12,7 +12,9 @@
 // SCORE}} (pods with a score above 0; every tier weighs 1). Messages whose topic does not
 // start with -topic-filter ("kv@", llm-d's default) are left out, as llm-d's subscriber never
 // receives them; messages llm-d's adapter cannot decode are said on standard error (llm-d
-// drops them, logging at a level nothing prints).
+// drops them, logging at a level nothing prints). With -endpoints, only those pods are
+// scored, as the scheduler asks llm-d's index about its endpoints (by address:port) when one
+// socket serves every pod and each message's pod is the one its topic names.
 package main
 
 import (
@@ -51,14 +53,19 @@ func main() {
 	engine := flag.String("engine", "vllm", "llm-d's engine adapter")
 	derive := flag.String("derive", "", "derive the lookups from the capture's stores into FILE")
 	topicFilter := flag.String("topic-filter", "kv@", "llm-d's topicFilter: only topics starting with it are received")
+	endpoints := flag.String("endpoints", "", "score only these pods (comma-separated), the scheduler's endpoints")
 	flag.Parse()
-	if err := run(*frames, *blockSize, *seed, *engine, *derive, *topicFilter); err != nil {
+	scored := sets.New[string]()
+	if *endpoints != "" {
+		scored.Insert(strings.Split(*endpoints, ",")...)
+	}
+	if err := run(*frames, *blockSize, *seed, *engine, *derive, *topicFilter, scored); err != nil {
 		fmt.Fprintln(os.Stderr, "replay:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, blockSize int, seed, engine, derive, topicFilter string) error {
+func run(path string, blockSize int, seed, engine, derive, topicFilter string, scored sets.Set[string]) error {
 	ctx := context.Background()
 	index, err := kvblock.NewInMemoryIndex(nil)
 	if err != nil {
@@ -132,7 +139,8 @@ func run(path string, blockSize int, seed, engine, derive, topicFilter string) e
 			return err
 		}
 		if len(keys) > 0 {
-			pods, err := index.Lookup(ctx, keys, sets.New[string]())
+			// An empty set: every pod the index holds.
+			pods, err := index.Lookup(ctx, keys, scored)
 			if err != nil {
 				return err
 			}

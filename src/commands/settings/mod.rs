@@ -46,6 +46,7 @@ pub fn index_config(
     cfg.seed = args.hash_seed.clone();
     cfg.model_name = args.model_name.clone();
     cfg.topic_filter = args.topic_filter.clone();
+    cfg.global_socket = args.global_socket;
     cfg.profile = match args.llmd_profile {
         ProfileArg::DigestFirst => crate::routers::llm_d::Profile::DigestFirst,
         ProfileArg::Router202608 => crate::routers::llm_d::Profile::Router202608,

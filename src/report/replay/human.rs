@@ -120,6 +120,9 @@ fn to_human(r: &ReplayReport, input: &InputInfo, w: usize) -> String {
                 DropReason::EventDecodeError => {
                     "messages with an event llm-d's engine adapter cannot decode"
                 }
+                DropReason::PodNotEndpoint => {
+                    "messages of one socket for every pod whose topic names no address:port: indexed where no scored endpoint is"
+                }
                 DropReason::TopicFilter => {
                     "messages llm-d never receives: their topic does not start with its topicFilter"
                 }

@@ -211,6 +211,12 @@ fn llm_d_receives_the_engines_events_only_under_its_topic_filter_and_pod_names()
         vec![LintKind::TopicPod]
     );
     assert!(kinds(&single, &serve("kv@$(POD_IP):8000@Qwen/Qwen3-8B")).is_empty());
+    // Its view takes each message's pod from the topic (replay counts the others).
+    let global = |l: &Loaded| match l.spec(&base()).unwrap() {
+        Spec::LlmD(LlmD(s)) => s.index.global_socket,
+        other => panic!("{other:?}"),
+    };
+    assert!(global(&single) && !global(&recommended));
     // Without enable_kv_cache_events vLLM publishes nothing; with the null publisher neither.
     assert_eq!(
         kinds(

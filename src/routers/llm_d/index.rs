@@ -28,6 +28,9 @@ pub struct IndexConfig {
     pub pod_cache_size: usize,
     /// `kvEventsConfig.topicFilter`: llm-d's subscriber receives only topics starting with it.
     pub topic_filter: String,
+    /// `kvEventsConfig.zmqEndpoint` is set: one bound socket for every pod, each message's pod
+    /// taken from its topic, and scored only when that names an endpoint (`address:port`).
+    pub global_socket: bool,
 }
 
 impl IndexConfig {
@@ -40,6 +43,7 @@ impl IndexConfig {
             profile: Profile::DigestFirst,
             pod_cache_size: 10,
             topic_filter: DEFAULT_TOPIC_FILTER.to_string(),
+            global_socket: false,
         }
     }
 }
@@ -187,6 +191,19 @@ fn llm_d_hash(h: &WireHash) -> Option<u64> {
 /// from a bare msgpack file, is taken as received).
 pub fn receives(topic_filter: &str, topic: Option<&str>) -> bool {
     topic.is_none_or(|t| t.starts_with(topic_filter))
+}
+
+/// Whether `pod` reads as an endpoint's `address:port`, as llm-d names the endpoints it
+/// scores: an IP address (or an environment substitution such as `$(POD_IP)` standing for
+/// one) and a port (or a substitution).
+pub fn names_endpoint(pod: &str) -> bool {
+    let Some((host, port)) = pod.rsplit_once(':') else {
+        return false;
+    };
+    let substituted = |t: &str| t.starts_with("$(") || t.starts_with("${");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host.parse::<std::net::IpAddr>().is_ok() || substituted(host))
+        && (port.parse::<u16>().is_ok_and(|p| p > 0) || substituted(port))
 }
 
 /// Why llm-d's adapter would refuse this batch, if it would.

@@ -12,7 +12,8 @@ pub mod view;
 
 pub use hash::{HashAlgo, KeyHasher, KeyMemo};
 pub use index::{
-    DEFAULT_TOPIC_FILTER, Index, IndexConfig, message_drop_reason, parse_topic, receives,
+    DEFAULT_TOPIC_FILTER, Index, IndexConfig, message_drop_reason, names_endpoint, parse_topic,
+    receives,
 };
 pub use profile::Profile;
 pub use reasons::{CountedReason, DropReason, SkipReason};
@@ -43,6 +44,9 @@ impl LlmD {
         }
         if let Some(f) = params.word("topic_filter")? {
             s.index.topic_filter = f;
+        }
+        if let Some(g) = params.flag("global_socket")? {
+            s.index.global_socket = g;
         }
         s.decider = decider_settings(params, s.decider)?;
         Ok(LlmD(s))

@@ -26,6 +26,9 @@ pub enum DropReason {
     BatchIsMap,
     /// One of its events does not decode with the engine adapter (the whole message goes).
     EventDecodeError,
+    /// One socket for every pod, and its topic's pod is not an endpoint's `address:port`:
+    /// indexed under a name no scored endpoint has.
+    PodNotEndpoint,
     /// Its topic does not start with llm-d's topicFilter: its subscriber never receives it.
     TopicFilter,
 }
@@ -72,6 +75,7 @@ impl CountedReason for DropReason {
         DropReason::BatchDecodeError,
         DropReason::BatchIsMap,
         DropReason::EventDecodeError,
+        DropReason::PodNotEndpoint,
         DropReason::TopicFilter,
     ];
 
@@ -80,6 +84,7 @@ impl CountedReason for DropReason {
             DropReason::BatchDecodeError => "batch_decode_error",
             DropReason::BatchIsMap => "batch_is_map",
             DropReason::EventDecodeError => "event_decode_error",
+            DropReason::PodNotEndpoint => "pod_not_endpoint",
             DropReason::TopicFilter => "topic_filter",
         }
     }
