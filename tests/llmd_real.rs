@@ -142,6 +142,33 @@ fn write_frames(path: &std::path::Path, messages: &[(Vec<u8>, u64, Vec<u8>)]) {
     std::fs::write(path, data).unwrap();
 }
 
+/// A view's lookups (each lookup of the harness's, each pod in name order) against llm-d's
+/// scores, every pod of every lookup: each score times the block size equals `index_tokens`.
+/// How many were compared, and how many credited.
+fn compare_lookups(view: &Json, scores: &[Json], block: usize, name: &str) -> (u64, u64) {
+    let ours = view["lookups"].as_array().unwrap();
+    let pods: std::collections::BTreeSet<&str> =
+        ours.iter().map(|l| l["pod"].as_str().unwrap()).collect();
+    assert_eq!(ours.len(), scores.len() * pods.len(), "{name} at {block}");
+    let (mut compared, mut credited) = (0, 0);
+    for (i, score) in scores.iter().enumerate() {
+        for (j, pod) in pods.iter().enumerate() {
+            let o = &ours[i * pods.len() + j];
+            assert_eq!(o["pod"], json!(pod));
+            let theirs = score.get(*pod).and_then(Json::as_f64).unwrap_or(0.0);
+            let theirs = (theirs * block as f64) as u64;
+            assert_eq!(
+                o["index_tokens"].as_u64(),
+                Some(theirs),
+                "{name} at block size {block}, lookup {i}, pod {pod}"
+            );
+            compared += 1;
+            credited += u64::from(theirs > 0);
+        }
+    }
+    (compared, credited)
+}
+
 /// Real vLLM captures through llm-d's own event pool (its vLLM adapter, in-memory index and
 /// token processor) and its longest-prefix scorer, against `replay --router llm-d
 /// --llmd-profile router-2026-08`: every sequence a store of the capture ends is looked up, at
@@ -251,25 +278,9 @@ fn llm_ds_own_pool_and_scorer_find_what_kvaudit_finds() {
                 .unwrap();
             assert!(ours.status.code() != Some(2), "{name}: {ours:?}");
             let ours: Json = serde_json::from_slice(&ours.stdout).unwrap();
-            let ours = ours["views"][0]["lookups"].as_array().unwrap();
-            let pods: std::collections::BTreeSet<&str> =
-                ours.iter().map(|l| l["pod"].as_str().unwrap()).collect();
-            assert_eq!(ours.len(), scores.len() * pods.len(), "{name} at {block}");
-            for (i, score) in scores.iter().enumerate() {
-                for (j, pod) in pods.iter().enumerate() {
-                    let o = &ours[i * pods.len() + j];
-                    assert_eq!(o["pod"], json!(pod));
-                    let theirs = score.get(*pod).and_then(Json::as_f64).unwrap_or(0.0);
-                    let theirs = (theirs * block as f64) as u64;
-                    assert_eq!(
-                        o["index_tokens"].as_u64(),
-                        Some(theirs),
-                        "{name} at block size {block}, lookup {i}, pod {pod}"
-                    );
-                    compared += 1;
-                    credited += u64::from(theirs > 0);
-                }
-            }
+            let (c, k) = compare_lookups(&ours["views"][0], &scores, block, name);
+            compared += c;
+            credited += k;
         }
     }
     eprintln!(
@@ -361,26 +372,10 @@ fn one_socket_for_every_pod_scores_only_what_llm_ds_own_index_gives_its_endpoint
             json!({"pod_not_endpoint": named}),
             "{view}"
         );
-        let ours = view["lookups"].as_array().unwrap();
-        let pods: std::collections::BTreeSet<&str> =
-            ours.iter().map(|l| l["pod"].as_str().unwrap()).collect();
-        assert_eq!(pods.len(), 2, "{pods:?}");
-        assert_eq!(ours.len(), scores.len() * pods.len());
-        for (i, score) in scores.iter().enumerate() {
-            for (j, pod) in pods.iter().enumerate() {
-                let o = &ours[i * pods.len() + j];
-                assert_eq!(o["pod"], json!(pod));
-                let theirs = score.get(*pod).and_then(Json::as_f64).unwrap_or(0.0);
-                let theirs = (theirs * block as f64) as u64;
-                assert_eq!(
-                    o["index_tokens"].as_u64(),
-                    Some(theirs),
-                    "lookup {i}, {pod}"
-                );
-                compared += 1;
-                credited += u64::from(theirs > 0);
-            }
-        }
+        let (c, k) = compare_lookups(view, &scores, block, "one socket");
+        assert_eq!(c, 2 * scores.len() as u64, "two pods");
+        compared += c;
+        credited += k;
         // Nothing is credited to the pod the topic names by name.
         assert!(scores.iter().all(|s| s.get("pod-b").is_none()));
     }

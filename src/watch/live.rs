@@ -626,6 +626,15 @@ impl PodReplay {
             spec.limits,
             spec.out.clone(),
         );
+        PodReplay::new(spec, worker, requests)
+    }
+
+    /// Worker `worker`, which takes gap requests on `requests`, with no catch-up under way.
+    fn new(
+        spec: WorkerSpec,
+        worker: usize,
+        requests: tokio::sync::mpsc::Sender<GapRequest>,
+    ) -> PodReplay {
         PodReplay {
             spec,
             worker,
@@ -981,17 +990,7 @@ mod tests {
             limits: Limits::new(Limits::DEFAULT_MAX_MESSAGE),
             out,
         };
-        let r = PodReplay {
-            spec,
-            worker: 0,
-            requests,
-            sent: 0,
-            first: 0,
-            failures: 0,
-            catchup: None,
-            moved: tokio::time::Instant::now(),
-        };
-        (r, asked)
+        (PodReplay::new(spec, 0, requests), asked)
     }
 
     fn queue() -> (Queue, std::sync::mpsc::Receiver<Observation>) {
