@@ -441,14 +441,13 @@ impl Replayer {
                 self.messages += 1;
                 self.malformed
                     .add(e.kind, || malformed_example(e.offset as u64, &e.reason));
+                let undecoded = Some(DropReason::BatchDecodeError);
                 for v in &mut self.views {
                     // A message llm-d never receives is never decoded either.
+                    let why = view_drop(v.config(), topic, "", undecoded);
                     v.stats
                         .messages_dropped
-                        .add(match receives(&v.config().topic_filter, topic) {
-                            true => DropReason::BatchDecodeError,
-                            false => DropReason::TopicFilter,
-                        });
+                        .add(why.unwrap_or(DropReason::BatchDecodeError));
                 }
                 return Ok(());
             }

@@ -865,7 +865,7 @@ fn prometheus_samples(text: &str) -> Vec<(String, HashMap<String, String>, f64)>
 /// store only once watch has been told to stop.
 #[test]
 fn a_request_answered_before_its_events_still_gets_its_pod_after_the_stop() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let test = "a_request_answered_before_its_events_still_gets_its_pod_after_the_stop";
     if !common::live::pyzmq(test) {
         return;
@@ -914,26 +914,13 @@ fn a_request_answered_before_its_events_still_gets_its_pod_after_the_stop() {
     );
     assert_eq!(status, 200);
     let stopped = std::time::Instant::now();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &watch.id().to_string()])
-        .status();
+    common::live::sigterm(&watch);
     std::thread::sleep(std::time::Duration::from_millis(300));
     writeln!(publisher.stdin.take().unwrap(), "go").unwrap();
-    let status = watch.wait().unwrap();
+    let (report, _) = common::live::watch_report(&mut watch, &mut stderr);
     let took = stopped.elapsed();
     let _ = publisher.kill();
     let _ = publisher.wait();
-    let mut out = String::new();
-    watch
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    let _ = stderr.read_to_string(&mut err);
-    assert!(status.success(), "{status}: {err}");
-    let report: Json = serde_json::from_str(&out).unwrap();
     let totals = &report["totals"];
     assert_eq!(totals["unattributed"], json!({}), "{report:#}");
     assert_eq!(totals["pods"]["d1"]["requests"], json!(1), "{report:#}");

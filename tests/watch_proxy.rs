@@ -106,19 +106,26 @@ impl Drop for Watch {
     }
 }
 
-/// watch on the tiny fixture model with pod d0 bound and `args`; it, its standard error and
-/// the address `what` (proxy, mirror) listens on.
-fn start(args: &[&str], what: &str) -> (Watch, std::process::ChildStderr, String) {
-    let mut child = common::kvaudit_process()
+/// `kvaudit watch` on the tiny fixture model as `server` would render, with pod d0 bound.
+fn tiny_watch(server: &str) -> std::process::Command {
+    let mut watch = common::kvaudit_process();
+    watch
         .current_dir(common::repo_root())
         .args([
             "watch",
             "-m",
             "fixtures/models/tiny-think",
             "--server",
-            "vllm",
+            server,
         ])
-        .args(["--bind", "d0=tcp://127.0.0.1:0"])
+        .args(["--bind", "d0=tcp://127.0.0.1:0"]);
+    watch
+}
+
+/// watch on the tiny fixture model with pod d0 bound and `args`; it, its standard error and
+/// the address `what` (proxy, mirror) listens on.
+fn start(args: &[&str], what: &str) -> (Watch, std::process::ChildStderr, String) {
+    let mut child = tiny_watch("vllm")
         .args(["--format", "json", "--duration", "60s", "--drain", "5s"])
         .args(args)
         .stdout(Stdio::piped())
@@ -133,24 +140,8 @@ fn start(args: &[&str], what: &str) -> (Watch, std::process::ChildStderr, String
 /// Stops watch as SIGTERM does: it must exit 0 (its stderr shown if not); its JSON report and
 /// its standard output as printed.
 fn stop(mut watch: Watch, stderr: &mut std::process::ChildStderr) -> (Json, String) {
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &watch.0.id().to_string()])
-        .status();
-    let status = watch.0.wait().unwrap();
-    let mut out = String::new();
-    watch
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    if !status.success() {
-        let mut err = String::new();
-        let _ = stderr.read_to_string(&mut err);
-        panic!("watch: {status}: {err}");
-    }
-    (serde_json::from_str(&out).unwrap(), out)
+    common::live::sigterm(&watch.0);
+    common::live::watch_report(&mut watch.0, stderr)
 }
 
 #[test]
@@ -309,12 +300,10 @@ fn a_pod_api_that_cannot_be_read_is_one_error_naming_the_pod() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let run = |extra: &[&str]| {
-        let out = common::kvaudit_process()
-            .current_dir(common::repo_root())
-            .args(["watch", "-m", "fixtures/models/tiny-think", "--server"])
+    let run = |server: &str, extra: &[&str]| {
+        let out = tiny_watch(server)
             .args(extra)
-            .args(["--bind", "d0=tcp://127.0.0.1:0", "--mirror", "127.0.0.1:0"])
+            .args(["--mirror", "127.0.0.1:0"])
             .args(["--duration", "5s", "--connect-timeout", "2s"])
             .output()
             .unwrap();
@@ -322,18 +311,18 @@ fn a_pod_api_that_cannot_be_read_is_one_error_naming_the_pod() {
         (out.status.code(), err)
     };
     let api = format!("d0=http://{closed}");
-    let (code, err) = run(&["vllm", "--pod-api", &api]);
+    let (code, err) = run("vllm", &["--pod-api", &api]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.starts_with("error: --pod-api d0: cannot read http://127.0.0.1:"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
-    let (code, err) = run(&["vllm", "--pod-api", "dx=http://127.0.0.1:9"]);
+    let (code, err) = run("vllm", &["--pod-api", "dx=http://127.0.0.1:9"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no pod \"dx\""), "{err}");
     // An SGLang pod's pool comes from its /server_info.
-    let (code, err) = run(&["sglang", "--pod-api", &api]);
+    let (code, err) = run("sglang", &["--pod-api", &api]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.starts_with("error: --pod-api d0: cannot read http://127.0.0.1:")
@@ -345,16 +334,7 @@ fn a_pod_api_that_cannot_be_read_is_one_error_naming_the_pod() {
 #[test]
 fn a_replay_endpoint_is_checked_before_watch_starts() {
     let run = |extra: &[&str]| {
-        let out = common::kvaudit_process()
-            .current_dir(common::repo_root())
-            .args([
-                "watch",
-                "-m",
-                "fixtures/models/tiny-think",
-                "--server",
-                "vllm",
-            ])
-            .args(["--bind", "d0=tcp://127.0.0.1:0"])
+        let out = tiny_watch("vllm")
             .args(extra)
             .args(["--duration", "1s"])
             .output()

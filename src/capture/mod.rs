@@ -3,6 +3,7 @@
 //! publisher's ROUTER replay socket (reference/vllm-events.md §2).
 
 mod live;
+mod ranges;
 mod recovery;
 mod sequence;
 pub mod subscribe;
@@ -11,6 +12,7 @@ mod validate;
 pub mod zmtp;
 
 pub use live::{LiveOptions, Progress, Status, capture};
+pub(crate) use ranges::Missing;
 pub(crate) use recovery::{GapRequest, RECOVERED_QUEUE, Recovery, ReplayWorker, WorkerStatus};
 pub use sequence::{PublisherState, SeqTracker, SeqVerdict};
 pub use subscribe::CaptureFailure;

@@ -1,12 +1,12 @@
 //! Gap recovery: one worker per publisher asks its replay (ROUTER) socket for the missing
 //! sequence numbers, beside the live loop, and hands back what arrives.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use super::ranges::Missing;
 use super::validate::validate;
 use super::zmtp::Limits;
 use super::zmtp::conn::{Connection, SocketType};
@@ -82,97 +82,45 @@ pub(crate) enum Recovery {
     },
 }
 
-type Ranges = BTreeMap<u64, (u64, u64)>;
-
-/// The seqs a worker still wants, per topic: disjoint ranges `start → (end, generation)`,
-/// where generation is the first request that could serve the range.
+/// The seqs a worker still wants, per topic, each range with its generation: the first
+/// request that could serve it.
 #[derive(Default)]
-struct Pending {
-    topics: BTreeMap<Bytes, Ranges>,
-    ranges: usize,
-}
-
-fn holds(m: &Ranges, seq: u64) -> bool {
-    m.range(..=seq)
-        .next_back()
-        .is_some_and(|(_, &(end, _))| seq <= end)
-}
+struct Pending(Missing<Bytes, u64>);
 
 impl Pending {
     fn add(&mut self, r: GapRequest, generation: u64) -> bool {
-        if self.ranges >= PENDING_MAX {
+        if self.0.len() >= PENDING_MAX {
             return false;
         }
-        let m = self.topics.entry(r.topic).or_default();
-        if m.insert(r.from, (r.to, generation)).is_none() {
-            self.ranges += 1;
-        }
+        self.0.insert(r.topic, r.from, r.to, generation);
         true
     }
 
     fn is_empty(&self) -> bool {
-        self.ranges == 0
+        self.0.is_empty()
     }
 
     /// Where the next request starts: vLLM replays everything from there on, so one request
     /// serves every gap waiting.
     fn first(&self) -> Option<u64> {
-        self.topics
-            .values()
-            .filter_map(|m| m.keys().next().copied())
-            .min()
+        self.0.first()
     }
 
     /// The topic whose missing set holds `seq`. vLLM before 0.26 leaves the topic out of
     /// replies: then the seq alone picks it.
     fn topic_of(&self, topic: Option<&[u8]>, seq: u64) -> Option<Bytes> {
-        match topic {
-            Some(t) => {
-                let (k, m) = self.topics.get_key_value(t)?;
-                holds(m, seq).then(|| k.clone())
-            }
-            None => self
-                .topics
-                .iter()
-                .find(|(_, m)| holds(m, seq))
-                .map(|(k, _)| k.clone()),
-        }
+        self.0.holder(topic, seq).cloned()
     }
 
     /// Takes `seq` out of `topic`'s missing set, so that a reply repeating it is not taken twice.
     fn take(&mut self, topic: &Bytes, seq: u64) {
-        let Some(m) = self.topics.get_mut(topic) else {
-            return;
-        };
-        let Some((&start, &(end, generation))) = m.range(..=seq).next_back() else {
-            return;
-        };
-        if seq > end {
-            return;
-        }
-        m.remove(&start);
-        self.ranges -= 1;
-        if start < seq {
-            m.insert(start, (seq - 1, generation));
-            self.ranges += 1;
-        }
-        if seq < end {
-            m.insert(seq + 1, (end, generation));
-            self.ranges += 1;
-        }
-        if m.is_empty() {
-            self.topics.remove(topic);
-        }
+        self.0.take(topic, seq);
     }
 
     /// After a complete reply to request `generation`: what it could have served and did not
     /// is not in the publisher's buffer (any more), and asking again would not bring it.
     fn settle(&mut self, generation: u64) {
-        for m in self.topics.values_mut() {
-            m.retain(|_, (_, g)| *g > generation);
-        }
-        self.topics.retain(|_, m| !m.is_empty());
-        self.ranges = self.topics.values().map(BTreeMap::len).sum();
+        self.0.retain(|g| g > generation);
     }
 }
 
@@ -440,13 +388,13 @@ mod tests {
         assert_eq!(p.topic_of(Some(b"kv"), 6), None);
         p.take(&t, 4);
         assert_eq!(p.topic_of(Some(b"kv"), 4), None, "taken once");
-        assert_eq!(p.ranges, 3);
+        assert_eq!(p.0.len(), 3);
         p.take(&t, 3);
         assert_eq!(p.first(), Some(5));
         // A gap seen while request 1 was out waits for request 2.
         assert!(p.add(gap(20, 21), 2));
         p.settle(1);
-        assert_eq!((p.first(), p.ranges), (Some(20), 1));
+        assert_eq!((p.first(), p.0.len()), (Some(20), 1));
         p.take(&t, 20);
         p.take(&t, 21);
         assert!(p.is_empty());

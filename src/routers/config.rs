@@ -688,14 +688,15 @@ pub fn engine_args(text: &str) -> Result<EngineArgs, ConfigError> {
     })?;
     // vLLM is the one whose events are off unless enabled; SGLang publishes once a publisher
     // is named.
-    let vllm = split
-        .iter()
-        .take(4)
-        .any(|w| w == "vllm" || w.ends_with("/vllm") || w.starts_with("vllm.entrypoints"));
-    let sglang = split
-        .iter()
-        .take(4)
-        .any(|w| w == "sglang" || w.ends_with("/sglang") || w.starts_with("sglang.launch_server"));
+    // The program (a path to it, or `python -m` its module) among the first words.
+    let starts = |program: &str, module: &str| {
+        split
+            .iter()
+            .take(4)
+            .any(|w| w == program || w.ends_with(&format!("/{program}")) || w.starts_with(module))
+    };
+    let vllm = starts("vllm", "vllm.entrypoints");
+    let sglang = starts("sglang", "sglang.launch_server");
     let mut w: Vec<String> = Vec::new();
     for word in split {
         // `--flag=value` is `--flag value`, and `--kv_events_config` is `--kv-events-config`,

@@ -13,6 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::capture::Missing;
+
 /// Batches held for one pod, at most (live and recovered: a catch-up that reaches it ends).
 pub const MAX_HELD: usize = 4096;
 /// Separate missing ranges of one pod, at most.
@@ -26,9 +28,8 @@ type Place = (u64, bool, u64);
 /// each numbered on its own (`K` names one).
 #[derive(Debug)]
 pub struct Catchup<K, T> {
-    /// Still missing, per topic: disjoint ranges `start → (end, place of the live batch after
-    /// them)`, inclusive.
-    missing: BTreeMap<(K, u64), (u64, u64)>,
+    /// Still missing, per topic, each range with the place of the live batch after it.
+    missing: Missing<K, u64>,
     /// Every batch from the first gap on, live or recovered, by place.
     held: BTreeMap<Place, T>,
     /// The place of the next live batch.
@@ -43,7 +44,7 @@ pub struct Catchup<K, T> {
 impl<K, T> Default for Catchup<K, T> {
     fn default() -> Self {
         Catchup {
-            missing: BTreeMap::new(),
+            missing: Missing::default(),
             held: BTreeMap::new(),
             next: 0,
             recovered: 0,
@@ -71,7 +72,7 @@ impl<K: Ord + Clone, T> Catchup<K, T> {
         if self.missing.len() >= MAX_RANGES {
             return false;
         }
-        self.missing.insert((topic.clone(), from), (to, self.next));
+        self.missing.insert(topic.clone(), from, to, self.next);
         true
     }
 
@@ -97,26 +98,9 @@ impl<K: Ord + Clone, T> Catchup<K, T> {
     /// A batch the replay endpoint brought; taken only when its number is still missing (a
     /// reply repeats what arrived live too): whether it was.
     pub fn recovered(&mut self, topic: &K, seq: u64, batch: T) -> bool {
-        let Some((key, &(end, place))) = self
-            .missing
-            .range(..=(topic.clone(), seq))
-            .next_back()
-            .filter(|((t, _), _)| t == topic)
-        else {
+        let Some(place) = self.missing.take(topic, seq) else {
             return false;
         };
-        if seq > end {
-            return false;
-        }
-        let start = key.1;
-        self.missing.remove(&(topic.clone(), start));
-        if start < seq {
-            self.missing
-                .insert((topic.clone(), start), (seq - 1, place));
-        }
-        if seq < end {
-            self.missing.insert((topic.clone(), seq + 1), (end, place));
-        }
         self.held.insert((place, false, seq), batch);
         self.recovered += 1;
         true
@@ -132,11 +116,11 @@ impl<K: Ord + Clone, T> Catchup<K, T> {
         let lost = self
             .missing
             .iter()
-            .filter_map(|((topic, start), &(end, _))| {
+            .filter_map(|(topic, start, end, _)| {
                 // What came before the join was never ours to lose.
                 let start = match self.joined.get(topic) {
-                    Some(&j) if *start <= j => j.checked_add(1)?,
-                    _ => *start,
+                    Some(&j) if start <= j => j.checked_add(1)?,
+                    _ => start,
                 };
                 (start <= end).then(|| (end - start).saturating_add(1))
             })

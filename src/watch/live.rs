@@ -502,12 +502,7 @@ async fn network(
         rx,
         sources,
         Replays {
-            endpoints: opts
-                .replays
-                .iter()
-                .enumerate()
-                .filter_map(|(pod, endpoint)| Some((pod, endpoint.clone()?)))
-                .collect(),
+            endpoints: opts.replays.clone(),
             timeout: opts.replay_timeout,
             limits: opts.limits,
         },
@@ -583,8 +578,8 @@ fn front_name(settings: &ProxySettings) -> &'static str {
 
 /// The pods' replay endpoints, as the event pump uses them.
 struct Replays {
-    /// A pod's index and its endpoint.
-    endpoints: Vec<(usize, String)>,
+    /// Each pod's endpoint, if it has one.
+    endpoints: Vec<Option<String>>,
     timeout: Duration,
     limits: Limits,
 }
@@ -595,6 +590,9 @@ struct WorkerSpec {
     timeout: Duration,
     limits: Limits,
     out: tokio::sync::mpsc::Sender<Recovery>,
+    /// The pods watched: a pod's workers are numbered its index, then that plus this, and
+    /// so on, so that every worker's id is its own and names its pod.
+    pods: usize,
 }
 
 /// One pod's gap recovery: its replay worker and the catch-up under way.
@@ -647,16 +645,16 @@ impl PodReplay {
         }
     }
 
-    /// The publisher restarted: what is held goes on, and a new worker (id `worker`) takes
-    /// over; the old one ends once it sees its requests closed.
-    fn restart(&mut self, pod: usize, worker: usize, queue: &Queue) {
+    /// The publisher restarted: what is held goes on, and a new worker takes over; the old
+    /// one ends once it sees its requests closed.
+    fn restart(&mut self, pod: usize, queue: &Queue) {
         self.release(pod, queue);
         let spec = WorkerSpec {
             endpoint: self.spec.endpoint.clone(),
             out: self.spec.out.clone(),
             ..self.spec
         };
-        *self = PodReplay::start(spec, worker);
+        *self = PodReplay::start(spec, self.worker + self.spec.pods);
     }
 
     /// Asks for `from..=to`, holding the pod's batches until they come. False when they cannot
@@ -739,6 +737,15 @@ impl PodReplay {
     }
 }
 
+/// The pod whose current replay worker is `worker`: none for a restarted pod's old worker.
+fn pod_of(pods: &[Option<PodReplay>], worker: usize) -> Option<usize> {
+    let pod = worker.checked_rem(pods.len())?;
+    pods[pod]
+        .as_ref()
+        .is_some_and(|r| r.worker == worker)
+        .then_some(pod)
+}
+
 /// Each pod's messages checked, numbered and decoded, onto the monitor's queue; a gap with a
 /// replay endpoint is recovered before the pod's later batches go on.
 async fn pump_events(
@@ -751,26 +758,20 @@ async fn pump_events(
 ) {
     let (recovered_tx, mut recovered) = tokio::sync::mpsc::channel(RECOVERED_QUEUE);
     let mut pods: Vec<Option<PodReplay>> = sources.iter().map(|_| None).collect();
-    // Worker ids: the pod's index for its first worker, above every pod's for later ones.
-    let mut workers = sources.len();
-    for (pod, endpoint) in replays.endpoints {
-        if let Some(slot) = pods.get_mut(pod) {
+    for (pod, endpoint) in replays.endpoints.into_iter().enumerate() {
+        if let (Some(endpoint), Some(slot)) = (endpoint, pods.get_mut(pod)) {
             let spec = WorkerSpec {
                 endpoint,
                 timeout: replays.timeout,
                 limits: replays.limits,
                 out: recovered_tx.clone(),
+                pods: sources.len(),
             };
             *slot = Some(PodReplay::start(spec, pod));
         }
     }
     drop(recovered_tx);
     let mut recovering = pods.iter().any(Option::is_some);
-    // The pod whose current worker is `worker`.
-    let pod_of = |pods: &[Option<PodReplay>], worker: usize| {
-        pods.iter()
-            .position(|r| r.as_ref().is_some_and(|r| r.worker == worker))
-    };
     // A catch-up that has not moved for this long is given up: the worker's own timeouts
     // end a silent endpoint well before.
     let patience = replays.timeout * 4;
@@ -783,12 +784,7 @@ async fn pump_events(
                 Some(Incoming::Message(src, frames, _permit)) => {
                     // The permit goes back to the budget once the batch is decoded.
                     let replay = pods.get_mut(src).and_then(Option::as_mut);
-                    let restarted =
-                        apply_message(src, &frames, engine, &mut tracker, &queue, replay);
-                    if restarted && let Some(Some(r)) = pods.get_mut(src) {
-                        workers += 1;
-                        r.restart(src, workers, &queue);
-                    }
+                    apply_message(src, &frames, engine, &mut tracker, &queue, replay);
                 }
                 Some(Incoming::Lost(peer, why)) => {
                     // A connected peer is named by its endpoint, a bound one "ADDR (via BOUND)".
@@ -853,8 +849,7 @@ async fn pump_events(
     }
 }
 
-/// One live message of `pod`'s onto the queue (or held by its catch-up); true when it shows
-/// that the pod's publisher restarted (the caller starts a new replay worker for it).
+/// One live message of `pod`'s onto the queue, or held by its catch-up.
 fn apply_message(
     pod: usize,
     frames: &[Bytes],
@@ -862,22 +857,20 @@ fn apply_message(
     tracker: &mut SeqTracker,
     queue: &Queue,
     mut replay: Option<&mut PodReplay>,
-) -> bool {
+) {
     let Ok(seq) = validate(frames, crate::events::frames::MAX_PAYLOAD) else {
         queue.offer(Observation::Malformed(pod));
-        return false;
+        return;
     };
     let topic = String::from_utf8_lossy(&frames[0]);
-    let mut restarted = false;
     match tracker.observe(&pod.to_string(), &topic, seq) {
-        SeqVerdict::Duplicate => return false,
+        SeqVerdict::Duplicate => return,
         SeqVerdict::Restart { .. } => {
             // The old process's missing batches will not come; what it held goes first, and
             // the restart after it, in the queue's order (the flag only when the queue is
-            // full).
-            restarted = true;
+            // full). Its replay worker is the old process's too: a new one takes over.
             if let Some(r) = replay.as_deref_mut() {
-                r.release(pod, queue);
+                r.restart(pod, queue);
             }
             if !queue.offer(Observation::Restarted(pod))
                 && let Some(r) = queue.signals.restarted.get(pod)
@@ -905,7 +898,7 @@ fn apply_message(
         Ok(batch) => batch,
         Err(_) => {
             queue.offer(Observation::Malformed(pod));
-            return restarted;
+            return;
         }
     };
     if let Some(r) = replay
@@ -913,7 +906,7 @@ fn apply_message(
     {
         if !c.is_full() {
             c.hold(batch);
-            return restarted;
+            return;
         }
         // Held as long as it may be: what came goes on, what did not is lost.
         r.release(pod, queue);
@@ -922,7 +915,6 @@ fn apply_message(
         // The monitor fell behind: what this batch said is lost to it.
         queue.lost(pod, 1);
     }
-    restarted
 }
 
 /// `GET /metrics` answered with the latest text, until the stop; anything else 404.
@@ -989,6 +981,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             limits: Limits::new(Limits::DEFAULT_MAX_MESSAGE),
             out,
+            pods: 1,
         };
         (PodReplay::new(spec, 0, requests), asked)
     }
@@ -1011,6 +1004,40 @@ mod tests {
             received,
             ..WorkerStatus::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_restarted_pods_old_worker_is_no_pods_worker() {
+        let (q, seen) = queue();
+        let (out, _) = tokio::sync::mpsc::channel(1);
+        let spec = |endpoint: &str| WorkerSpec {
+            endpoint: endpoint.into(),
+            timeout: Duration::from_secs(1),
+            limits: Limits::new(Limits::DEFAULT_MAX_MESSAGE),
+            out: out.clone(),
+            pods: 3,
+        };
+        let mut pods = vec![
+            Some(PodReplay::start(spec("tcp://127.0.0.1:1"), 0)),
+            None,
+            Some(PodReplay::start(spec("tcp://127.0.0.1:2"), 2)),
+        ];
+        assert_eq!(
+            (pod_of(&pods, 0), pod_of(&pods, 1), pod_of(&pods, 2)),
+            (Some(0), None, Some(2))
+        );
+        pods[2].as_mut().unwrap().restart(2, &q);
+        pods[2].as_mut().unwrap().restart(2, &q);
+        // Pod 2's workers were 2, then 5, now 8: only the last names it, and no id two pods.
+        assert_eq!(pods[2].as_ref().unwrap().worker, 8);
+        assert_eq!(
+            (pod_of(&pods, 2), pod_of(&pods, 5), pod_of(&pods, 8)),
+            (None, None, Some(2))
+        );
+        assert_eq!(pod_of(&pods, 0), Some(0));
+        assert_eq!(pod_of(&[], 0), None);
+        // Nothing was held: a restart releases nothing.
+        assert!(seen.try_recv().is_err());
     }
 
     #[test]

@@ -650,6 +650,35 @@ pub fn zmq_publisher(frames: &Path, args: &[&str]) -> (std::process::Child, Vec<
     (publisher, ports)
 }
 
+/// Asks `child` to stop as an orchestrator does (SIGTERM).
+pub fn sigterm(child: &std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}
+
+/// `kvaudit watch` once it has ended: it must have exited 0 (its standard error shown if not);
+/// its JSON report and its standard output as printed.
+pub fn watch_report(
+    watch: &mut std::process::Child,
+    stderr: &mut impl std::io::Read,
+) -> (Json, String) {
+    let status = watch.wait().unwrap();
+    let mut out = String::new();
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    if !status.success() {
+        let mut err = String::new();
+        let _ = stderr.read_to_string(&mut err);
+        panic!("watch: {status}: {err}");
+    }
+    (serde_json::from_str(&out).unwrap(), out)
+}
+
 /// Reads `kvaudit watch`'s standard error until it says where `what` (proxy, mirror, metrics)
 /// listens; that address.
 pub fn watch_listening(stderr: &mut impl std::io::Read, what: &str) -> String {

@@ -19,6 +19,19 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// A counter with one series a pod.
+fn by_pod(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    counts: &std::collections::BTreeMap<String, u64>,
+) {
+    header(out, name, "counter", help);
+    for (pod, n) in counts {
+        let _ = writeln!(out, "{name}{{pod=\"{}\"}} {n}", label(pod));
+    }
+}
+
 fn to_prometheus(o: &WatchOutput) -> String {
     let t = o.totals;
     let model = label(o.model);
@@ -196,58 +209,30 @@ fn to_prometheus(o: &WatchOutput) -> String {
         }
     }
     let c = o.counts;
-    header(
+    by_pod(
         &mut out,
         "kvaudit_watch_events_lost_messages_total",
-        "counter",
         "Live: each pod's event messages lost in sequence gaps and not recovered (its view is stale until it is cleared).",
+        &c.gap_messages,
     );
-    for (pod, n) in &c.gap_messages {
-        let _ = writeln!(
-            out,
-            "kvaudit_watch_events_lost_messages_total{{pod=\"{}\"}} {n}",
-            label(pod)
-        );
-    }
-    header(
+    by_pod(
         &mut out,
         "kvaudit_watch_events_recovered_messages_total",
-        "counter",
         "Live: each pod's event messages recovered through its replay endpoint (gaps, and the history before a late join).",
+        &c.recovered_messages,
     );
-    for (pod, n) in &c.recovered_messages {
-        let _ = writeln!(
-            out,
-            "kvaudit_watch_events_recovered_messages_total{{pod=\"{}\"}} {n}",
-            label(pod)
-        );
-    }
-    header(
+    by_pod(
         &mut out,
         "kvaudit_watch_replay_failures_total",
-        "counter",
         "Live: each pod's replay endpoint failing (no connection, no answer, a broken reply).",
+        &c.replay_failures,
     );
-    for (pod, n) in &c.replay_failures {
-        let _ = writeln!(
-            out,
-            "kvaudit_watch_replay_failures_total{{pod=\"{}\"}} {n}",
-            label(pod)
-        );
-    }
-    header(
+    by_pod(
         &mut out,
         "kvaudit_watch_publisher_restarts_total",
-        "counter",
         "Live: each pod's publisher starting again (its sequence fell back; the view starts empty).",
+        &c.restarts,
     );
-    for (pod, n) in &c.restarts {
-        let _ = writeln!(
-            out,
-            "kvaudit_watch_publisher_restarts_total{{pod=\"{}\"}} {n}",
-            label(pod)
-        );
-    }
     header(
         &mut out,
         "kvaudit_watch_peers_lost_total",
